@@ -1,0 +1,94 @@
+#include "core/arena.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SC_ARENA_ALIGN 64
+
+struct sc_arena_chunk {
+    sc_arena_chunk *next;
+    size_t size, used;
+    unsigned char *base; /* aligned start of the usable area */
+};
+
+void sc_arena_init(sc_arena *a) {
+    a->head = NULL;
+    a->chunk_size = 1u << 20;
+    a->total = 0;
+}
+
+static sc_arena_chunk *chunk_new(size_t size) {
+    sc_arena_chunk *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    void *mem = NULL;
+    if (posix_memalign(&mem, SC_ARENA_ALIGN, size) != 0) {
+        free(c);
+        return NULL;
+    }
+    c->base = mem;
+    c->size = size;
+    c->used = 0;
+    c->next = NULL;
+    return c;
+}
+
+void *sc_arena_alloc(sc_arena *a, size_t size) {
+    if (size == 0) size = 1;
+    if (size > SIZE_MAX - SC_ARENA_ALIGN) return NULL;
+    size_t rounded = (size + SC_ARENA_ALIGN - 1) & ~(size_t)(SC_ARENA_ALIGN - 1);
+    sc_arena_chunk *c = a->head;
+    if (!c || c->size - c->used < rounded) {
+        if (rounded > a->chunk_size / 4) {
+            /* Big allocation: its own chunk, linked behind the head so the head keeps filling. */
+            sc_arena_chunk *big = chunk_new(rounded);
+            if (!big) return NULL;
+            big->used = rounded;
+            if (c) {
+                big->next = c->next;
+                c->next = big;
+            } else {
+                a->head = big;
+            }
+            a->total += rounded;
+            memset(big->base, 0, rounded);
+            return big->base;
+        }
+        sc_arena_chunk *fresh = chunk_new(a->chunk_size);
+        if (!fresh) return NULL;
+        fresh->next = c;
+        a->head = c = fresh;
+    }
+    void *p = c->base + c->used;
+    c->used += rounded;
+    a->total += rounded;
+    memset(p, 0, rounded);
+    return p;
+}
+
+void *sc_arena_alloc_array(sc_arena *a, size_t count, size_t elem_size) {
+    if (elem_size && count > SIZE_MAX / elem_size) return NULL;
+    return sc_arena_alloc(a, count * elem_size);
+}
+
+char *sc_arena_strndup(sc_arena *a, const char *s, size_t n) {
+    char *d = sc_arena_alloc(a, n + 1);
+    if (!d) return NULL;
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+char *sc_arena_strdup(sc_arena *a, const char *s) { return sc_arena_strndup(a, s, strlen(s)); }
+
+void sc_arena_free_all(sc_arena *a) {
+    sc_arena_chunk *c = a->head;
+    while (c) {
+        sc_arena_chunk *next = c->next;
+        free(c->base);
+        free(c);
+        c = next;
+    }
+    a->head = NULL;
+    a->total = 0;
+}

@@ -1,0 +1,23 @@
+/* A string -> int map (open addressing, FNV-1a). Value names are looked up once per reference at
+ * import, so a 250,000-layer model must not pay a linear scan per lookup. Keys are not copied: they
+ * must outlive the map (they live in the graph arena). */
+#ifndef SC_STRMAP_H
+#define SC_STRMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+    const char **keys;
+    int *vals;
+    size_t cap, count;
+} sc_strmap;
+
+void sc_strmap_init(sc_strmap *m);
+void sc_strmap_free(sc_strmap *m);
+/* Returns false on allocation failure. Replaces an existing key's value. */
+bool sc_strmap_put(sc_strmap *m, const char *key, int val);
+/* Returns -1 when absent. */
+int sc_strmap_get(const sc_strmap *m, const char *key);
+
+#endif

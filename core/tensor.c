@@ -1,0 +1,85 @@
+#include "core/tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+size_t sc_dtype_size(sc_dtype t) {
+    switch (t) {
+    case SC_F32: case SC_I32: case SC_U32: return 4;
+    case SC_U8: case SC_I8: case SC_BOOL: return 1;
+    case SC_U16: case SC_I16: case SC_F16: case SC_BF16: return 2;
+    case SC_I64: case SC_F64: case SC_U64: return 8;
+    default: return 0;
+    }
+}
+
+const char *sc_dtype_name(sc_dtype t) {
+    switch (t) {
+    case SC_F32: return "f32";
+    case SC_U8: return "u8";
+    case SC_I8: return "i8";
+    case SC_U16: return "u16";
+    case SC_I16: return "i16";
+    case SC_I32: return "i32";
+    case SC_I64: return "i64";
+    case SC_STRING: return "string";
+    case SC_BOOL: return "bool";
+    case SC_F16: return "f16";
+    case SC_F64: return "f64";
+    case SC_U32: return "u32";
+    case SC_U64: return "u64";
+    case SC_BF16: return "bf16";
+    default: return "undefined";
+    }
+}
+
+bool sc_dtype_is_float(sc_dtype t) { return t == SC_F32 || t == SC_F64 || t == SC_F16 || t == SC_BF16; }
+
+int64_t sc_desc_numel(const sc_desc *d) {
+    int64_t n = 1;
+    for (int i = 0; i < d->rank; i++) {
+        if (d->dims[i] < 0) return -1;
+        if (d->dims[i] != 0 && n > INT64_MAX / d->dims[i]) return -1;
+        n *= d->dims[i];
+    }
+    return n;
+}
+
+int64_t sc_desc_bytes(const sc_desc *d) {
+    int64_t n = sc_desc_numel(d);
+    int64_t es = (int64_t)sc_dtype_size(d->dtype);
+    if (n < 0 || (es && n > INT64_MAX / es)) return -1;
+    return n * es;
+}
+
+bool sc_desc_is_static(const sc_desc *d) {
+    for (int i = 0; i < d->rank; i++)
+        if (d->dims[i] < 0) return false;
+    return true;
+}
+
+bool sc_desc_same_shape(const sc_desc *a, const sc_desc *b) {
+    if (a->rank != b->rank) return false;
+    return memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
+}
+
+char *sc_desc_str(const sc_desc *d, char *buf, size_t size) {
+    size_t at = (size_t)snprintf(buf, size, "%s[", sc_dtype_name(d->dtype));
+    for (int i = 0; i < d->rank && at < size; i++) {
+        if (d->dims[i] < 0)
+            at += (size_t)snprintf(buf + at, size - at, "%s?", i ? "," : "");
+        else
+            at += (size_t)snprintf(buf + at, size - at, "%s%lld", i ? "," : "", (long long)d->dims[i]);
+    }
+    if (at < size) snprintf(buf + at, size - at, "]");
+    return buf;
+}
+
+sc_desc sc_desc_make(sc_dtype t, int rank, const int64_t *dims) {
+    sc_desc d;
+    memset(&d, 0, sizeof d);
+    d.dtype = t;
+    d.rank = rank;
+    for (int i = 0; i < rank; i++) d.dims[i] = dims[i];
+    return d;
+}

@@ -1,0 +1,140 @@
+/* Typed attribute structs, one per op family, parsed once at import (STYLE.md habit 3).
+ *
+ * The importer fills every field, applying ONNX defaults for absent attributes, so kernels and shape
+ * functions never look at raw ONNX attributes. Each member's comment names the ops
+ * that use it; ops without attributes leave the union zeroed.
+ *
+ * Parameters that later opsets moved to inputs (Squeeze/Unsqueeze/Reduce axes, Split sizes, Pad
+ * pads, Clip min/max, Dropout ratio) are NOT here: the importer turns the attribute form into a
+ * constant input, so downstream code reads them from inputs only.
+ */
+#ifndef SC_ATTRS_H
+#define SC_ATTRS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+#define SC_MAX_SPATIAL 3
+
+typedef enum { SC_AUTO_PAD_NOTSET, SC_AUTO_PAD_SAME_UPPER, SC_AUTO_PAD_SAME_LOWER, SC_AUTO_PAD_VALID } sc_auto_pad;
+
+/* Conv, MaxPool, AveragePool. n_spatial comes from kernel_shape when given, else from the weight's
+ * rank (Conv) at shape inference. pads is [x1_begin, x2_begin, ..., x1_end, x2_end, ...] as in ONNX.
+ * has_kernel_shape is false for Conv without the attribute (taken from the weight). */
+typedef struct {
+    int n_spatial;
+    bool has_kernel_shape;
+    int64_t kernel_shape[SC_MAX_SPATIAL];
+    int64_t strides[SC_MAX_SPATIAL];   /* default 1 */
+    int64_t dilations[SC_MAX_SPATIAL]; /* default 1 */
+    int64_t pads[2 * SC_MAX_SPATIAL];  /* default 0 */
+    sc_auto_pad auto_pad;
+    int64_t group;          /* Conv only; default 1 */
+    bool ceil_mode;         /* pools only */
+    bool count_include_pad; /* AveragePool only */
+    int64_t storage_order;  /* MaxPool's optional Indices output; 0 = row major */
+} sc_window_attrs;
+
+typedef struct {
+    float epsilon;  /* default 1e-5 */
+    float momentum; /* default 0.9 */
+    bool training_mode;
+} sc_batch_norm_attrs;
+
+typedef struct {
+    float alpha, beta; /* default 1, 1 */
+    bool trans_a, trans_b;
+} sc_gemm_attrs;
+
+/* One integer axis: Softmax, LogSoftmax, Flatten, Concat, Gather, Split. Already defaulted per
+ * opset but not normalised (may be negative). legacy_2d is set for Softmax/LogSoftmax before opset
+ * 13, whose input is coerced to 2-D [prod(dims[:axis]), prod(dims[axis:])]. num_outputs is Split's
+ * opset-18 attribute (0 when absent). */
+typedef struct {
+    int64_t axis;
+    bool legacy_2d;
+    int64_t num_outputs;
+} sc_axis_attrs;
+
+typedef struct {
+    int64_t axis;  /* default -1 */
+    float epsilon; /* default 1e-5 */
+    sc_dtype stash_type;
+} sc_layer_norm_attrs;
+
+typedef struct {
+    bool keepdims;              /* default true */
+    bool noop_with_empty_axes;  /* default false */
+} sc_reduce_attrs;
+
+typedef struct {
+    int n_perm; /* 0: reverse the dims (ONNX default) */
+    int64_t perm[SC_MAX_RANK];
+} sc_transpose_attrs;
+
+typedef struct { float alpha; } sc_leaky_relu_attrs;       /* default 0.01 */
+typedef struct { bool tanh_approx; } sc_gelu_attrs;        /* approximate="tanh" */
+typedef struct { sc_dtype to; } sc_cast_attrs;
+typedef struct { bool upper; } sc_trilu_attrs;             /* default true */
+typedef struct { bool allowzero; } sc_reshape_attrs;
+typedef struct { int64_t start, end; bool has_end; } sc_shape_attrs; /* opset 15 slicing */
+typedef struct { int64_t seed; bool has_seed; } sc_dropout_attrs;
+
+/* ConstantOfShape's fill value: dtype plus the value as double (every supported dtype fits).
+ * Constant nodes never reach the graph: the importer turns them into constant values. */
+typedef struct {
+    sc_dtype dtype; /* default f32 */
+    double value;   /* default 0 */
+} sc_fill_attrs;
+
+typedef enum { SC_RESIZE_NEAREST, SC_RESIZE_LINEAR, SC_RESIZE_CUBIC } sc_resize_mode;
+typedef enum {
+    SC_CT_HALF_PIXEL,
+    SC_CT_HALF_PIXEL_SYMMETRIC,
+    SC_CT_PYTORCH_HALF_PIXEL,
+    SC_CT_ALIGN_CORNERS,
+    SC_CT_ASYMMETRIC,
+    SC_CT_TF_CROP_AND_RESIZE
+} sc_coord_transform;
+typedef enum { SC_NEAREST_ROUND_PREFER_FLOOR, SC_NEAREST_ROUND_PREFER_CEIL, SC_NEAREST_FLOOR, SC_NEAREST_CEIL } sc_nearest_mode;
+typedef enum { SC_KEEP_ASPECT_STRETCH, SC_KEEP_ASPECT_NOT_LARGER, SC_KEEP_ASPECT_NOT_SMALLER } sc_keep_aspect;
+
+typedef struct {
+    sc_resize_mode mode;                 /* default nearest */
+    sc_coord_transform coord;            /* default half_pixel */
+    sc_nearest_mode nearest_mode;        /* default round_prefer_floor */
+    float cubic_coeff_a;                 /* default -0.75 */
+    bool exclude_outside;
+    float extrapolation_value;
+    bool antialias;
+    int n_axes;                          /* 0: all axes */
+    int64_t axes[SC_MAX_RANK];
+    sc_keep_aspect keep_aspect_ratio_policy;
+} sc_resize_attrs;
+
+typedef enum { SC_PAD_CONSTANT, SC_PAD_REFLECT, SC_PAD_EDGE, SC_PAD_WRAP } sc_pad_mode;
+typedef struct { sc_pad_mode mode; } sc_pad_attrs;
+
+typedef union {
+    sc_window_attrs window;         /* Conv, MaxPool, AveragePool */
+    sc_batch_norm_attrs batch_norm; /* BatchNormalization */
+    sc_gemm_attrs gemm;             /* Gemm */
+    sc_axis_attrs axis;             /* Softmax, LogSoftmax, Flatten, Concat, Gather, Split */
+    sc_layer_norm_attrs layer_norm;
+    sc_reduce_attrs reduce;         /* ReduceMean, ReduceSum */
+    sc_transpose_attrs transpose;
+    sc_leaky_relu_attrs leaky_relu;
+    sc_gelu_attrs gelu;
+    sc_cast_attrs cast;
+    sc_trilu_attrs trilu;
+    sc_reshape_attrs reshape;
+    sc_shape_attrs shape;
+    sc_dropout_attrs dropout;
+    sc_fill_attrs fill;             /* ConstantOfShape */
+    sc_resize_attrs resize;
+    sc_pad_attrs pad;
+} sc_attrs;
+
+#endif

@@ -1,0 +1,97 @@
+/* The graph IR (DESIGN.md, graph/).
+ *
+ * Values (tensors) and nodes live in arrays addressed by integer ids. A value knows its producer and
+ * its consumers (graph_link recomputes both). Names, id arrays and constant data live in the graph's
+ * arena and are freed with the graph. Node order in `nodes` is a topological order once
+ * graph_topo_sort has run; every pass keeps it so.
+ *
+ * Contract for constant data: value->data is set for PARAM and CONST values (dense, row-major,
+ * desc.dtype; bool as one byte) and NULL for everything computed at run time.
+ */
+#ifndef SC_GRAPH_H
+#define SC_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/status.h"
+#include "core/strmap.h"
+#include "core/tensor.h"
+#include "graph/attrs.h"
+#include "graph/ops.h"
+
+typedef enum {
+    SC_VALUE_INPUT,     /* fed by the caller at run time */
+    SC_VALUE_PARAM,     /* trainable initializer */
+    SC_VALUE_CONST,     /* constant: Constant nodes, folded subgraphs, canonicalised attributes */
+    SC_VALUE_ACT,       /* activation computed by a node */
+    SC_VALUE_GRAD,      /* gradient (autodiff/) */
+    SC_VALUE_OPT_STATE  /* optimizer state (autodiff/) */
+} sc_value_kind;
+
+typedef struct {
+    const char *name;
+    sc_value_kind kind;
+    sc_desc desc;                        /* dims < 0 until bound / inferred */
+    const char *dim_names[SC_MAX_RANK];  /* symbolic dim names from the file (NULL when fixed) */
+    int producer;                        /* node id, -1 for inputs, params and constants */
+    int n_consumers;
+    int *consumers;                      /* node ids, one entry per use (graph_link) */
+    void *data;                          /* host data for PARAM and CONST, else NULL */
+    bool is_output;                      /* a graph output */
+} sc_value;
+
+typedef struct {
+    sc_op op;
+    const char *name;
+    int n_in, n_out;
+    int *in;  /* value ids; -1 marks an omitted optional input */
+    int *out; /* value ids; -1 marks an omitted optional output */
+    sc_attrs attrs;
+} sc_node;
+
+typedef struct sc_graph {
+    sc_arena arena;
+    sc_value *values;
+    int n_values, cap_values;
+    sc_node *nodes;
+    int n_nodes, cap_nodes;
+    int *inputs; /* graph inputs fed at run time, in ONNX order */
+    int n_inputs;
+    int *outputs; /* graph outputs, in ONNX order */
+    int n_outputs;
+    int64_t opset;      /* default-domain opset the model was imported with */
+    sc_strmap by_name;  /* value name -> id */
+} sc_graph;
+
+void graph_init(sc_graph *g);
+void graph_free(sc_graph *g);
+
+/* Adds a value; the name is copied into the arena and must be unique. Returns the id, or -1 with
+ * *st set (duplicate name, out of memory). */
+int graph_add_value(sc_graph *g, const char *name, sc_value_kind kind, const sc_desc *desc, sc_status *st);
+/* Adds a node; in/out arrays are copied. Returns the id, or -1 with *st set. */
+int graph_add_node(sc_graph *g, sc_op op, const char *name, const int *in, int n_in, const int *out,
+                   int n_out, sc_status *st);
+int graph_find_value(const sc_graph *g, const char *name);
+/* A name not used by any value yet, "<base>" or "<base>_<k>"; in the arena. */
+const char *graph_unique_name(sc_graph *g, const char *base);
+/* Allocates value->data in the arena for the value's (static) desc. */
+sc_status graph_alloc_data(sc_graph *g, int value_id);
+
+/* Recomputes producer and consumers of every value from the node list. */
+sc_status graph_link(sc_graph *g);
+/* Orders nodes topologically (stable: keeps the given order where it is valid). Fails naming a node
+ * on a cycle. */
+sc_status graph_topo_sort(sc_graph *g);
+/* True when every node's inputs are produced by earlier nodes (or are inputs/params/consts). */
+bool graph_is_topo_sorted(const sc_graph *g, int *first_bad_node);
+
+static inline sc_value *graph_value(sc_graph *g, int id) { return &g->values[id]; }
+static inline const sc_desc *graph_in_desc(const sc_graph *g, const sc_node *n, int i) {
+    return &g->values[n->in[i]].desc;
+}
+static inline bool node_has_input(const sc_node *n, int i) { return i < n->n_in && n->in[i] >= 0; }
+
+#endif

@@ -1,0 +1,34 @@
+/* ONNX import and export (DESIGN.md, import/).
+ *
+ * sc_model_load parses and validates a .onnx file into the graph IR (symbolic dims still unbound;
+ * call graph_prepare next). The parsed ModelProto is kept so that sc_model_save can write the
+ * original model back with the graph's current parameter data, unknown fields preserved, to a temp
+ * file renamed into place.
+ */
+#ifndef SC_ONNX_H
+#define SC_ONNX_H
+
+#include "graph/graph.h"
+
+#define SC_MIN_OPSET 11
+#define SC_MAX_OPSET 21
+
+typedef struct sc_model {
+    sc_graph graph;
+    char *path;  /* the file it was loaded from */
+    char *dir;   /* its folder: external data must stay inside it */
+    void *proto; /* Onnx__ModelProto *, owned */
+} sc_model;
+
+/* On failure *out is NULL and the status names the file and the node, initializer or field. */
+sc_status sc_model_load(const char *path, sc_model **out);
+sc_status sc_model_load_buffer(const void *data, size_t size, const char *name, const char *dir, sc_model **out);
+/* Writes the model with every initializer's data taken from the graph value of the same name.
+ * Initializers over external_threshold bytes go to external data in "<path>.data" (0 = never). */
+sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_threshold);
+void sc_model_free(sc_model *m);
+
+/* Writes bytes to path atomically: a temp file in the same folder, fsync, then rename. */
+sc_status sc_write_file_atomic(const char *path, const void *data, size_t size);
+
+#endif
