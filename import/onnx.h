@@ -28,6 +28,10 @@ sc_status sc_model_load_buffer(const void *data, size_t size, const char *name, 
 sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_threshold);
 void sc_model_free(sc_model *m);
 
+/* Reads one serialized TensorProto (the onnx node tests' input_0.pb, ...) into a tensor whose data
+ * is malloc'd (free with free(t->data)). Same validation as initializers. */
+sc_status sc_load_tensor_pb(const char *path, sc_tensor *t, char **name_out);
+
 /* Writes bytes to path atomically: a temp file in the same folder, fsync, then rename. */
 sc_status sc_write_file_atomic(const char *path, const void *data, size_t size);
 

@@ -4,4 +4,8 @@
 
 #include "backends/cpu/cpu.h"
 
+/* cpu_conv.c, cpu_gemm.c, cpu_pool.c, cpu_norm.c */
+
+/* cpu_unary.c, cpu_binary.c, cpu_reduce.c, cpu_movement.c, cpu_resize.c */
+
 #endif

@@ -9,7 +9,10 @@
 #include "backends/cpu/cpu_kernels.h"
 
 const sc_cpu_kernel sc_cpu_kernels[SC_OP_COUNT] = {
-    /* entries are added family by family: [SC_OP_CONV] = cpu_conv, ... */
+    /* cpu_conv.c, cpu_gemm.c, cpu_pool.c, cpu_norm.c */
+
+    /* cpu_unary.c, cpu_binary.c, cpu_reduce.c, cpu_movement.c, cpu_resize.c */
+
 };
 
 const char *cpu_kernel_missing_reason(sc_op op) {
