@@ -4,6 +4,7 @@
  * buffer when its producer runs and is freed right after its last consumer, so peak memory is the
  * largest live set of the topological order. schedule/ will replace this with planned arena offsets.
  * Zero-element tensors still get a (tiny) buffer, because data == NULL means "omitted" to kernels.
+ * Outputs of in-place ops (sc_op_inplace_input: optimizer updates) share their input's storage.
  */
 #include "backends/executor.h"
 
@@ -92,6 +93,13 @@ static sc_status run_node(exec_state *s, int i) {
         out[k].desc = v >= 0 ? g->values[v].desc : (sc_desc){0};
         out[k].data = NULL;
         if (v < 0) continue;
+        int alias = sc_op_inplace_input(n->op, k);
+        if (alias >= 0) {
+            /* In-place update (optimizer state): the output is the input's persistent storage. */
+            SC_ASSERT(alias < n->n_in && n->in[alias] >= 0 && !s->owned[n->in[alias]]);
+            out[k].data = s->data[v] = in[alias].data;
+            continue;
+        }
         int64_t bytes = sc_desc_bytes(&g->values[v].desc);
         if (bytes < 0) {
             st = sc_errorf("node '%s': output '%s' has no static shape", n->name, g->values[v].name);

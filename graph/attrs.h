@@ -117,6 +117,30 @@ typedef struct {
 typedef enum { SC_PAD_CONSTANT, SC_PAD_REFLECT, SC_PAD_EDGE, SC_PAD_WRAP } sc_pad_mode;
 typedef struct { sc_pad_mode mode; } sc_pad_attrs;
 
+/* SoftmaxCrossEntropyLoss and its gradient. */
+typedef enum { SC_REDUCTION_MEAN, SC_REDUCTION_SUM, SC_REDUCTION_NONE } sc_reduction;
+typedef struct {
+    sc_reduction reduction;  /* default mean */
+    bool has_ignore_index;
+    int64_t ignore_index;
+} sc_sce_attrs;
+
+/* SGDUpdate, PyTorch's torch.optim.SGD rule (dampening 0):
+ *   g = grad * grad_scale + weight_decay * w;  m = momentum * m + g  (m = g on step 1 is the same
+ *   because m starts at 0);  d = nesterov ? g + momentum * m : m;  w -= lr * d.
+ * momentum == 0 skips the buffer. */
+typedef struct {
+    float momentum, weight_decay;
+    bool nesterov;
+} sc_sgd_attrs;
+
+/* AdamWUpdate, PyTorch's torch.optim.AdamW rule (decoupled weight decay, bias correction):
+ *   w *= 1 - lr * weight_decay;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+ *   w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps),   t = step (1-based). */
+typedef struct {
+    float beta1, beta2, eps, weight_decay;
+} sc_adamw_attrs;
+
 typedef union {
     sc_window_attrs window;         /* Conv, MaxPool, AveragePool */
     sc_batch_norm_attrs batch_norm; /* BatchNormalization */
@@ -135,6 +159,9 @@ typedef union {
     sc_fill_attrs fill;             /* ConstantOfShape */
     sc_resize_attrs resize;
     sc_pad_attrs pad;
+    sc_sce_attrs sce;               /* SoftmaxCrossEntropyLoss(Grad) */
+    sc_sgd_attrs sgd;               /* SGDUpdate */
+    sc_adamw_attrs adamw;           /* AdamWUpdate */
 } sc_attrs;
 
 #endif

@@ -5,6 +5,9 @@
 typedef enum {
 #define SC_OP(id, name, min_in, max_in, min_out, max_out) SC_OP_##id,
 #include "graph/ops.def"
+    SC_OP_PUBLIC_COUNT, /* ops above can come from ONNX files; internal ops follow */
+    SC_OP_INTERNAL_BEFORE_ = SC_OP_PUBLIC_COUNT - 1,
+#include "graph/ops_train.def"
 #undef SC_OP
     SC_OP_COUNT
 } sc_op;
@@ -17,7 +20,13 @@ typedef struct {
 extern const sc_op_info sc_op_infos[SC_OP_COUNT];
 
 static inline const char *sc_op_name(sc_op op) { return sc_op_infos[op].onnx_name; }
-/* SC_OP_COUNT when the ONNX op type is not one of ours. */
+/* SC_OP_COUNT when the ONNX op type is not one of ours. Internal ops (ops_train.def) are never
+ * returned: they cannot come from a file. */
 sc_op sc_op_from_onnx_name(const char *name);
+/* Internal ops (from ops_train.def) are in [SC_OP_PUBLIC_COUNT, SC_OP_COUNT). */
+static inline int sc_op_is_internal(sc_op op) { return op >= SC_OP_PUBLIC_COUNT; }
+/* For ops that update state in place (optimizer updates): the input whose storage output `out`
+ * shares, or -1. The executor and the planner treat such an output as the same memory. */
+int sc_op_inplace_input(sc_op op, int out);
 
 #endif

@@ -1,0 +1,64 @@
+/* Training graphs (DESIGN.md, autodiff/): forward + loss head + backward + optimizer updates, all
+ * as nodes of the one graph, so the planner sees everything.
+ *
+ * autodiff_build_training turns a prepared forward graph (graph_prepare done, static shapes) into a
+ * training graph in place:
+ *   - BatchNormalization nodes switch to training mode (batch statistics); their running mean and
+ *     variance become extra outputs, written back to the parameters after each step (writebacks).
+ *   - Dropout nodes switch to training mode with a seeded, counter-based mask (reproducible, and
+ *     identical when a plan recomputes the node).
+ *   - A loss head is appended to the model output (chosen from its shape or by opt->loss), with a
+ *     new graph input for the labels.
+ *   - The backward graph is built by reverse traversal (autodiff_build_backward).
+ *   - One optimizer update node per trainable parameter, emitted right after its gradient is final,
+ *     updating the parameter and its state in place. lr and step are scalar graph inputs fed by the
+ *     trainer each step (schedules live on the host).
+ * Frozen parameters (opt->freeze_regex) and inputs get no gradient and nothing is computed for them.
+ */
+#ifndef SC_AUTODIFF_H
+#define SC_AUTODIFF_H
+
+#include "graph/graph.h"
+
+typedef enum { SC_LOSS_AUTO, SC_LOSS_CROSS_ENTROPY, SC_LOSS_MSE } sc_loss_kind;
+typedef enum { SC_OPTIM_SGD, SC_OPTIM_ADAMW } sc_optim_kind;
+
+typedef struct {
+    sc_loss_kind loss;
+    int64_t ignore_index;   /* segmentation labels to ignore; default -100 like PyTorch */
+    sc_optim_kind optim;
+    float momentum;         /* SGD; default 0.9 set by the CLI */
+    bool nesterov;
+    float weight_decay;
+    float beta1, beta2, eps;/* AdamW; PyTorch defaults 0.9, 0.999, 1e-8 */
+    float clip_norm;        /* > 0: clip gradients by global norm */
+    const char *freeze_regex; /* POSIX extended regex over parameter names; NULL = none */
+    bool keep_grads;        /* make every parameter gradient a graph output (tests, --dump-grads) */
+    uint64_t dropout_seed;
+} sc_train_options;
+
+/* Sets the PyTorch defaults: cross-entropy auto, SGD momentum 0, AdamW 0.9/0.999/1e-8, wd 0. */
+void sc_train_options_default(sc_train_options *o);
+
+typedef struct {
+    int loss;           /* scalar f32 loss value */
+    int output;         /* the model output the loss reads */
+    int labels;         /* graph input for the loss targets */
+    int lr, step;       /* scalar graph inputs: f32 learning rate, i64 1-based step */
+    int n_params;
+    int *params;        /* trainable parameter value ids */
+    int *grads;         /* final gradient of each parameter (a graph output when keep_grads) */
+    int n_states;
+    int *states;        /* optimizer state values (SC_VALUE_OPT_STATE, data zeroed in the arena) */
+    int n_writebacks;
+    int *wb_src, *wb_dst; /* after each step copy value wb_src[i] (a graph output) into param wb_dst[i] */
+} sc_training_graph;
+
+sc_status autodiff_build_training(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg);
+
+/* Appends the backward graph of scalar value `loss` with respect to values wrt[0..n) and writes each
+ * final gradient id into grads (-1 when loss does not depend on it). The seed dLoss is a constant 1.
+ * Rules come from sc_grad_rules; an op on the path without one fails naming the node. */
+sc_status autodiff_build_backward(sc_graph *g, int loss, const int *wrt, int n_wrt, int *grads);
+
+#endif
