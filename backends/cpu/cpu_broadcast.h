@@ -1,0 +1,64 @@
+/* numpy-style broadcasting for element-wise CPU kernels (ONNX "multidirectional broadcasting").
+ *
+ * cpu_bcast_init maps each input onto the output's dims (right-aligned; a size-1 or missing input
+ * dim gets stride 0), drops output dims of size 1 and merges adjacent dims that are contiguous in
+ * every input. After that the hot cases become short loops: same shape -> one row of numel,
+ * scalar -> stride 0, bias [1,C,1,1] on [N,C,H,W] -> [N,C,H*W] with strides (0,1,0), [C] on
+ * [B,T,C] -> [B*T,C] with strides (0,1).
+ *
+ * cpu_bcast_run calls a row function for each run of the innermost merged dim. Every input's
+ * innermost stride is 0 (broadcast) or 1 (contiguous), so row functions specialise on those two
+ * cases and vectorise. Large outputs are split across OpenMP threads by flat output range.
+ */
+#ifndef SC_CPU_BROADCAST_H
+#define SC_CPU_BROADCAST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+/* Below this many elements a kernel runs on one thread: spawning threads costs more. */
+#define CPU_PAR_MIN 32768
+#define CPU_BCAST_MAX_IN 3
+
+typedef struct {
+    int rank; /* after merging; at least 1 */
+    int n_in;
+    int64_t numel;
+    int64_t dims[SC_MAX_RANK];
+    int64_t strides[CPU_BCAST_MAX_IN][SC_MAX_RANK]; /* in elements */
+} cpu_bcast;
+
+/* False if some input cannot be broadcast to out (the caller names the node). */
+bool cpu_bcast_init(cpu_bcast *b, const sc_desc *out, const sc_desc *const *in, int n_in);
+
+/* o: output row, in[k]: input k's row start, s[k]: input k's element stride (0 or 1), n elements. */
+typedef void (*cpu_bcast_row_fn)(const void *ctx, void *o, const void *const *in, const int64_t *s, int64_t n);
+
+void cpu_bcast_run(const cpu_bcast *b, cpu_bcast_row_fn fn, const void *ctx, void *out, size_t out_esize,
+                   const void *const *in, const size_t *in_esize);
+
+/* Dtype lists for X-macros in element-wise kernels: X(code, C type, short name, extra...). */
+/* f16 arithmetic goes through GCC's _Float16 (computed in float, rounded back per operation). */
+#define CPU_FLOAT_TYPES(X, ...)                                                                    \
+    X(SC_F32, float, f32, __VA_ARGS__) X(SC_F64, double, f64, __VA_ARGS__) X(SC_F16, _Float16, f16, __VA_ARGS__)
+#define CPU_SINT_TYPES(X, ...)                                                                     \
+    X(SC_I8, int8_t, i8, __VA_ARGS__) X(SC_I16, int16_t, i16, __VA_ARGS__)                          \
+    X(SC_I32, int32_t, i32, __VA_ARGS__) X(SC_I64, int64_t, i64, __VA_ARGS__)
+#define CPU_UINT_TYPES(X, ...)                                                                     \
+    X(SC_U8, uint8_t, u8, __VA_ARGS__) X(SC_U16, uint16_t, u16, __VA_ARGS__)                        \
+    X(SC_U32, uint32_t, u32, __VA_ARGS__) X(SC_U64, uint64_t, u64, __VA_ARGS__)
+#define CPU_INT_TYPES(X, ...) CPU_SINT_TYPES(X, __VA_ARGS__) CPU_UINT_TYPES(X, __VA_ARGS__)
+#define CPU_NUM_TYPES(X, ...) CPU_FLOAT_TYPES(X, __VA_ARGS__) CPU_INT_TYPES(X, __VA_ARGS__)
+
+/* Converts n elements between any two of f32, f64, f16, bf16, the integer types and bool with
+ * ONNX Cast semantics (float -> int truncates toward zero, -> bool is x != 0). False if a dtype is
+ * not one of those. Defined in cpu_cast.c; Pow uses it to bring exponents to a common type. */
+bool cpu_convert(void *dst, sc_dtype dst_type, const void *src, sc_dtype src_type, int64_t n);
+
+/* memcpy split across threads for large copies; a no-op when dst == src (in-place). */
+void cpu_copy(void *dst, const void *src, int64_t n_bytes);
+
+#endif

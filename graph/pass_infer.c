@@ -1,0 +1,123 @@
+/* graph_infer_shapes: shape inference in topological order, with constant folding.
+ *
+ * A node is folded (run once on the CPU at load, its outputs turned into SC_VALUE_CONST data in the
+ * graph arena, the node removed) when
+ *   - every present input is SC_VALUE_CONST, or the node is Shape of a value with a static desc
+ *     (parameters are never folded: they may be trained later),
+ *   - its outputs hold at most SC_FOLD_MAX_ELEMS elements together,
+ *   - the CPU backend has a kernel for it,
+ *   - none of its outputs is a graph output (outputs stay computed by a node, which keeps the
+ *     executor's contract simple), and
+ *   - it is not a Dropout given a training_mode input (folding would freeze one random mask).
+ * Folding in node order makes PyTorch's Shape->Gather->Unsqueeze->Concat->Reshape chains vanish: by
+ * the time Reshape's shape function reads its shape input, that input is a constant.
+ */
+#include <stdlib.h>
+
+#include "backends/cpu/cpu.h"
+#include "graph/pass_internal.h"
+#include "graph/shape.h"
+
+#define SC_FOLD_MAX_ELEMS ((int64_t)1 << 20)
+
+static bool fold_wanted(const sc_graph *g, const sc_node *n, const bool *is_out) {
+    if (!sc_cpu_kernels[n->op]) return false;
+    if (n->op == SC_OP_DROPOUT && node_has_input(n, 2)) return false;
+    bool all_const = true;
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        const sc_value *v = &g->values[n->in[k]];
+        if (v->kind != SC_VALUE_CONST || !v->data) all_const = false;
+    }
+    if (!all_const && !(n->op == SC_OP_SHAPE && sc_desc_is_static(&g->values[n->in[0]].desc))) return false;
+    int64_t elems = 0;
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k] < 0) continue;
+        if (is_out[n->out[k]]) return false;
+        int64_t e = sc_desc_numel(&g->values[n->out[k]].desc);
+        if (e < 0) return false;
+        elems += e;
+    }
+    return elems <= SC_FOLD_MAX_ELEMS;
+}
+
+static sc_status fold_node(sc_graph *g, const sc_node *n) {
+    sc_tensor *in = calloc((size_t)n->n_in + 1, sizeof *in), *out = calloc((size_t)n->n_out + 1, sizeof *out);
+    sc_status st = SC_OK;
+    if (!in || !out) st = sc_errorf("out of memory folding node '%s'", n->name);
+    for (int k = 0; !st && k < n->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        in[k].desc = g->values[n->in[k]].desc;
+        in[k].data = g->values[n->in[k]].data; /* NULL for Shape's run-time input: only its desc is read */
+    }
+    for (int k = 0; !st && k < n->n_out; k++) {
+        if (n->out[k] < 0) continue;
+        st = graph_alloc_data(g, n->out[k]);
+        out[k].desc = g->values[n->out[k]].desc;
+        out[k].data = g->values[n->out[k]].data;
+    }
+    if (!st) st = cpu_run_node(n, in, n->n_in, out, n->n_out);
+    for (int k = 0; !st && k < n->n_out; k++)
+        if (n->out[k] >= 0) g->values[n->out[k]].kind = SC_VALUE_CONST;
+    free(in);
+    free(out);
+    return st ? sc_status_prefix(st, "constant folding: ") : SC_OK;
+}
+
+static sc_status infer_check_node(const sc_graph *g, const sc_node *n) {
+    const sc_op_info *info = &sc_op_infos[n->op];
+    if (n->n_in < info->min_inputs || n->n_in > info->max_inputs || n->n_out < info->min_outputs ||
+        n->n_out > info->max_outputs)
+        return shape_errorf(n, "has %d inputs and %d outputs; the op takes %d..%d and %d..%d", n->n_in, n->n_out,
+                            info->min_inputs, info->max_inputs, info->min_outputs, info->max_outputs);
+    if (!sc_shape_fns[n->op]) {
+        const char *why = shape_fn_missing_reason(n->op);
+        return shape_errorf(n, "no shape function%s%s", why ? ": " : "", why ? why : "");
+    }
+    for (int k = 0; k < info->min_inputs && k < n->n_in; k++)
+        if (n->in[k] < 0) return shape_errorf(n, "required input %d is missing", k);
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        const sc_value *v = &g->values[n->in[k]];
+        if (!sc_desc_is_static(&v->desc) || v->desc.dtype == SC_DTYPE_UNDEFINED) {
+            char buf[160];
+            return shape_errorf(n, "input %d ('%s') has no static shape (%s); bind symbolic dims first", k, v->name,
+                                sc_desc_str(&v->desc, buf, sizeof buf));
+        }
+    }
+    return SC_OK;
+}
+
+sc_status graph_infer_shapes(sc_graph *g) {
+    int bad;
+    if (!graph_is_topo_sorted(g, &bad)) SC_TRY(graph_topo_sort(g));
+    SC_TRY(graph_link(g)); /* producers name unfolded shape inputs in error messages */
+    bool *keep = malloc((size_t)g->n_nodes + 1);
+    bool *is_out = calloc((size_t)g->n_values + 1, 1);
+    if (!keep || !is_out) {
+        free(keep);
+        free(is_out);
+        return sc_errorf("out of memory inferring shapes");
+    }
+    for (int i = 0; i < g->n_outputs; i++) is_out[g->outputs[i]] = true;
+    sc_status st = SC_OK;
+    int folded = 0;
+    for (int i = 0; i < g->n_nodes && !st; i++) {
+        sc_node *n = &g->nodes[i];
+        keep[i] = true;
+        st = infer_check_node(g, n);
+        if (!st) st = sc_shape_fns[n->op](g, n);
+        if (!st && fold_wanted(g, n, is_out)) {
+            st = fold_node(g, n);
+            keep[i] = false;
+            folded++;
+        }
+    }
+    if (!st && folded) {
+        sc_log(SC_LOG_DEBUG, "constant folding removed %d nodes", folded);
+        st = graph_compact_nodes(g, keep);
+    }
+    free(keep);
+    free(is_out);
+    return st;
+}

@@ -1,0 +1,341 @@
+/* Shape functions of the shape and data-movement ops. Shape-carrying inputs (Reshape's shape,
+ * Slice's starts/ends/axes/steps, Squeeze/Unsqueeze axes, Split sizes, Pad pads, Expand's shape,
+ * ConstantOfShape's shape, Range's scalars) must be constants by the time they are read: the folding
+ * in graph_infer_shapes turns PyTorch's Shape->Gather->Concat chains into constants first. */
+#include <math.h>
+#include <string.h>
+
+#include "graph/shape_fns.h"
+
+static const sc_desc *in_desc(const sc_graph *g, const sc_node *n, int i) { return &g->values[n->in[i]].desc; }
+
+/* Reshape: 0 copies the input dim at that position (a literal 0 with allowzero), one -1 takes what
+ * is left. */
+sc_status shape_reshape(sc_graph *g, sc_node *n) {
+    const sc_desc *x = in_desc(g, n, 0);
+    int64_t shape[SC_MAX_RANK];
+    int cnt;
+    SC_TRY(shape_const_ints(g, n, 1, shape, SC_MAX_RANK, &cnt));
+    bool allowzero = n->attrs.reshape.allowzero;
+    sc_desc out = *x;
+    out.rank = cnt;
+    int infer = -1;
+    int64_t known = 1;
+    for (int i = 0; i < cnt; i++) {
+        int64_t d = shape[i];
+        if (d == -1) {
+            if (infer >= 0) return shape_fail(g, n, "shape has more than one -1");
+            infer = i;
+            continue;
+        }
+        if (d == 0 && !allowzero) {
+            if (i >= x->rank) return shape_fail(g, n, "shape[%d] = 0 copies a dim the input does not have", i);
+            d = x->dims[i];
+        }
+        if (d < 0) return shape_fail(g, n, "shape[%d] = %lld is invalid", i, (long long)d);
+        out.dims[i] = d;
+        known *= d;
+    }
+    int64_t total = sc_desc_numel(x);
+    if (infer >= 0) {
+        if (allowzero && known == 0) return shape_fail(g, n, "shape has both 0 and -1 with allowzero");
+        if (known == 0 || total % known) return shape_fail(g, n, "cannot infer the -1 dim (%lld elements)", (long long)total);
+        out.dims[infer] = total / known;
+        known = total;
+    }
+    if (known != total) {
+        char buf[160];
+        return shape_fail(g, n, "cannot reshape %lld elements to %s", (long long)total, sc_desc_str(&out, buf, sizeof buf));
+    }
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+/* Flatten: [prod(dims[:axis]), prod(dims[axis:])], axis in [-r, r]. */
+sc_status shape_flatten(sc_graph *g, sc_node *n) {
+    const sc_desc *x = in_desc(g, n, 0);
+    int64_t axis = n->attrs.axis.axis;
+    if (axis < -x->rank || axis > x->rank) return shape_fail(g, n, "axis %lld is out of range", (long long)axis);
+    if (axis < 0) axis += x->rank;
+    int64_t dims[2] = {1, 1};
+    for (int i = 0; i < x->rank; i++) dims[i >= axis] *= x->dims[i];
+    sc_desc out = sc_desc_make(x->dtype, 2, dims);
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+sc_status shape_transpose(sc_graph *g, sc_node *n) {
+    const sc_desc *x = in_desc(g, n, 0);
+    sc_transpose_attrs *t = &n->attrs.transpose;
+    if (t->n_perm == 0) { /* ONNX default: reverse the dims; made explicit for kernels */
+        t->n_perm = x->rank;
+        for (int i = 0; i < x->rank; i++) t->perm[i] = x->rank - 1 - i;
+    }
+    if (t->n_perm != x->rank) return shape_fail(g, n, "perm has %d entries for rank %d", t->n_perm, x->rank);
+    bool seen[SC_MAX_RANK] = {false};
+    sc_desc out = *x;
+    for (int i = 0; i < x->rank; i++) {
+        int64_t p = t->perm[i];
+        if (p < 0 || p >= x->rank || seen[p]) return shape_fail(g, n, "perm is not a permutation of 0..%d", x->rank - 1);
+        seen[p] = true;
+        out.dims[i] = x->dims[p];
+    }
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+/* Squeeze: listed axes must be 1; without axes every 1 dim goes. */
+sc_status shape_squeeze(sc_graph *g, sc_node *n) {
+    const sc_desc *x = in_desc(g, n, 0);
+    int64_t axes[SC_MAX_RANK];
+    int cnt = 0;
+    if (node_has_input(n, 1)) SC_TRY(shape_const_ints(g, n, 1, axes, SC_MAX_RANK, &cnt));
+    bool drop[SC_MAX_RANK] = {false};
+    for (int i = 0; i < cnt; i++) {
+        int a;
+        SC_TRY(shape_axis(g, n, axes[i], x->rank, &a));
+        if (x->dims[a] != 1) return shape_fail(g, n, "cannot squeeze axis %d of size %lld", a, (long long)x->dims[a]);
+        drop[a] = true;
+    }
+    if (cnt == 0)
+        for (int i = 0; i < x->rank; i++) drop[i] = x->dims[i] == 1;
+    sc_desc out = *x;
+    out.rank = 0;
+    for (int i = 0; i < x->rank; i++)
+        if (!drop[i]) out.dims[out.rank++] = x->dims[i];
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+/* Unsqueeze: axes index the output (rank r + len(axes)). */
+sc_status shape_unsqueeze(sc_graph *g, sc_node *n) {
+    const sc_desc *x = in_desc(g, n, 0);
+    int64_t axes[SC_MAX_RANK];
+    int cnt;
+    SC_TRY(shape_const_ints(g, n, 1, axes, SC_MAX_RANK, &cnt));
+    int rank = x->rank + cnt;
+    if (rank > SC_MAX_RANK) return shape_fail(g, n, "result rank %d exceeds %d", rank, SC_MAX_RANK);
+    bool ins[SC_MAX_RANK] = {false};
+    for (int i = 0; i < cnt; i++) {
+        int a;
+        SC_TRY(shape_axis(g, n, axes[i], rank, &a));
+        if (ins[a]) return shape_fail(g, n, "axis %d repeats in axes", a);
+        ins[a] = true;
+    }
+    sc_desc out = *x;
+    out.rank = rank;
+    for (int i = 0, j = 0; i < rank; i++) out.dims[i] = ins[i] ? 1 : x->dims[j++];
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+sc_status shape_concat(sc_graph *g, sc_node *n) {
+    sc_desc out = *in_desc(g, n, 0);
+    int axis;
+    SC_TRY(shape_axis(g, n, n->attrs.axis.axis, out.rank, &axis));
+    for (int i = 1; i < n->n_in; i++) {
+        const sc_desc *b = in_desc(g, n, i);
+        if (b->rank != out.rank || b->dtype != out.dtype)
+            return shape_fail(g, n, "input %d differs from input 0 in rank or dtype", i);
+        for (int d = 0; d < out.rank; d++)
+            if (d != axis && b->dims[d] != out.dims[d])
+                return shape_fail(g, n, "input %d differs from input 0 in dim %d (concat axis %d)", i, d, axis);
+        out.dims[axis] += b->dims[axis];
+    }
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+/* Split: sizes from input 1; else opset 18's num_outputs with chunks of ceil(dim / num_outputs)
+ * (the last one smaller); else equal parts, one per output. */
+sc_status shape_split(sc_graph *g, sc_node *n) {
+    const sc_desc *x = in_desc(g, n, 0);
+    int axis;
+    SC_TRY(shape_axis(g, n, n->attrs.axis.axis, x->rank, &axis));
+    int64_t dim = x->dims[axis];
+    int64_t *sizes = sc_arena_alloc_array(&g->arena, (size_t)n->n_out, sizeof(int64_t));
+    if (!sizes) return shape_errorf(n, "out of memory");
+    int64_t num = n->attrs.axis.num_outputs;
+    if (node_has_input(n, 1) && sc_desc_numel(in_desc(g, n, 1)) > 0) {
+        int cnt;
+        SC_TRY(shape_const_ints(g, n, 1, sizes, n->n_out, &cnt));
+        if (cnt != n->n_out) return shape_fail(g, n, "split has %d sizes for %d outputs", cnt, n->n_out);
+        int64_t sum = 0;
+        for (int i = 0; i < cnt; i++) {
+            if (sizes[i] < 0) return shape_fail(g, n, "split[%d] = %lld is negative", i, (long long)sizes[i]);
+            sum += sizes[i];
+        }
+        if (sum != dim) return shape_fail(g, n, "split sizes sum to %lld, axis %d has %lld", (long long)sum, axis, (long long)dim);
+    } else if (num > 0) {
+        if (num != n->n_out) return shape_fail(g, n, "num_outputs = %lld but the node has %d outputs", (long long)num, n->n_out);
+        int64_t chunk = (dim + num - 1) / num;
+        for (int i = 0; i < n->n_out; i++) {
+            int64_t left = dim - chunk * i;
+            sizes[i] = left < 0 ? 0 : left < chunk ? left : chunk;
+        }
+    } else {
+        if (dim % n->n_out) return shape_fail(g, n, "axis %d (%lld) does not split evenly into %d outputs", axis, (long long)dim, n->n_out);
+        for (int i = 0; i < n->n_out; i++) sizes[i] = dim / n->n_out;
+    }
+    for (int i = 0; i < n->n_out; i++) {
+        sc_desc out = *x;
+        out.dims[axis] = sizes[i];
+        shape_set_out(g, n, i, &out);
+    }
+    return SC_OK;
+}
+
+/* One sliced axis (ONNX Slice): negative start/end count from the end, then clamp to [0, dim]
+ * for positive steps and [-1, dim - 1] for negative ones; length ceil((end - start) / step). */
+static int64_t slice_len(int64_t dim, int64_t start, int64_t end, int64_t step) {
+    if (start < 0) start += dim;
+    if (end < 0) end += dim;
+    if (step > 0) {
+        start = start < 0 ? 0 : start > dim ? dim : start;
+        end = end < 0 ? 0 : end > dim ? dim : end;
+        return end > start ? (end - start + step - 1) / step : 0;
+    }
+    start = start < 0 ? -1 : start > dim - 1 ? dim - 1 : start;
+    end = end < -1 ? -1 : end > dim - 1 ? dim - 1 : end;
+    return start > end ? (start - end + (-step) - 1) / (-step) : 0;
+}
+
+sc_status shape_slice(sc_graph *g, sc_node *n) {
+    const sc_desc *x = in_desc(g, n, 0);
+    int64_t starts[SC_MAX_RANK], ends[SC_MAX_RANK], axes[SC_MAX_RANK], steps[SC_MAX_RANK];
+    int ns, ne, na, nst;
+    SC_TRY(shape_const_ints(g, n, 1, starts, SC_MAX_RANK, &ns));
+    SC_TRY(shape_const_ints(g, n, 2, ends, SC_MAX_RANK, &ne));
+    if (ne != ns) return shape_fail(g, n, "starts has %d values, ends %d", ns, ne);
+    if (node_has_input(n, 3)) {
+        SC_TRY(shape_const_ints(g, n, 3, axes, SC_MAX_RANK, &na));
+        if (na != ns) return shape_fail(g, n, "axes has %d values, starts %d", na, ns);
+    } else {
+        for (int i = 0; i < ns; i++) axes[i] = i;
+    }
+    if (node_has_input(n, 4)) {
+        SC_TRY(shape_const_ints(g, n, 4, steps, SC_MAX_RANK, &nst));
+        if (nst != ns) return shape_fail(g, n, "steps has %d values, starts %d", nst, ns);
+    } else {
+        for (int i = 0; i < ns; i++) steps[i] = 1;
+    }
+    sc_desc out = *x;
+    bool seen[SC_MAX_RANK] = {false};
+    for (int i = 0; i < ns; i++) {
+        int a;
+        SC_TRY(shape_axis(g, n, axes[i], x->rank, &a));
+        if (seen[a]) return shape_fail(g, n, "axis %d repeats in axes", a);
+        seen[a] = true;
+        if (steps[i] == 0) return shape_fail(g, n, "steps[%d] is 0", i);
+        out.dims[a] = slice_len(x->dims[a], starts[i], ends[i], steps[i]);
+    }
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+/* Gather: data[:axis] + indices.shape + data[axis+1:]. */
+sc_status shape_gather(sc_graph *g, sc_node *n) {
+    const sc_desc *x = in_desc(g, n, 0), *idx = in_desc(g, n, 1);
+    int axis;
+    SC_TRY(shape_axis(g, n, n->attrs.axis.axis, x->rank, &axis));
+    if (idx->dtype != SC_I64 && idx->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
+    int rank = x->rank - 1 + idx->rank;
+    if (rank > SC_MAX_RANK) return shape_fail(g, n, "result rank %d exceeds %d", rank, SC_MAX_RANK);
+    sc_desc out = *x;
+    out.rank = 0;
+    for (int i = 0; i < axis; i++) out.dims[out.rank++] = x->dims[i];
+    for (int i = 0; i < idx->rank; i++) out.dims[out.rank++] = idx->dims[i];
+    for (int i = axis + 1; i < x->rank; i++) out.dims[out.rank++] = x->dims[i];
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+/* Expand: bidirectional broadcast of the input with the shape input. */
+sc_status shape_expand(sc_graph *g, sc_node *n) {
+    const sc_desc *x = in_desc(g, n, 0);
+    int64_t shape[SC_MAX_RANK];
+    int cnt;
+    SC_TRY(shape_const_ints(g, n, 1, shape, SC_MAX_RANK, &cnt));
+    sc_desc target = sc_desc_make(x->dtype, cnt, shape), out;
+    for (int i = 0; i < cnt; i++)
+        if (shape[i] < 0) return shape_fail(g, n, "shape[%d] = %lld is negative", i, (long long)shape[i]);
+    SC_TRY(shape_broadcast(n, x, &target, &out));
+    out.dtype = x->dtype;
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+/* Pad: pads input is [x1_begin, x2_begin, ..., x1_end, x2_end, ...] over the axes of input 3 (all
+ * axes when omitted); negative pads crop. */
+sc_status shape_pad(sc_graph *g, sc_node *n) {
+    const sc_desc *x = in_desc(g, n, 0);
+    int64_t pads[2 * SC_MAX_RANK], axes[SC_MAX_RANK];
+    int np, na = x->rank;
+    SC_TRY(shape_const_ints(g, n, 1, pads, 2 * SC_MAX_RANK, &np));
+    if (node_has_input(n, 3))
+        SC_TRY(shape_const_ints(g, n, 3, axes, SC_MAX_RANK, &na));
+    else
+        for (int i = 0; i < na; i++) axes[i] = i;
+    if (np != 2 * na) return shape_fail(g, n, "pads has %d values for %d axes", np, na);
+    sc_desc out = *x;
+    for (int i = 0; i < na; i++) {
+        int a;
+        SC_TRY(shape_axis(g, n, axes[i], x->rank, &a));
+        out.dims[a] = x->dims[a] + pads[i] + pads[i + na];
+        if (out.dims[a] < 0) return shape_fail(g, n, "pads make axis %d negative", a);
+    }
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+sc_status shape_trilu(sc_graph *g, sc_node *n) {
+    const sc_desc *x = in_desc(g, n, 0);
+    if (x->rank < 2) return shape_fail(g, n, "input must have rank >= 2");
+    if (node_has_input(n, 1) && sc_desc_numel(in_desc(g, n, 1)) != 1) return shape_fail(g, n, "k must be a scalar");
+    shape_set_out(g, n, 0, x);
+    return SC_OK;
+}
+
+/* Shape (opset 15): i64 [end - start] after clamping start and end to [0, rank]. */
+sc_status shape_shape(sc_graph *g, sc_node *n) {
+    int rank = in_desc(g, n, 0)->rank;
+    int64_t start = n->attrs.shape.start, end = n->attrs.shape.has_end ? n->attrs.shape.end : rank;
+    if (start < 0) start += rank;
+    if (end < 0) end += rank;
+    start = start < 0 ? 0 : start > rank ? rank : start;
+    end = end < 0 ? 0 : end > rank ? rank : end;
+    int64_t len = end > start ? end - start : 0;
+    sc_desc out = sc_desc_make(SC_I64, 1, &len);
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+sc_status shape_constant_of_shape(sc_graph *g, sc_node *n) {
+    int64_t shape[SC_MAX_RANK];
+    int cnt;
+    SC_TRY(shape_const_ints(g, n, 0, shape, SC_MAX_RANK, &cnt));
+    for (int i = 0; i < cnt; i++)
+        if (shape[i] < 0) return shape_fail(g, n, "shape[%d] = %lld is negative", i, (long long)shape[i]);
+    sc_dtype t = n->attrs.fill.dtype ? n->attrs.fill.dtype : SC_F32;
+    sc_desc out = sc_desc_make(t, cnt, shape);
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+/* Range: max(ceil((limit - start) / delta), 0) elements of start's dtype. */
+sc_status shape_range(sc_graph *g, sc_node *n) {
+    double v[3];
+    sc_dtype t = in_desc(g, n, 0)->dtype;
+    for (int i = 0; i < 3; i++) {
+        if (in_desc(g, n, i)->dtype != t) return shape_fail(g, n, "start, limit and delta must share a dtype");
+        SC_TRY(shape_const_scalar(g, n, i, &v[i]));
+    }
+    if (v[2] == 0) return shape_fail(g, n, "delta is 0");
+    double len = ceil((v[1] - v[0]) / v[2]);
+    if (len < 0) len = 0;
+    if (len > (double)INT64_MAX / 2) return shape_fail(g, n, "range is too long");
+    int64_t dim = (int64_t)len;
+    sc_desc out = sc_desc_make(t, 1, &dim);
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}

@@ -1,0 +1,250 @@
+/* Graph passes: dim binding, identity removal, dead-code elimination, shape inference with constant
+ * folding (PyTorch's Shape->Gather->Unsqueeze->Concat->Reshape chain), graph_prepare end to end. */
+#include <stdint.h>
+
+#include "backends/cpu/cpu.h"
+#include "graph/passes.h"
+#include "shape_test_util.h"
+
+static void t_io(int *ids, int n, bool outputs) {
+    int *arr = sc_arena_alloc_array(&G.arena, (size_t)(n ? n : 1), sizeof(int));
+    memcpy(arr, ids, sizeof(int) * (size_t)n);
+    if (outputs) {
+        G.outputs = arr, G.n_outputs = n;
+        for (int i = 0; i < n; i++) G.values[ids[i]].is_output = true;
+    } else {
+        G.inputs = arr, G.n_inputs = n;
+    }
+}
+#define T_INPUTS(...) t_io((int[]){__VA_ARGS__}, sizeof((int[]){__VA_ARGS__}) / sizeof(int), false)
+#define T_OUTPUTS(...) t_io((int[]){__VA_ARGS__}, sizeof((int[]){__VA_ARGS__}) / sizeof(int), true)
+
+static void t_names(int v, const char *d0, const char *d1) {
+    G.values[v].dim_names[0] = d0;
+    G.values[v].dim_names[1] = d1;
+}
+
+#define EXPECT_OK(expr)                                                                            \
+    do {                                                                                           \
+        sc_status st_ = (expr);                                                                    \
+        CHECK(!st_, "%s: %s", #expr, st_ ? sc_status_message(st_) : "");                          \
+        sc_status_free(st_);                                                                       \
+    } while (0)
+
+#define EXPECT_MSG(expr, want)                                                                     \
+    do {                                                                                           \
+        sc_status st_ = (expr);                                                                    \
+        CHECK(st_ && strstr(sc_status_message(st_), want), "%s: got '%s', want '%s'", #expr,      \
+              st_ ? sc_status_message(st_) : "success", want);                                     \
+        sc_status_free(st_);                                                                       \
+    } while (0)
+
+static void bind_graph(void) {
+    t_reset();
+    int ids = t_in("ids", "i64[?,?]"), mask = t_in("mask", "f32[?,?]"), y = t_value("y", SC_VALUE_ACT, "f32[?,?,8]");
+    t_names(ids, "batch", "seq");
+    t_names(mask, "batch", "seq");
+    t_names(y, "batch", "seq");
+    T_INPUTS(ids, mask);
+}
+
+static void test_bind(void) {
+    bind_graph();
+    EXPECT_MSG(graph_bind_dims(&G, &(sc_bind_options){0}), "input 'ids' dim 1 ('seq') is symbolic: pass --seq N or --dim seq=N");
+
+    bind_graph();
+    EXPECT_OK(graph_bind_dims(&G, &(sc_bind_options){.seq = 16}));
+    CHECK_DESC(graph_find_value(&G, "ids"), "i64[1,16]");
+    CHECK_DESC(graph_find_value(&G, "mask"), "f32[1,16]"); /* float input: bound by name through 'ids' */
+    CHECK_DESC(graph_find_value(&G, "y"), "f32[1,16,8]");
+
+    bind_graph();
+    sc_dim_binding dims[] = {{"seq", 32}, {"batch", 4}};
+    EXPECT_OK(graph_bind_dims(&G, &(sc_bind_options){.batch = 2, .seq = 16, .dims = dims, .n_dims = 2}));
+    CHECK_DESC(graph_find_value(&G, "ids"), "i64[4,32]");
+    CHECK_DESC(graph_find_value(&G, "mask"), "f32[4,32]");
+
+    bind_graph();
+    EXPECT_OK(graph_bind_dims(&G, &(sc_bind_options){.batch = 8, .seq = 3}));
+    CHECK_DESC(graph_find_value(&G, "ids"), "i64[8,3]");
+
+    bind_graph();
+    sc_dim_binding zero[] = {{"seq", 0}};
+    EXPECT_MSG(graph_bind_dims(&G, &(sc_bind_options){.dims = zero, .n_dims = 1}), "--dim seq=0");
+    bind_graph();
+    EXPECT_MSG(graph_bind_dims(&G, &(sc_bind_options){.batch = -2, .seq = 4}), "--batch");
+
+    /* an image input: dim 0 from --batch; a symbolic spatial dim needs --dim */
+    t_reset();
+    int x = t_in("x", "f32[?,3,?,224]");
+    G.values[x].dim_names[0] = "N";
+    G.values[x].dim_names[2] = "h";
+    T_INPUTS(x);
+    EXPECT_MSG(graph_bind_dims(&G, NULL), "input 'x' dim 2 ('h') is symbolic: pass --dim h=N");
+    sc_dim_binding h[] = {{"h", 200}};
+    EXPECT_OK(graph_bind_dims(&G, &(sc_bind_options){.dims = h, .n_dims = 1}));
+    CHECK_DESC(x, "f32[1,3,200,224]");
+}
+
+static void test_identity(void) {
+    /* x -> Relu -> a -> Identity -> b -> Relu -> c: the second Relu reads a */
+    t_reset();
+    int x = t_in("x", "f32[2,3]"), a = t_act("a"), b = t_act("b"), c = t_act("c");
+    T_NODE(SC_OP_RELU, "r1", L(x), L(a));
+    T_NODE(SC_OP_IDENTITY, "id", L(a), L(b));
+    T_NODE(SC_OP_RELU, "r2", L(b), L(c));
+    T_INPUTS(x);
+    T_OUTPUTS(c);
+    EXPECT_OK(graph_remove_identity(&G));
+    CHECK(G.n_nodes == 2 && G.nodes[1].in[0] == a, "identity not bypassed (%d nodes)", G.n_nodes);
+
+    /* the identity's output is a graph output: Relu writes 'out' directly and Neg reads it */
+    t_reset();
+    x = t_in("x", "f32[2,3]"), a = t_act("a");
+    int out = t_act("out"), neg = t_act("neg");
+    T_NODE(SC_OP_RELU, "r1", L(x), L(a));
+    T_NODE(SC_OP_NEG, "neg", L(a), L(neg));
+    T_NODE(SC_OP_IDENTITY, "id", L(a), L(out));
+    T_INPUTS(x);
+    T_OUTPUTS(out, neg);
+    EXPECT_OK(graph_remove_identity(&G));
+    CHECK(G.n_nodes == 2, "want 2 nodes, got %d", G.n_nodes);
+    CHECK(G.nodes[0].out[0] == out && G.nodes[1].in[0] == out && G.values[out].producer == 0,
+          "output not renamed: relu writes '%s', neg reads '%s'", G.values[G.nodes[0].out[0]].name,
+          G.values[G.nodes[1].in[0]].name);
+    CHECK(G.outputs[0] == out && G.outputs[1] == neg, "graph outputs changed");
+
+    /* input -> Identity -> output must stay (a copy under the output's name); a Dropout in the same
+     * position becomes an Identity; a Dropout whose mask is used stays a Dropout */
+    t_reset();
+    x = t_in("x", "f32[2,3]");
+    int y = t_act("y"), z = t_act("z"), d = t_act("d"), mask = t_act("mask"), m2 = t_act("m2"), w = t_act("w");
+    T_NODE(SC_OP_IDENTITY, "keep", L(x), L(y));
+    T_NODE(SC_OP_DROPOUT, "drop_out", L(x), L(z));
+    T_NODE(SC_OP_DROPOUT, "drop_mask", L(x), L(d, mask));
+    T_NODE(SC_OP_NOT, "use_mask", L(mask), L(m2));
+    T_NODE(SC_OP_DROPOUT, "drop_plain", L(d), L(w));
+    T_INPUTS(x);
+    T_OUTPUTS(y, z, m2, w);
+    EXPECT_OK(graph_remove_identity(&G));
+    CHECK(G.n_nodes == 4, "want 4 nodes, got %d", G.n_nodes);
+    CHECK(G.nodes[0].op == SC_OP_IDENTITY && G.nodes[1].op == SC_OP_IDENTITY && G.nodes[1].n_out == 1,
+          "input->output Identity/Dropout not kept as Identity");
+    CHECK(G.nodes[2].op == SC_OP_DROPOUT, "Dropout with a used mask must stay");
+    CHECK(G.nodes[3].op == SC_OP_NOT, "order changed");
+    CHECK(G.values[w].producer == 2, "output 'w' should now be written by drop_mask");
+}
+
+static void test_dce(void) {
+    t_reset();
+    int x = t_in("x", "f32[4]"), unused_in = t_in("unused", "f32[4]"), a = t_act("a"), b = t_act("b"), c = t_act("c");
+    T_NODE(SC_OP_NEG, "dead1", L(x), L(b));
+    T_NODE(SC_OP_RELU, "live", L(x), L(a));
+    T_NODE(SC_OP_EXP, "dead2", L(b), L(c));
+    T_INPUTS(x, unused_in);
+    T_OUTPUTS(a);
+    EXPECT_OK(graph_eliminate_dead_code(&G));
+    CHECK(G.n_nodes == 1 && G.nodes[0].op == SC_OP_RELU, "DCE left %d nodes", G.n_nodes);
+    CHECK(G.n_inputs == 2, "graph inputs must stay as declared");
+}
+
+static void test_prepare_convnet(void) {
+    t_reset();
+    int x = t_in("x", "f32[?,3,32,32]"), w = t_value("w", SC_VALUE_PARAM, "f32[8,3,3,3]"), c = t_act("c"),
+        r = t_act("r"), p = t_act("p"), f = t_act("f"), fw = t_value("fw", SC_VALUE_PARAM, "f32[10,8]"),
+        fb = t_value("fb", SC_VALUE_PARAM, "f32[10]"), y = t_act("y"), yy = t_act("yy");
+    G.values[x].dim_names[0] = "N";
+    int n = T_NODE(SC_OP_CONV, "conv", L(x, w), L(c));
+    G.nodes[n].attrs.window.pads[0] = G.nodes[n].attrs.window.pads[1] = 1;
+    G.nodes[n].attrs.window.pads[2] = G.nodes[n].attrs.window.pads[3] = 1;
+    T_NODE(SC_OP_RELU, "relu", L(c), L(r));
+    T_NODE(SC_OP_GLOBAL_AVERAGE_POOL, "gap", L(r), L(p));
+    n = T_NODE(SC_OP_FLATTEN, "flat", L(p), L(f));
+    G.nodes[n].attrs.axis.axis = 1;
+    n = T_NODE(SC_OP_GEMM, "fc", L(f, fw, fb), L(y));
+    G.nodes[n].attrs.gemm = (sc_gemm_attrs){1, 1, false, true};
+    T_NODE(SC_OP_IDENTITY, "out", L(y), L(yy));
+    T_INPUTS(x);
+    T_OUTPUTS(yy);
+    sc_status st = graph_infer_shapes(&G);
+    CHECK(st && strstr(sc_status_message(st), "node 'conv' (Conv): input 0 ('x') has no static shape"),
+          "unbound input: %s", st ? sc_status_message(st) : "success");
+    sc_status_free(st);
+    EXPECT_OK(graph_prepare(&G, &(sc_bind_options){.batch = 5}));
+    CHECK_DESC(c, "f32[5,8,32,32]");
+    CHECK_DESC(yy, "f32[5,10]");
+    CHECK(G.n_nodes == 5, "want 5 nodes after identity removal, got %d", G.n_nodes);
+}
+
+static bool need_kernels(const char *test, const sc_op *ops, int n) {
+    bool ok = true;
+    for (int i = 0; i < n; i++)
+        if (!sc_cpu_kernels[ops[i]]) {
+            fprintf(stderr, "%s: FAIL: CPU kernel for %s is missing (sc_cpu_kernels[SC_OP_...] is NULL), folding cannot run\n",
+                    test, sc_op_name(ops[i]));
+            ok = false;
+        }
+    if (!ok) t_failures++;
+    return ok;
+}
+
+/* PyTorch's x.reshape(x.shape[0], -1): Shape -> Gather(0) -> Unsqueeze(0) -> Concat([-1]) -> Reshape. */
+static void test_fold_shape_chain(void) {
+    sc_op ops[] = {SC_OP_SHAPE, SC_OP_GATHER, SC_OP_UNSQUEEZE, SC_OP_CONCAT};
+    if (!need_kernels("test_fold_shape_chain", ops, 4)) return;
+    t_reset();
+    int x = t_in("x", "f32[?,3,4,5]"), s = t_act("s"), b0 = t_act("b0"), b1 = t_act("b1"), shp = t_act("shp"),
+        y = t_act("y");
+    G.values[x].dim_names[0] = "batch";
+    int zero = t_value("zero", SC_VALUE_CONST, "i64[]");
+    SC_ASSERT(!graph_alloc_data(&G, zero));
+    int axes = t_const_i64("axes", 1, (int64_t[]){0}), minus1 = t_const_i64("minus1", 1, (int64_t[]){-1});
+    T_NODE(SC_OP_SHAPE, "shape", L(x), L(s));
+    T_NODE(SC_OP_GATHER, "gather", L(s, zero), L(b0));
+    T_NODE(SC_OP_UNSQUEEZE, "unsqueeze", L(b0, axes), L(b1));
+    int cat = T_NODE(SC_OP_CONCAT, "concat", L(b1, minus1), L(shp));
+    G.nodes[cat].attrs.axis.axis = 0;
+    T_NODE(SC_OP_RESHAPE, "reshape", L(x, shp), L(y));
+    T_INPUTS(x);
+    T_OUTPUTS(y);
+    EXPECT_OK(graph_prepare(&G, &(sc_bind_options){.batch = 7}));
+    CHECK_DESC(y, "f32[7,60]");
+    CHECK(G.n_nodes == 1 && G.nodes[0].op == SC_OP_RESHAPE, "want only Reshape left, got %d nodes", G.n_nodes);
+    const sc_value *sv = &G.values[shp];
+    CHECK(sv->kind == SC_VALUE_CONST && sv->data && ((int64_t *)sv->data)[0] == 7 && ((int64_t *)sv->data)[1] == -1,
+          "folded shape is not the constant [7, -1]");
+}
+
+/* Parameters may be trained later: a node reading one is never folded. Constants fold. */
+static void test_fold_params_never(void) {
+    sc_op ops[] = {SC_OP_ADD};
+    if (!need_kernels("test_fold_params_never", ops, 1)) return;
+    t_reset();
+    int p = t_value("p", SC_VALUE_PARAM, "f32[2]"), c = t_const_f32("c", 2, (float[]){1, 2}),
+        c2 = t_const_f32("c2", 2, (float[]){10, 20}), a = t_act("a"), b = t_act("b"), y = t_act("y");
+    SC_ASSERT(!graph_alloc_data(&G, p));
+    T_NODE(SC_OP_ADD, "param_add", L(p, c), L(a));
+    T_NODE(SC_OP_ADD, "const_add", L(c, c2), L(b));
+    T_NODE(SC_OP_ADD, "out", L(a, b), L(y));
+    T_OUTPUTS(y);
+    EXPECT_OK(graph_infer_shapes(&G));
+    CHECK(G.n_nodes == 2 && G.values[a].kind == SC_VALUE_ACT, "param node folded or const node kept (%d nodes)", G.n_nodes);
+    CHECK(G.values[b].kind == SC_VALUE_CONST && ((float *)G.values[b].data)[1] == 22.0f, "const_add not folded to [11, 22]");
+}
+
+int main(void) {
+    graph_init(&G);
+    test_bind();
+    test_identity();
+    test_dce();
+    test_prepare_convnet();
+    test_fold_shape_chain();
+    test_fold_params_never();
+    graph_free(&G);
+    if (t_failures) {
+        fprintf(stderr, "test_passes: %d failures\n", t_failures);
+        return 1;
+    }
+    printf("test_passes: ok\n");
+    return 0;
+}
