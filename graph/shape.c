@@ -73,8 +73,20 @@ const sc_shape_fn sc_shape_fns[SC_OP_COUNT] = {
     [SC_OP_CONSTANT_OF_SHAPE] = shape_constant_of_shape,
     [SC_OP_RANGE] = shape_range,
     /* shape_grad_movement.c (training: SliceGrad, GatherGrad) */
+    [SC_OP_SLICE_GRAD] = shape_slice_grad,
+    [SC_OP_GATHER_GRAD] = shape_gather_grad,
 
     /* shape_grad_nn.c (training: fused gradient ops of NN layers) */
+    [SC_OP_RELU_GRAD] = shape_grad_unary,
+    [SC_OP_GELU_GRAD] = shape_grad_unary,
+    [SC_OP_SOFTMAX_GRAD] = shape_softmax_grad,
+    [SC_OP_LOG_SOFTMAX_GRAD] = shape_softmax_grad,
+    [SC_OP_CONV_GRAD] = shape_conv_grad,
+    [SC_OP_BATCH_NORM_GRAD] = shape_batch_norm_grad,
+    [SC_OP_MAX_POOL_GRAD] = shape_pool_grad,
+    [SC_OP_AVERAGE_POOL_GRAD] = shape_pool_grad,
+    [SC_OP_LAYER_NORM_GRAD] = shape_layer_norm_grad,
+    [SC_OP_RESIZE_GRAD] = shape_resize_grad,
 
     /* shape_train.c (training: loss and optimizer ops) */
     [SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = shape_sce_loss,

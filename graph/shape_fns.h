@@ -63,8 +63,17 @@ sc_status shape_const_floats(const sc_graph *g, const sc_node *n, int input, dou
 bool shape_is_const(const sc_graph *g, int value_id);
 
 /* shape_grad_movement.c (training) */
+sc_status shape_slice_grad(sc_graph *g, sc_node *n);  /* SliceGrad */
+sc_status shape_gather_grad(sc_graph *g, sc_node *n); /* GatherGrad */
 
 /* shape_grad_nn.c (training) */
+sc_status shape_grad_unary(sc_graph *g, sc_node *n);      /* ReluGrad, GeluGrad */
+sc_status shape_softmax_grad(sc_graph *g, sc_node *n);    /* SoftmaxGrad, LogSoftmaxGrad */
+sc_status shape_conv_grad(sc_graph *g, sc_node *n);
+sc_status shape_pool_grad(sc_graph *g, sc_node *n);       /* MaxPoolGrad, AveragePoolGrad */
+sc_status shape_batch_norm_grad(sc_graph *g, sc_node *n);
+sc_status shape_layer_norm_grad(sc_graph *g, sc_node *n);
+sc_status shape_resize_grad(sc_graph *g, sc_node *n);
 
 /* shape_train.c (training) */
 sc_status shape_sce_loss(sc_graph *g, sc_node *n);      /* SoftmaxCrossEntropyLoss */

@@ -37,6 +37,12 @@ sc_status cpu_run_node(const sc_node *node, const sc_tensor *in, int n_in, sc_te
 void cpu_set_num_threads(int n);
 int cpu_num_threads(void);
 
+/* Parameter data changed in place (an optimizer step, new weights loaded): caches derived from
+ * parameter values (oneDNN's reordered conv weights) are rebuilt on next use. The trainer calls it
+ * after every step; the epoch is what caches compare against. */
+void cpu_params_changed(void);
+uint64_t cpu_params_epoch(void);
+
 /* A status naming the node, for kernels: cpu_errorf(call, "dtype %s not supported", ...). */
 sc_status cpu_errorf(const sc_kernel_call *call, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_broadcast.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_rng.h"
 
 /* y[i] = EXPR(v) with v = x[i]; x, y, n come from the call. */
 #define UNARY_LOOP(T, EXPR)                                                                        \
@@ -139,8 +140,7 @@ sc_status cpu_dropout(const sc_kernel_call *c) {
     if (c->n_in > 1 && c->in[1].data && !cpu_convert(&ratio, SC_F64, c->in[1].data, c->in[1].desc.dtype, 1))
         return cpu_errorf(c, "ratio dtype %s not supported", sc_dtype_name(c->in[1].desc.dtype));
     if (c->n_in > 2 && c->in[2].data) training = *(const uint8_t *)c->in[2].data != 0;
-    if (training && ratio > 0)
-        return cpu_errorf(c, "Dropout in training mode is not supported for inference (ratio %g)", ratio);
+    if (training && ratio > 0) return cpu_dropout_train(c); /* seeded mask: cpu_dropout_train.c */
     cpu_copy(c->out[0].data, c->in[0].data, sc_desc_bytes(&c->in[0].desc));
     if (c->n_out > 1 && c->out[1].data) {
         uint8_t *m = c->out[1].data;

@@ -1,0 +1,189 @@
+/* autodiff_build_backward (contract in autodiff/autodiff.h): reverse-mode differentiation as graph
+ * rewriting, ONNX Runtime's gradient graph builder being the model.
+ *
+ * 1. A value needs a gradient when it is a float value reachable forward from some wrt value and
+ *    backward from the loss; everything else (integer values, frozen parameters, branches not
+ *    reaching the loss) gets nothing computed.
+ * 2. The seed dLoss is a constant 1 with the loss's dtype and shape.
+ * 3. Forward nodes are visited in reverse topological order; a node whose outputs carry some
+ *    gradient and whose inputs need one calls its rule (sc_grad_rules). Each gradient a rule
+ *    returns is added to the input's running sum at once (Add in visit order: deterministic, and
+ *    only one partial sum per value is live).
+ * Emitted nodes are appended, so the graph stays topologically sorted: a rule only reads forward
+ * values and the final gradients of its outputs, which are complete because every consumer of an
+ * output comes later in the forward order and was visited first.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff/autodiff.h"
+#include "autodiff/grad_rules.h"
+
+typedef struct {
+    sc_graph *g;
+    int n_fwd;      /* forward nodes: [0, n_fwd) */
+    int first_new;  /* first value id created by the backward pass */
+    bool *need;     /* per value: needs a gradient */
+    int *grad;      /* per value: gradient value id (running sum) or -1 */
+} bw_state;
+
+static sc_status bw_mark(bw_state *s, int loss, const int *wrt, int n_wrt) {
+    sc_graph *g = s->g;
+    bool *from_wrt = calloc((size_t)g->n_values + 1, 1), *to_loss = calloc((size_t)g->n_values + 1, 1);
+    if (!from_wrt || !to_loss) {
+        free(from_wrt);
+        free(to_loss);
+        return sc_errorf("out of memory building the backward graph");
+    }
+    for (int w = 0; w < n_wrt; w++)
+        if (wrt[w] >= 0) from_wrt[wrt[w]] = true;
+    for (int i = 0; i < s->n_fwd; i++) {
+        const sc_node *n = &g->nodes[i];
+        bool hit = false;
+        for (int k = 0; k < n->n_in; k++) hit |= n->in[k] >= 0 && from_wrt[n->in[k]];
+        if (!hit) continue;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0) from_wrt[n->out[k]] = true;
+    }
+    to_loss[loss] = true;
+    for (int i = s->n_fwd - 1; i >= 0; i--) {
+        const sc_node *n = &g->nodes[i];
+        bool hit = false;
+        for (int k = 0; k < n->n_out; k++) hit |= n->out[k] >= 0 && to_loss[n->out[k]];
+        if (!hit) continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0) to_loss[n->in[k]] = true;
+    }
+    for (int v = 0; v < g->n_values; v++)
+        s->need[v] = from_wrt[v] && to_loss[v] && sc_dtype_is_float(g->values[v].desc.dtype);
+    free(from_wrt);
+    free(to_loss);
+    return SC_OK;
+}
+
+static sc_status bw_seed(bw_state *s, int loss) {
+    sc_graph *g = s->g;
+    const sc_value *l = &g->values[loss];
+    if (!sc_dtype_is_float(l->desc.dtype) || !sc_desc_is_static(&l->desc)) {
+        char d[128];
+        return sc_errorf("loss '%s' must be a float value with a static shape, got %s", l->name,
+                         sc_desc_str(&l->desc, d, sizeof d));
+    }
+    char base[512];
+    snprintf(base, sizeof base, "%s/grad", l->name);
+    const char *name = graph_unique_name(g, base);
+    sc_status st = SC_OK;
+    sc_desc d = l->desc;
+    int v = name ? graph_add_value(g, name, SC_VALUE_CONST, &d, &st) : -1;
+    if (v < 0) return st ? st : sc_errorf("out of memory seeding the backward graph");
+    SC_TRY(graph_alloc_data(g, v));
+    int64_t n = sc_desc_numel(&d);
+    void *p = g->values[v].data;
+    for (int64_t i = 0; i < n; i++) {
+        switch (d.dtype) {
+        case SC_F32: ((float *)p)[i] = 1.0f; break;
+        case SC_F64: ((double *)p)[i] = 1.0; break;
+        default: return sc_errorf("loss '%s': seeding a %s loss is not supported (f32, f64)", l->name, sc_dtype_name(d.dtype));
+        }
+    }
+    s->grad[loss] = v;
+    return SC_OK;
+}
+
+/* Adds contribution `gv` to input k's running gradient sum. */
+static void bw_accumulate(bw_state *s, sc_grad_ctx *c, int k, int gv) {
+    sc_graph *g = s->g;
+    int v = c->fwd.in[k];
+    const sc_desc *want = &g->values[v].desc, *got = &g->values[gv].desc;
+    if (got->dtype != want->dtype || got->rank != want->rank || !sc_desc_same_shape(got, want)) {
+        char a[128], b[128];
+        ad_fail(c, "the rule produced a gradient %s for input %d '%s' of %s", sc_desc_str(got, a, sizeof a), k,
+                g->values[v].name, sc_desc_str(want, b, sizeof b));
+        return;
+    }
+    if (s->grad[v] < 0) {
+        s->grad[v] = gv;
+    } else {
+        s->grad[v] = ad_binary(c, SC_OP_ADD, s->grad[v], gv);
+        if (c->st) return;
+    }
+    /* Values built by the backward pass that hold a gradient are GRAD; helper values stay ACT. */
+    int r = s->grad[v];
+    if (r >= s->first_new && g->values[r].kind == SC_VALUE_ACT) g->values[r].kind = SC_VALUE_GRAD;
+}
+
+static sc_status bw_missing_rule(const sc_graph *g, const sc_node *n) {
+    const char *why = grad_rule_missing_reason(n->op);
+    return sc_errorf("node '%s' (%s) lies between the parameters and the loss but has no gradient rule%s%s", n->name,
+                     sc_op_name(n->op), why ? ": " : "", why ? why : "");
+}
+
+static sc_status bw_node(bw_state *s, int i) {
+    sc_graph *g = s->g;
+    sc_node fwd = g->nodes[i];
+    int *go = malloc(sizeof(int) * ((size_t)fwd.n_out + 1));
+    int *gi = malloc(sizeof(int) * ((size_t)fwd.n_in + 1));
+    bool *need_gi = malloc((size_t)fwd.n_in + 1);
+    if (!go || !gi || !need_gi) {
+        free(go);
+        free(gi);
+        free(need_gi);
+        return sc_errorf("out of memory building the backward graph");
+    }
+    bool any_go = false, any_need = false;
+    for (int k = 0; k < fwd.n_out; k++) {
+        go[k] = fwd.out[k] >= 0 ? s->grad[fwd.out[k]] : -1;
+        any_go |= go[k] >= 0;
+    }
+    for (int k = 0; k < fwd.n_in; k++) {
+        gi[k] = -1;
+        need_gi[k] = fwd.in[k] >= 0 && s->need[fwd.in[k]];
+        any_need |= need_gi[k];
+    }
+    sc_status st = SC_OK;
+    if (any_go && any_need) {
+        sc_grad_rule rule = sc_grad_rules[fwd.op];
+        if (!rule) {
+            st = bw_missing_rule(g, &fwd);
+        } else {
+            sc_grad_ctx c = {g, fwd, i, go, gi, need_gi, SC_OK};
+            rule(&c);
+            for (int k = 0; k < fwd.n_in && !c.st; k++)
+                if (need_gi[k] && gi[k] >= 0) bw_accumulate(s, &c, k, gi[k]);
+            st = c.st;
+        }
+    }
+    free(go);
+    free(gi);
+    free(need_gi);
+    return st;
+}
+
+sc_status autodiff_build_backward(sc_graph *g, int loss, const int *wrt, int n_wrt, int *grads) {
+    if (loss < 0 || loss >= g->n_values) return sc_errorf("autodiff: loss value id %d is invalid", loss);
+    int bad = -1;
+    if (!graph_is_topo_sorted(g, &bad)) SC_TRY(graph_topo_sort(g));
+    bw_state s = {g, g->n_nodes, g->n_values, NULL, NULL};
+    s.need = calloc((size_t)g->n_values + 1, sizeof(bool));
+    s.grad = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    sc_status st = (!s.need || !s.grad) ? sc_errorf("out of memory building the backward graph") : SC_OK;
+    if (!st) {
+        for (int v = 0; v < g->n_values; v++) s.grad[v] = -1;
+        st = bw_mark(&s, loss, wrt, n_wrt);
+    }
+    if (!st) st = bw_seed(&s, loss);
+    /* grad and need are indexed by forward values only (inputs and outputs of forward nodes), so
+     * values the backward pass creates need no slots. */
+    for (int i = s.n_fwd - 1; i >= 0 && !st; i--) {
+        st = bw_node(&s, i);
+    }
+    for (int w = 0; w < n_wrt && !st; w++) grads[w] = wrt[w] >= 0 && s.need[wrt[w]] ? s.grad[wrt[w]] : -1;
+    /* The loss itself may be in wrt. */
+    for (int w = 0; w < n_wrt && !st; w++)
+        if (wrt[w] == loss) grads[w] = s.grad[loss];
+    free(s.need);
+    free(s.grad);
+    if (!st) st = graph_link(g);
+    return st;
+}

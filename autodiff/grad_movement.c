@@ -1,0 +1,159 @@
+/* Gradient rules of the shape and data-movement ops (contract in autodiff/grad.h). Each moves dY
+ * back to where its elements came from:
+ *   Reshape, Flatten, Squeeze, Unsqueeze: reshape dY to X's shape.
+ *   Transpose: transpose dY by the inverse permutation.
+ *   Concat: slice each input's range of the axis out of dY.
+ *   Split: concatenate the output gradients (zeros for outputs that got none).
+ *   Slice: SliceGrad (scatter dY into zeros at the sliced positions).
+ *   Gather: GatherGrad (scatter-add dY rows at the indices: repeated indices accumulate).
+ *   Expand: sum dY over the broadcast dims.
+ *   Pad (constant mode): slice the padded border off dY (and zero-pad where the forward cropped);
+ *     the pad value gets the sum of dY over the border.
+ *   Trilu: the same triangle mask applied to dY.
+ */
+#include <string.h>
+
+#include "autodiff/grad_rules.h"
+
+void grad_reshape_like(sc_grad_ctx *c) { set_GI(c, 0, ad_reshape(c, GO(c, 0), ad_desc(c, I(c, 0)))); }
+
+void grad_transpose(sc_grad_ctx *c) {
+    const sc_transpose_attrs *t = &c->fwd.attrs.transpose;
+    int r = ad_desc(c, I(c, 0))->rank;
+    int64_t inv[SC_MAX_RANK];
+    for (int i = 0; i < r; i++) {
+        int64_t p = t->n_perm ? t->perm[i] : r - 1 - i; /* perm[i]: output dim i reads input dim p */
+        if (p < 0) p += r;
+        inv[p] = i;
+    }
+    set_GI(c, 0, ad_transpose(c, GO(c, 0), inv, r));
+}
+
+/* Slice of x along one axis, [start, end). */
+static int slice_axis(sc_grad_ctx *c, int x, int64_t axis, int64_t start, int64_t end) {
+    int in[4] = {x, ad_const_i64(c, &start, 1), ad_const_i64(c, &end, 1), ad_const_i64(c, &axis, 1)};
+    return ad_emit(c, SC_OP_SLICE, in, 4, 1, NULL, NULL);
+}
+
+void grad_concat(sc_grad_ctx *c) {
+    int r = ad_desc(c, O(c, 0))->rank;
+    int64_t axis = c->fwd.attrs.axis.axis < 0 ? c->fwd.attrs.axis.axis + r : c->fwd.attrs.axis.axis;
+    int64_t off = 0;
+    for (int i = 0; i < c->fwd.n_in; i++) {
+        if (I(c, i) < 0) continue;
+        const sc_desc *d = ad_desc(c, I(c, i));
+        int64_t len = d->dims[axis];
+        if (NEED_GI(c, i)) set_GI(c, i, slice_axis(c, GO(c, 0), axis, off, off + len));
+        off += len;
+    }
+}
+
+void grad_split(sc_grad_ctx *c) {
+    int n = c->fwd.n_out;
+    int parts[64];
+    if (n > 64) {
+        ad_fail(c, "more than 64 outputs are not supported");
+        return;
+    }
+    int m = 0;
+    for (int k = 0; k < n; k++) {
+        if (O(c, k) < 0) continue; /* an omitted output still has its size in the split */
+        parts[m++] = GO(c, k) >= 0 ? GO(c, k) : ad_zeros(c, ad_desc(c, O(c, k)));
+    }
+    if (m != n) {
+        ad_fail(c, "omitted Split outputs are not supported by the gradient");
+        return;
+    }
+    if (m == 1) {
+        set_GI(c, 0, parts[0]);
+        return;
+    }
+    sc_attrs a;
+    memset(&a, 0, sizeof a);
+    a.axis.axis = c->fwd.attrs.axis.axis;
+    set_GI(c, 0, ad_emit(c, SC_OP_CONCAT, parts, m, 1, NULL, &a));
+}
+
+void grad_slice(sc_grad_ctx *c) {
+    int in[6] = {GO(c, 0), I(c, 0), I(c, 1), I(c, 2), I(c, 3), I(c, 4)};
+    int n_in = c->fwd.n_in + 1;
+    while (n_in > 4 && in[n_in - 1] < 0) n_in--;
+    set_GI(c, 0, ad_emit(c, SC_OP_SLICE_GRAD, in, n_in, 1, NULL, NULL));
+}
+
+void grad_gather(sc_grad_ctx *c) {
+    int in[3] = {GO(c, 0), I(c, 1), I(c, 0)};
+    set_GI(c, 0, ad_emit(c, SC_OP_GATHER_GRAD, in, 3, 1, NULL, &c->fwd.attrs));
+}
+
+void grad_expand(sc_grad_ctx *c) { set_GI(c, 0, ad_reduce_to_shape(c, GO(c, 0), ad_desc(c, I(c, 0)))); }
+
+/* ONNX Pad: pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...] over `axes` (default all);
+ * negative pads crop. dX = dY with positive pads sliced off, then zero-padded where pads were
+ * negative (those input elements never reached Y). */
+void grad_pad(sc_grad_ctx *c) {
+    if (c->fwd.attrs.pad.mode != SC_PAD_CONSTANT) {
+        ad_fail(c, "not supported: the gradient of Pad is implemented for constant mode only");
+        return;
+    }
+    const sc_desc *xd = ad_desc(c, I(c, 0));
+    int r = xd->rank;
+    int64_t pads[2 * SC_MAX_RANK], axes[SC_MAX_RANK];
+    int n_pads = 0, n_axes = 0;
+    if (!ad_const_ints(c, I(c, 1), pads, 2 * SC_MAX_RANK, &n_pads)) return;
+    if (!ad_const_ints(c, I(c, 3), axes, SC_MAX_RANK, &n_axes)) return;
+    if (I(c, 3) < 0) {
+        n_axes = r;
+        for (int i = 0; i < r; i++) axes[i] = i;
+    }
+    if (n_pads != 2 * n_axes) {
+        ad_fail(c, "%d pads for %d axes", n_pads, n_axes);
+        return;
+    }
+    int64_t begin[SC_MAX_RANK] = {0}, end[SC_MAX_RANK] = {0};
+    for (int i = 0; i < n_axes; i++) {
+        int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+        if (a < 0 || a >= r) {
+            ad_fail(c, "axis %lld out of range for rank %d", (long long)axes[i], r);
+            return;
+        }
+        begin[a] = pads[i];
+        end[a] = pads[n_axes + i];
+    }
+    const sc_desc *yd = ad_desc(c, O(c, 0));
+    int64_t st[SC_MAX_RANK], en[SC_MAX_RANK], ax[SC_MAX_RANK], zp[2 * SC_MAX_RANK];
+    bool crop = false, pad = false;
+    for (int i = 0; i < r; i++) {
+        st[i] = begin[i] > 0 ? begin[i] : 0;
+        en[i] = yd->dims[i] - (end[i] > 0 ? end[i] : 0);
+        ax[i] = i;
+        zp[i] = begin[i] < 0 ? -begin[i] : 0;
+        zp[r + i] = end[i] < 0 ? -end[i] : 0;
+        crop |= begin[i] > 0 || end[i] > 0;
+        pad |= begin[i] < 0 || end[i] < 0;
+    }
+    int dy = GO(c, 0), core = dy;
+    if (crop) {
+        int in[4] = {dy, ad_const_i64(c, st, r), ad_const_i64(c, en, r), ad_const_i64(c, ax, r)};
+        core = ad_emit(c, SC_OP_SLICE, in, 4, 1, NULL, NULL);
+    }
+    int g = core;
+    if (pad) {
+        sc_attrs a;
+        memset(&a, 0, sizeof a);
+        a.pad.mode = SC_PAD_CONSTANT;
+        int in[2] = {core, ad_const_i64(c, zp, 2 * r)};
+        g = ad_emit(c, SC_OP_PAD, in, 2, 1, NULL, &a);
+    }
+    if (NEED_GI(c, 0)) set_GI(c, 0, g);
+    if (NEED_GI(c, 2)) {
+        /* Every border element of Y is the pad value: its gradient is dY summed over the border. */
+        int border = ad_binary(c, SC_OP_SUB, ad_reduce_sum(c, dy, NULL, 0, false), ad_reduce_sum(c, core, NULL, 0, false));
+        set_GI(c, 2, ad_reshape(c, border, ad_desc(c, I(c, 2))));
+    }
+}
+
+void grad_trilu(sc_grad_ctx *c) {
+    int in[2] = {GO(c, 0), I(c, 1)};
+    set_GI(c, 0, ad_emit(c, SC_OP_TRILU, in, I(c, 1) >= 0 ? 2 : 1, 1, NULL, &c->fwd.attrs));
+}

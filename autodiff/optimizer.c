@@ -1,0 +1,156 @@
+/* Optimizer updates as graph nodes (autodiff/autodiff.h): one SGDUpdate or AdamWUpdate per
+ * trainable parameter, its state values and the scalar inputs "lr" (f32) and "step" (i64, 1-based),
+ * fed by the trainer each step (schedules live on the host).
+ *
+ * State: SGD keeps "<param>.momentum_buffer" (none when momentum is 0), AdamW "<param>.exp_avg" and
+ * "<param>.exp_avg_sq" (torch's names), SC_VALUE_OPT_STATE with zeroed data in the graph arena;
+ * the update nodes overwrite W and the state in place (sc_op_inplace_input).
+ *
+ * Placement: each update goes right after the later of (a) the node producing the final gradient
+ * and (b) the last node reading W, because a backward node may still read W after its gradient is
+ * final (Gemm's dX = dY W is emitted beside dW) and the update overwrites W. This frees each
+ * gradient as early as possible. With clipping every update needs the global norm, so they all go
+ * after the last gradient (at the end).
+ *
+ * Clipping (opt->clip_norm > 0), torch.nn.utils.clip_grad_norm_:
+ *   total_norm = sqrt(sum_p sum(g_p^2)),  grad_scale = min(1, clip / (total_norm + 1e-6)),
+ * computed in f32 by graph nodes and passed to every update as its grad_scale input.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff/train_internal.h"
+
+static int state_new(tb_builder *b, sc_training_graph *tg, int param, const char *suffix) {
+    if (b->st) return -1;
+    sc_graph *g = b->g;
+    char name[512];
+    snprintf(name, sizeof name, "%s.%s", g->values[param].name, suffix);
+    const char *uname = graph_unique_name(g, name);
+    sc_status st = SC_OK;
+    sc_desc d = g->values[param].desc; /* a copy: adding a value may move g->values */
+    int v = uname ? graph_add_value(g, uname, SC_VALUE_OPT_STATE, &d, &st) : -1;
+    if (v < 0) {
+        b->st = uname ? st : sc_errorf("out of memory naming '%s'", name);
+        return -1;
+    }
+    st = graph_alloc_data(g, v); /* the arena zeroes it: torch's buffers start at 0 */
+    if (st) {
+        b->st = st;
+        return -1;
+    }
+    tg->states[tg->n_states++] = v;
+    return v;
+}
+
+/* Sum of squares of every gradient, as an f32 scalar; then the clip factor. */
+static int clip_scale_build(tb_builder *b, const sc_train_options *opt, const sc_training_graph *tg) {
+    sc_attrs red = {0};
+    red.reduce.keepdims = false;
+    int total = -1;
+    for (int i = 0; i < tg->n_params && !b->st; i++) {
+        int gv = tg->grads[i];
+        int sq = tb_emit(b, SC_OP_MUL, "clip.sq", (const int[]){gv, gv}, 2, 1, NULL, NULL, SC_VALUE_ACT);
+        int s = tb_emit(b, SC_OP_REDUCE_SUM, "clip.sumsq", (const int[]){sq}, 1, 1, NULL, &red, SC_VALUE_ACT);
+        if (s >= 0 && b->g->values[s].desc.dtype != SC_F32) {
+            sc_attrs ca = {0};
+            ca.cast.to = SC_F32;
+            s = tb_emit(b, SC_OP_CAST, "clip.sumsq_f32", (const int[]){s}, 1, 1, NULL, &ca, SC_VALUE_ACT);
+        }
+        total = total < 0 ? s : tb_emit(b, SC_OP_ADD, "clip.total", (const int[]){total, s}, 2, 1, NULL, NULL, SC_VALUE_ACT);
+    }
+    int norm = tb_emit(b, SC_OP_SQRT, "clip.norm", (const int[]){total}, 1, 1, NULL, NULL, SC_VALUE_ACT);
+    int eps = tb_const_scalar(b, "clip.eps", SC_F32, 1e-6);
+    int denom = tb_emit(b, SC_OP_ADD, "clip.denom", (const int[]){norm, eps}, 2, 1, NULL, NULL, SC_VALUE_ACT);
+    int maxn = tb_const_scalar(b, "clip.max_norm", SC_F32, opt->clip_norm);
+    int coef = tb_emit(b, SC_OP_DIV, "clip.coef", (const int[]){maxn, denom}, 2, 1, NULL, NULL, SC_VALUE_ACT);
+    int one = tb_const_scalar(b, "clip.one", SC_F32, 1.0);
+    return tb_emit(b, SC_OP_MIN, "clip.scale", (const int[]){coef, one}, 2, 1, NULL, NULL, SC_VALUE_ACT);
+}
+
+static int update_emit(tb_builder *b, const sc_train_options *opt, sc_training_graph *tg, int i, int scale) {
+    sc_graph *g = b->g;
+    int w = tg->params[i], gr = tg->grads[i];
+    char name[512];
+    snprintf(name, sizeof name, "%s.update", g->values[w].name);
+    sc_attrs a = {0};
+    if (opt->optim == SC_OPTIM_ADAMW) {
+        a.adamw = (sc_adamw_attrs){opt->beta1, opt->beta2, opt->eps, opt->weight_decay};
+        int m = state_new(b, tg, w, "exp_avg"), v = state_new(b, tg, w, "exp_avg_sq");
+        int in[7] = {w, gr, m, v, tg->lr, tg->step, scale};
+        return tb_emit(b, SC_OP_ADAMW_UPDATE, name, in, 7, 3, NULL, &a, SC_VALUE_ACT);
+    }
+    a.sgd = (sc_sgd_attrs){opt->momentum, opt->weight_decay, opt->nesterov};
+    int m = opt->momentum != 0 ? state_new(b, tg, w, "momentum_buffer") : -1;
+    int in[5] = {w, gr, m, tg->lr, scale};
+    int outs[2] = {0, m < 0 ? TB_OMIT : 0}; /* without momentum there is no buffer, so no M' */
+    return tb_emit(b, SC_OP_SGD_UPDATE, name, in, 5, 2, outs, &a, SC_VALUE_ACT);
+}
+
+/* Moves the update nodes [first, n_nodes) to just after position pos[k] each (stable). */
+static sc_status updates_place(sc_graph *g, int first, const int *pos) {
+    int n = g->n_nodes, n_upd = n - first;
+    sc_node *nodes = malloc(sizeof(sc_node) * (size_t)n);
+    int *order = malloc(sizeof(int) * (size_t)n_upd);
+    if (!nodes || !order) {
+        free(nodes);
+        free(order);
+        return sc_errorf("out of memory placing optimizer updates");
+    }
+    for (int k = 0; k < n_upd; k++) order[k] = k;
+    /* Insertion sort by position keeps the parameters' order among equal positions. */
+    for (int k = 1; k < n_upd; k++)
+        for (int j = k; j > 0 && pos[order[j - 1]] > pos[order[j]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    int at = 0, u = 0;
+    for (int i = 0; i < first; i++) {
+        nodes[at++] = g->nodes[i];
+        while (u < n_upd && pos[order[u]] == i) nodes[at++] = g->nodes[first + order[u++]];
+    }
+    while (u < n_upd) nodes[at++] = g->nodes[first + order[u++]];
+    SC_ASSERT(at == n);
+    memcpy(g->nodes, nodes, sizeof(sc_node) * (size_t)n);
+    free(nodes);
+    free(order);
+    return graph_link(g);
+}
+
+/* For update k (parameter i): the index of the last node that must run before it. */
+static void updates_positions(const sc_graph *g, const sc_training_graph *tg, int first, int *pos) {
+    for (int i = 0; i < tg->n_params; i++) {
+        int p = g->values[tg->grads[i]].producer;
+        const sc_value *w = &g->values[tg->params[i]];
+        for (int c = 0; c < w->n_consumers; c++)
+            if (w->consumers[c] < first && w->consumers[c] > p) p = w->consumers[c];
+        pos[i] = p;
+    }
+}
+
+sc_status optimizer_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {
+    tb_builder b = {g, SC_OK};
+    tg->lr = tb_input(&b, "lr", &(sc_desc){.dtype = SC_F32, .rank = 0});
+    tg->step = tb_input(&b, "step", &(sc_desc){.dtype = SC_I64, .rank = 0});
+    tg->states = sc_arena_alloc_array(&g->arena, (size_t)(2 * tg->n_params + 1), sizeof(int));
+    if (!tg->states) return sc_errorf("out of memory listing optimizer state");
+    tg->n_states = 0;
+    bool clip = opt->clip_norm > 0 && tg->n_params > 0;
+    int scale = clip ? clip_scale_build(&b, opt, tg) : -1;
+    SC_TRY(b.st);
+    SC_TRY(graph_link(g));
+    int first = g->n_nodes;
+    int *pos = malloc(sizeof(int) * (size_t)(tg->n_params + 1));
+    if (!pos) return sc_errorf("out of memory placing optimizer updates");
+    /* Positions come from the graph before the updates exist; with clipping they all stay at the end. */
+    updates_positions(g, tg, first, pos);
+    for (int i = 0; i < tg->n_params; i++) {
+        update_emit(&b, opt, tg, i, scale);
+        if (clip) pos[i] = first - 1;
+    }
+    sc_status st = b.st ? b.st : updates_place(g, first, pos);
+    free(pos);
+    return st;
+}

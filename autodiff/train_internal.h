@@ -1,0 +1,43 @@
+/* Private to autodiff/training.c, loss.c and optimizer.c: the pieces of autodiff_build_training and
+ * the small node builder they share. Public callers use autodiff/autodiff.h.
+ *
+ * The builder mirrors grad.h's sticky-error style: after the first failure every call returns -1 and
+ * does nothing, so a sequence of emits is checked once at the end (b->st).
+ */
+#ifndef SC_TRAIN_INTERNAL_H
+#define SC_TRAIN_INTERNAL_H
+
+#include "autodiff/autodiff.h"
+
+typedef struct {
+    sc_graph *g;
+    sc_status st; /* first error; sticky */
+} tb_builder;
+
+/* Appends op(in) (-1 = omitted input) with attrs (NULL = zeroed) and n_out new values of `kind`
+ * named "<name>" (made unique), infers their descs with the op's shape function, stores the ids in
+ * out (may be NULL for one output) and returns the first output id, or -1. An out[k] that is
+ * TB_OMIT on entry becomes an omitted output (-1) and no value is created for it. */
+#define TB_OMIT (-2)
+int tb_emit(tb_builder *b, sc_op op, const char *name, const int *in, int n_in, int n_out, int *out,
+            const sc_attrs *attrs, sc_value_kind kind);
+/* A CONST value with a copy of data (desc's dtype, dense). */
+int tb_const(tb_builder *b, const char *name, const sc_desc *desc, const void *data);
+int tb_const_scalar(tb_builder *b, const char *name, sc_dtype dtype, double v);
+/* A new graph input, appended to g->inputs. */
+int tb_input(tb_builder *b, const char *name, const sc_desc *desc);
+/* Appends value v to g->outputs (once) and marks it is_output. */
+void tb_output(tb_builder *b, int v);
+/* Replaces node's in (or out) list by a copy of ids with n entries (the arena owns both). */
+void tb_node_set_inputs(tb_builder *b, int node, const int *ids, int n);
+void tb_node_set_outputs(tb_builder *b, int node, const int *ids, int n);
+
+/* loss.c: appends the loss head to model output `output` (opt->loss, or chosen from its shape);
+ * creates the "labels" graph input. *loss is the scalar loss value, made a graph output. */
+sc_status loss_head_build(sc_graph *g, const sc_train_options *opt, int output, int *loss, int *labels);
+
+/* optimizer.c: one update node per (params[i], grads[i]) placed after the gradient is final and W's
+ * last reader (after every gradient when clipping), the lr and step inputs and the state values. */
+sc_status optimizer_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg);
+
+#endif

@@ -1,0 +1,384 @@
+/* autodiff_build_training (autodiff/autodiff.h): forward graph -> training graph, in place.
+ *
+ * Order of the work, each step on the graph the previous one left:
+ *   1. BatchNormalization nodes switch to training mode; their running_mean / running_var outputs
+ *      (created when absent) become graph outputs and writebacks into the mean / var initializers.
+ *   2. Dropout nodes get a true training_mode constant (input 2) and their mask output; the mask's
+ *      seed is set per step by the trainer (cpu_set_dropout_rng with opt->dropout_seed).
+ *   3. Trainable parameters: PARAM values of a float dtype that some node reads, minus the
+ *      BatchNormalization statistics and the names matching opt->freeze_regex (POSIX extended).
+ *   4. The loss head (loss.c), then autodiff_build_backward for the trainable parameters.
+ *   5. Optimizer updates (optimizer.c); keep_grads makes every gradient a graph output.
+ * Parameters the loss does not depend on get no gradient and no update (listed at debug level).
+ * Also the shared node builder of train_internal.h.
+ */
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff/train_internal.h"
+#include "graph/shape.h"
+
+void sc_train_options_default(sc_train_options *o) {
+    memset(o, 0, sizeof *o);
+    o->loss = SC_LOSS_AUTO;
+    o->ignore_index = -100;
+    o->optim = SC_OPTIM_SGD;
+    o->momentum = 0.0f;
+    o->nesterov = false;
+    o->weight_decay = 0.0f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = 1e-8f;
+    o->clip_norm = 0.0f;
+    o->freeze_regex = NULL;
+    o->keep_grads = false;
+    o->dropout_seed = 0;
+}
+
+/* ---- the node builder (train_internal.h) ---- */
+
+static int tb_fail(tb_builder *b, sc_status st) {
+    if (!b->st) b->st = st;
+    else sc_status_free(st);
+    return -1;
+}
+
+int tb_emit(tb_builder *b, sc_op op, const char *name, const int *in, int n_in, int n_out, int *out,
+            const sc_attrs *attrs, sc_value_kind kind) {
+    if (b->st) return -1;
+    sc_graph *g = b->g;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] < -1 || in[i] >= g->n_values) return tb_fail(b, sc_errorf("%s: input %d is not a value", name, i));
+    int ids[8];
+    SC_ASSERT(n_out >= 1 && n_out <= 8);
+    for (int k = 0; k < n_out; k++) {
+        if (out && out[k] == TB_OMIT && k > 0) {
+            ids[k] = -1;
+            continue;
+        }
+        char buf[512];
+        if (k == 0) snprintf(buf, sizeof buf, "%s", name);
+        else snprintf(buf, sizeof buf, "%s_out%d", name, k);
+        const char *uname = graph_unique_name(g, buf);
+        if (!uname) return tb_fail(b, sc_errorf("out of memory naming '%s'", buf));
+        sc_status st = SC_OK;
+        ids[k] = graph_add_value(g, uname, kind, NULL, &st);
+        if (ids[k] < 0) return tb_fail(b, st);
+    }
+    sc_status st = SC_OK;
+    int node = graph_add_node(g, op, name, in, n_in, ids, n_out, &st);
+    if (node < 0) return tb_fail(b, st);
+    sc_node *n = &g->nodes[node];
+    if (attrs) n->attrs = *attrs;
+    for (int k = 0; k < n_out; k++)
+        if (ids[k] >= 0) g->values[ids[k]].producer = node;
+    if (!sc_shape_fns[op]) return tb_fail(b, sc_errorf("node '%s': op %s has no shape function", name, sc_op_name(op)));
+    st = sc_shape_fns[op](g, n);
+    if (st) return tb_fail(b, st);
+    if (out)
+        for (int k = 0; k < n_out; k++) out[k] = ids[k];
+    return ids[0];
+}
+
+int tb_const(tb_builder *b, const char *name, const sc_desc *desc, const void *data) {
+    if (b->st) return -1;
+    const char *uname = graph_unique_name(b->g, name);
+    if (!uname) return tb_fail(b, sc_errorf("out of memory naming '%s'", name));
+    sc_status st = SC_OK;
+    int v = graph_add_value(b->g, uname, SC_VALUE_CONST, desc, &st);
+    if (v < 0) return tb_fail(b, st);
+    st = graph_alloc_data(b->g, v);
+    if (st) return tb_fail(b, st);
+    memcpy(b->g->values[v].data, data, (size_t)sc_desc_bytes(desc));
+    return v;
+}
+
+int tb_const_scalar(tb_builder *b, const char *name, sc_dtype dtype, double v) {
+    sc_desc d = sc_desc_make(dtype, 0, NULL);
+    union { float f; double d; int64_t i; int32_t i32; uint8_t u8; } u = {0};
+    switch (dtype) {
+    case SC_F32: u.f = (float)v; break;
+    case SC_F64: u.d = v; break;
+    case SC_I64: u.i = (int64_t)v; break;
+    case SC_I32: u.i32 = (int32_t)v; break;
+    case SC_BOOL: u.u8 = v != 0; break;
+    default: return tb_fail(b, sc_errorf("%s: scalar constants of dtype %s are not supported", name, sc_dtype_name(dtype)));
+    }
+    return tb_const(b, name, &d, &u);
+}
+
+static int *ids_append(tb_builder *b, const int *ids, int n, int v) {
+    int *p = sc_arena_alloc_array(&b->g->arena, (size_t)n + 1, sizeof(int));
+    if (!p) {
+        tb_fail(b, sc_errorf("out of memory growing an id list"));
+        return NULL;
+    }
+    if (n) memcpy(p, ids, sizeof(int) * (size_t)n);
+    p[n] = v;
+    return p;
+}
+
+int tb_input(tb_builder *b, const char *name, const sc_desc *desc) {
+    if (b->st) return -1;
+    if (graph_find_value(b->g, name) >= 0)
+        return tb_fail(b, sc_errorf("cannot add graph input '%s': the model already has a value of that name", name));
+    sc_status st = SC_OK;
+    int v = graph_add_value(b->g, name, SC_VALUE_INPUT, desc, &st);
+    if (v < 0) return tb_fail(b, st);
+    int *p = ids_append(b, b->g->inputs, b->g->n_inputs, v);
+    if (!p) return -1;
+    b->g->inputs = p;
+    b->g->n_inputs++;
+    return v;
+}
+
+void tb_output(tb_builder *b, int v) {
+    if (b->st || v < 0) return;
+    for (int i = 0; i < b->g->n_outputs; i++)
+        if (b->g->outputs[i] == v) return;
+    int *p = ids_append(b, b->g->outputs, b->g->n_outputs, v);
+    if (!p) return;
+    b->g->outputs = p;
+    b->g->n_outputs++;
+    b->g->values[v].is_output = true;
+}
+
+static int *ids_copy(tb_builder *b, const int *ids, int n) {
+    int *p = sc_arena_alloc_array(&b->g->arena, (size_t)(n ? n : 1), sizeof(int));
+    if (!p) {
+        tb_fail(b, sc_errorf("out of memory copying an id list"));
+        return NULL;
+    }
+    if (n) memcpy(p, ids, sizeof(int) * (size_t)n);
+    return p;
+}
+
+void tb_node_set_inputs(tb_builder *b, int node, const int *ids, int n) {
+    int *p = ids_copy(b, ids, n);
+    if (!p) return;
+    b->g->nodes[node].in = p;
+    b->g->nodes[node].n_in = n;
+}
+
+void tb_node_set_outputs(tb_builder *b, int node, const int *ids, int n) {
+    int *p = ids_copy(b, ids, n);
+    if (!p) return;
+    b->g->nodes[node].out = p;
+    b->g->nodes[node].n_out = n;
+}
+
+/* ---- step 1: BatchNormalization in training mode ---- */
+
+typedef struct {
+    int n, cap;
+    int *src, *dst;
+} wb_list;
+
+static void wb_add(tb_builder *b, wb_list *w, int src, int dst) {
+    if (b->st) return;
+    if (w->n == w->cap) {
+        int cap = w->cap ? 2 * w->cap : 16;
+        int *s = sc_arena_alloc_array(&b->g->arena, (size_t)cap, sizeof(int));
+        int *d = sc_arena_alloc_array(&b->g->arena, (size_t)cap, sizeof(int));
+        if (!s || !d) {
+            tb_fail(b, sc_errorf("out of memory listing writebacks"));
+            return;
+        }
+        if (w->n) {
+            memcpy(s, w->src, sizeof(int) * (size_t)w->n);
+            memcpy(d, w->dst, sizeof(int) * (size_t)w->n);
+        }
+        w->src = s;
+        w->dst = d;
+        w->cap = cap;
+    }
+    w->src[w->n] = src;
+    w->dst[w->n] = dst;
+    w->n++;
+}
+
+/* ONNX BatchNormalization-15 training mode: outputs (Y, running_mean, running_var). The running
+ * statistics are written back into the input_mean / input_var initializers after each step. */
+static void bn_to_training(tb_builder *b, int node, wb_list *wb) {
+    sc_graph *g = b->g;
+    sc_node *n = &g->nodes[node];
+    n->attrs.batch_norm.training_mode = true;
+    int outs[3] = {n->out[0], n->n_out > 1 ? n->out[1] : -1, n->n_out > 2 ? n->out[2] : -1};
+    static const char *const suffix[3] = {"", "running_mean", "running_var"};
+    for (int k = 1; k < 3; k++) {
+        int stat = g->nodes[node].in[k + 2];
+        sc_value_kind kind = g->values[stat].kind;
+        if ((kind != SC_VALUE_PARAM && kind != SC_VALUE_CONST) || !g->values[stat].data) {
+            tb_fail(b, sc_errorf("node '%s' (BatchNormalization): input %d ('%s') must be an initializer to hold the "
+                                 "running statistics in training mode",
+                                 g->nodes[node].name, k + 2, g->values[stat].name));
+            return;
+        }
+        if (outs[k] < 0) {
+            char name[512];
+            snprintf(name, sizeof name, "%s.%s", g->nodes[node].name, suffix[k]);
+            const char *uname = graph_unique_name(g, name);
+            sc_status st = SC_OK;
+            sc_desc d = g->values[stat].desc; /* a copy: adding a value may move g->values */
+            outs[k] = uname ? graph_add_value(g, uname, SC_VALUE_ACT, &d, &st) : -1;
+            if (outs[k] < 0) {
+                tb_fail(b, uname ? st : sc_errorf("out of memory naming '%s'", name));
+                return;
+            }
+        }
+        wb_add(b, wb, outs[k], stat);
+        tb_output(b, outs[k]);
+    }
+    tb_node_set_outputs(b, node, outs, 3);
+    if (!b->st) {
+        sc_status st = sc_shape_fns[SC_OP_BATCH_NORM](g, &g->nodes[node]);
+        if (st) tb_fail(b, st);
+    }
+}
+
+/* ---- step 2: Dropout in training mode ---- */
+
+/* Dropout-13 (data, ratio, training_mode) -> (output, mask): training_mode becomes a true constant
+ * and the mask output (which the gradient reads) is created when absent. The mask itself is the
+ * CPU kernel's: a counter-based hash of (seed, step, node name, element) whose seed and step the
+ * trainer sets each step (backends/cpu/cpu_rng.h, from opt->dropout_seed), so nothing random is
+ * stored in the graph. */
+static void dropout_to_training(tb_builder *b, int node) {
+    sc_graph *g = b->g;
+    char name[512];
+    snprintf(name, sizeof name, "%s.training_mode", g->nodes[node].name);
+    int on = tb_const_scalar(b, name, SC_BOOL, 1);
+    if (on < 0) return;
+    sc_node *n = &g->nodes[node];
+    int ins[3] = {n->in[0], n->n_in > 1 ? n->in[1] : -1, on};
+    int outs[2] = {n->out[0], n->n_out > 1 ? n->out[1] : -1};
+    if (outs[1] < 0) {
+        snprintf(name, sizeof name, "%s.mask", n->name);
+        const char *uname = graph_unique_name(g, name);
+        sc_desc d = g->values[n->out[0]].desc;
+        d.dtype = SC_BOOL;
+        sc_status st = SC_OK;
+        outs[1] = uname ? graph_add_value(g, uname, SC_VALUE_ACT, &d, &st) : -1;
+        if (outs[1] < 0) {
+            tb_fail(b, uname ? st : sc_errorf("out of memory naming '%s'", name));
+            return;
+        }
+    }
+    tb_node_set_inputs(b, node, ins, 3);
+    tb_node_set_outputs(b, node, outs, 2);
+    if (!b->st) {
+        sc_status st = sc_shape_fns[SC_OP_DROPOUT](g, &g->nodes[node]);
+        if (st) tb_fail(b, st);
+    }
+}
+
+/* ---- step 3: trainable parameters ---- */
+
+/* Fills tg->params; `not_trainable` marks values excluded before (BN statistics). */
+static sc_status params_collect(sc_graph *g, const sc_train_options *opt, const bool *not_trainable,
+                                sc_training_graph *tg) {
+    regex_t re;
+    bool use_re = opt->freeze_regex && opt->freeze_regex[0];
+    if (use_re) {
+        int rc = regcomp(&re, opt->freeze_regex, REG_EXTENDED | REG_NOSUB);
+        if (rc) {
+            char msg[256];
+            regerror(rc, &re, msg, sizeof msg);
+            return sc_errorf("--freeze regex '%s' is invalid: %s", opt->freeze_regex, msg);
+        }
+    }
+    SC_TRY(graph_link(g));
+    tg->params = sc_arena_alloc_array(&g->arena, (size_t)g->n_values + 1, sizeof(int));
+    if (!tg->params) {
+        if (use_re) regfree(&re);
+        return sc_errorf("out of memory listing parameters");
+    }
+    tg->n_params = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const sc_value *val = &g->values[v];
+        if (val->kind != SC_VALUE_PARAM || !sc_dtype_is_float(val->desc.dtype) || !val->n_consumers || not_trainable[v])
+            continue;
+        if (use_re && regexec(&re, val->name, 0, NULL, 0) == 0) continue;
+        tg->params[tg->n_params++] = v;
+    }
+    if (use_re) regfree(&re);
+    return SC_OK;
+}
+
+/* The model output the loss reads: the first float graph output. */
+static sc_status model_output(const sc_graph *g, int *out) {
+    for (int i = 0; i < g->n_outputs; i++) {
+        const sc_value *v = &g->values[g->outputs[i]];
+        if (sc_dtype_is_float(v->desc.dtype)) {
+            if (!sc_desc_is_static(&v->desc)) return sc_errorf("model output '%s' has no static shape; bind its dims first", v->name);
+            *out = g->outputs[i];
+            return SC_OK;
+        }
+    }
+    return sc_errorf("the model has no float output to attach a loss to");
+}
+
+/* Drops parameters the loss does not depend on (gradient -1) from params/grads. */
+static void params_keep_with_grads(const sc_graph *g, sc_training_graph *tg) {
+    int k = 0;
+    for (int i = 0; i < tg->n_params; i++) {
+        if (tg->grads[i] < 0) {
+            sc_log(SC_LOG_DEBUG, "parameter '%s' does not affect the loss: no gradient, not updated",
+                   g->values[tg->params[i]].name);
+            continue;
+        }
+        tg->params[k] = tg->params[i];
+        tg->grads[k] = tg->grads[i];
+        k++;
+    }
+    tg->n_params = k;
+}
+
+static sc_status mode_switch(sc_graph *g, bool *not_trainable, wb_list *wb) {
+    tb_builder b = {g, SC_OK};
+    int n_nodes = g->n_nodes;
+    for (int i = 0; i < n_nodes && !b.st; i++) {
+        if (g->nodes[i].op == SC_OP_BATCH_NORM) {
+            not_trainable[g->nodes[i].in[3]] = not_trainable[g->nodes[i].in[4]] = true;
+            bn_to_training(&b, i, wb);
+        } else if (g->nodes[i].op == SC_OP_DROPOUT) {
+            dropout_to_training(&b, i);
+        }
+    }
+    return b.st;
+}
+
+sc_status autodiff_build_training(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {
+    memset(tg, 0, sizeof *tg);
+    tg->loss = tg->output = tg->labels = tg->lr = tg->step = -1;
+    SC_TRY(model_output(g, &tg->output));
+    bool *not_trainable = calloc((size_t)g->n_values + 1, 1);
+    if (!not_trainable) return sc_errorf("out of memory building the training graph");
+    wb_list wb = {0};
+    sc_status st = mode_switch(g, not_trainable, &wb);
+    if (!st) st = params_collect(g, opt, not_trainable, tg);
+    free(not_trainable);
+    SC_TRY(st);
+    tg->n_writebacks = wb.n;
+    tg->wb_src = wb.src;
+    tg->wb_dst = wb.dst;
+    SC_TRY(loss_head_build(g, opt, tg->output, &tg->loss, &tg->labels));
+    tg->grads = sc_arena_alloc_array(&g->arena, (size_t)tg->n_params + 1, sizeof(int));
+    if (!tg->grads) return sc_errorf("out of memory listing gradients");
+    SC_TRY(autodiff_build_backward(g, tg->loss, tg->params, tg->n_params, tg->grads));
+    params_keep_with_grads(g, tg);
+    if (opt->keep_grads) {
+        tb_builder b = {g, SC_OK};
+        for (int i = 0; i < tg->n_params; i++) tb_output(&b, tg->grads[i]);
+        SC_TRY(b.st);
+    }
+    SC_TRY(optimizer_build(g, opt, tg));
+    SC_TRY(graph_link(g));
+    int bad = -1;
+    if (!graph_is_topo_sorted(g, &bad))
+        return sc_errorf("internal: the training graph is not in topological order at node '%s'",
+                         bad >= 0 ? g->nodes[bad].name : "?");
+    return SC_OK;
+}

@@ -1,0 +1,47 @@
+/* oneDNN plumbing shared by the CPU kernels: one engine and stream for the process, a lock that
+ * serialises primitive creation/execution against the caches, and the cache invalidation hook.
+ *
+ * Caches (cpu_conv.c): convolution primitives are created once per distinct (shapes, attributes)
+ * and reused; weights reordered into a primitive's preferred layout are cached by (weight data
+ * pointer, shape) and stamped with cpu_params_epoch(). Anything that changes parameter values in
+ * place (an optimizer step, loading new weights at a recycled address) calls cpu_params_changed()
+ * (backends/cpu/cpu.h), which invalidates every reordered weight; cpu_dnnl_cache_clear() drops the
+ * primitives too. A cheap sampled fingerprint of the weights is an extra guard, not the contract.
+ */
+#ifndef SC_CPU_DNNL_H
+#define SC_CPU_DNNL_H
+
+#include <dnnl.h>
+
+#include "backends/cpu/cpu.h"
+
+/* Lazily created engine/stream; NULL with *st set when oneDNN fails. Call with the lock held. */
+dnnl_engine_t cpu_dnnl_engine(sc_status *st);
+dnnl_stream_t cpu_dnnl_stream(sc_status *st);
+
+void cpu_dnnl_lock(void);
+void cpu_dnnl_unlock(void);
+
+/* Drops every cached primitive and reordered weight (declared again in cpu_kernels.h). */
+void cpu_dnnl_cache_clear(void);
+
+/* Registered by files that own caches, so cpu_dnnl_cache_clear reaches them all. */
+typedef void (*cpu_dnnl_cache_clear_fn)(void);
+void cpu_dnnl_register_cache(cpu_dnnl_cache_clear_fn fn);
+
+/* Where convolution activations live while oneDNN computes (weights always take the primitive's
+ * preferred layout, reordered once and cached):
+ *   PLAIN:   src/dst stay NCHW; oneDNN runs its GEMM-based kernels (a 1x1 conv is one GEMM).
+ *   BLOCKED: src/dst in the primitive's preferred layout (nhwc / blocked for the AVX-512 brgconv
+ *            kernels), reordered from and to NCHW on every call.
+ *   AUTO:    PLAIN for 1x1 kernels, BLOCKED otherwise: the faster of the two per ResNet-50 conv
+ *            shape on this machine (2 threads; measurements in cpu_conv.c).
+ * Changing the layout clears the caches. */
+typedef enum { CPU_CONV_LAYOUT_PLAIN, CPU_CONV_LAYOUT_BLOCKED, CPU_CONV_LAYOUT_AUTO } cpu_conv_layout;
+void cpu_conv_set_layout(cpu_conv_layout layout);
+cpu_conv_layout cpu_conv_get_layout(void);
+
+/* "oneDNN <what> failed: <status name>" as a kernel status. */
+sc_status cpu_dnnl_error(const sc_kernel_call *call, const char *what, dnnl_status_t s);
+
+#endif

@@ -1,0 +1,73 @@
+/* Private contracts between the importer's files (the import/ sources); nothing outside import/ includes this.
+ *
+ * Error messages built here are "<what>: <details>" (e.g. "initializer 'W': raw_data has 20 bytes,
+ * expected 24 for f32[2,3]"); the entry points in onnx_load.c / onnx_save.c prefix the file name, so
+ * every message the user sees is one line "<file>: <what>: <details>".
+ */
+#ifndef SC_ONNX_INTERNAL_H
+#define SC_ONNX_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
+#include "import/attrs.h"
+#include "onnx/onnx.pb-c.h"
+
+/* Import refuses tensors with more elements than this before allocating (a corrupt dim list must not
+ * be able to ask for petabytes). */
+#define SC_IMPORT_MAX_NUMEL ((int64_t)1 << 40)
+#define SC_IMPORT_MAX_NODES 10000000
+
+/* Where a TensorProto's bytes may come from and where the decoded data goes. */
+typedef struct {
+    const char *dir;    /* folder that external data must stay inside; NULL refuses external data */
+    size_t max_inline;  /* inline data larger than this (the file size) cannot be genuine */
+    sc_arena *arena;    /* destination; NULL = malloc (caller frees) */
+} sc_tensor_src;
+
+/* Decodes one TensorProto (raw_data, typed fields or external data) into out->data, validating dtype,
+ * rank, dims and sizes. `what` names the tensor in errors ("initializer 'W'"). The single decoder
+ * behind initializers, Constant nodes and sc_load_tensor_pb. */
+sc_status onnx_tensor_decode(const Onnx__TensorProto *t, const char *what, const sc_tensor_src *src, sc_tensor *out);
+/* Validates dtype, rank and dims only and fills desc (used before reading any bytes). */
+sc_status onnx_tensor_desc(const Onnx__TensorProto *t, const char *what, sc_desc *desc);
+
+/* Reads a whole regular file; an empty file is an error ("<path>: empty file"). */
+sc_status onnx_read_file(const char *path, uint8_t **buf, size_t *size);
+/* The folder of path ("." when it has none), malloc'd; NULL on out of memory. */
+char *onnx_dir_of(const char *path);
+
+/* Per-node import context shared by attribute parsing and canonicalisation. */
+struct sc_node_ctx {
+    const Onnx__NodeProto *node;
+    const char *label; /* node name, or "OpType#index" for unnamed nodes */
+    sc_op op;
+    int64_t opset;
+    sc_graph *g;
+    const sc_tensor_src *src; /* for tensor-valued attributes */
+};
+
+/* Lookup and typed readers of ONNX attributes. Absent attributes leave *out = default and return OK;
+ * an attribute of the wrong type is an error naming node and attribute. */
+const Onnx__AttributeProto *attr_find(const sc_node_ctx *c, const char *name);
+sc_status attr_int(const sc_node_ctx *c, const char *name, int64_t def, int64_t *out);
+sc_status attr_float(const sc_node_ctx *c, const char *name, float def, float *out);
+/* NUL-terminated copy of a STRING attribute into buf (error if it does not fit). */
+sc_status attr_string(const sc_node_ctx *c, const char *name, const char *def, char *buf, size_t size);
+/* INTS attribute into out[max]; *n = count (0 when absent). More than max values is an error. */
+sc_status attr_ints(const sc_node_ctx *c, const char *name, int64_t *out, int max, int *n);
+/* A STRING attribute mapped onto the index of one of names[] (error lists nothing; it names the value). */
+sc_status attr_enum(const sc_node_ctx *c, const char *name, const char *const *names, int n_names, int def, int *out);
+sc_status attr_errorf(const sc_node_ctx *c, const char *attr, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Attribute-form parameters of old opsets turned into constant inputs (graph/ops.def). in has room
+ * for sc_op_infos[op].max_inputs (capped) entries; *n_in grows. */
+sc_status onnx_canonicalise(const sc_node_ctx *c, int *in, int *n_in, int cap);
+/* Adds a CONST value holding data (copied) under a fresh name derived from base. Returns id or -1. */
+int onnx_add_const(sc_graph *g, const char *base, const sc_desc *desc, const void *data, sc_status *st);
+
+/* The Constant node's value attribute (value, value_float(s), value_int(s)) as a tensor in arena. */
+sc_status onnx_constant_value(const sc_node_ctx *c, sc_tensor *out);
+
+#endif

@@ -1,0 +1,344 @@
+/* ONNX model -> graph IR (import/onnx.h).
+ *
+ * Order of work, each step validating what it reads before anything depends on it:
+ *   1. unpack the ModelProto; check the default-domain opset is in [SC_MIN_OPSET, SC_MAX_OPSET];
+ *   2. initializers -> PARAM (floating point) or CONST (integer/bool) values, data in the graph arena;
+ *   3. graph inputs that are not initializers -> INPUT values (dim_param -> dim -1 with its name);
+ *   4. index every node output by name, so a reference to a value produced later is reported as a
+ *      topological-order error rather than as a missing value, and duplicate outputs name both nodes;
+ *   5. nodes in file order: Constant -> CONST value, others -> ops with typed attributes and
+ *      canonicalised inputs (import/canonical.c);
+ *   6. graph outputs; graph_link.
+ * On any failure the partly built model is freed and the error is prefixed with the file name.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "import/onnx.h"
+#include "import/onnx_internal.h"
+
+typedef struct {
+    sc_graph *g;
+    const Onnx__GraphProto *gp;
+    sc_tensor_src src;
+    int64_t opset;
+    sc_strmap producers; /* node output name (proto string) -> node index */
+    char **labels;       /* per node: its name, or "OpType#index" (arena) */
+    int *in_buf;
+    size_t in_cap;
+} load_ctx;
+
+static bool is_default_domain(const char *d) { return !d || !*d || strcmp(d, "ai.onnx") == 0; }
+static const char *str_or_empty(const char *s) { return s ? s : ""; }
+
+static sc_status check_opset(const Onnx__ModelProto *mp, int64_t *opset) {
+    if (!mp->n_opset_import) return sc_errorf("not a valid ONNX model: no opset_import (truncated file?)");
+    bool found = false;
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+        if (!is_default_domain(o->domain) || found) continue;
+        found = true;
+        *opset = o->has_version ? o->version : 0;
+    }
+    if (!found) return sc_errorf("opset_import: no entry for the default ONNX domain");
+    if (*opset < SC_MIN_OPSET || *opset > SC_MAX_OPSET)
+        return sc_errorf("opset_import: unsupported opset %lld (supported %d..%d)", (long long)*opset, SC_MIN_OPSET,
+                         SC_MAX_OPSET);
+    return SC_OK;
+}
+
+static sc_status add_initializers(load_ctx *c) {
+    const Onnx__GraphProto *gp = c->gp;
+    if (gp->n_sparse_initializer) return sc_errorf("sparse initializers are not supported");
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *t = gp->initializer[i];
+        if (!t->name || !*t->name) return sc_errorf("initializer #%zu has no name", i);
+        char what[300];
+        snprintf(what, sizeof what, "initializer '%.256s'", t->name);
+        if (graph_find_value(c->g, t->name) >= 0) return sc_errorf("%s: defined twice", what);
+        sc_tensor tensor;
+        SC_TRY(onnx_tensor_decode(t, what, &c->src, &tensor));
+        sc_status st = SC_OK;
+        sc_value_kind kind = sc_dtype_is_float(tensor.desc.dtype) ? SC_VALUE_PARAM : SC_VALUE_CONST;
+        int id = graph_add_value(c->g, t->name, kind, &tensor.desc, &st);
+        if (id < 0) return sc_status_prefix(st, "%s: ", what);
+        c->g->values[id].data = tensor.data;
+    }
+    return SC_OK;
+}
+
+static sc_status input_desc(load_ctx *c, const Onnx__ValueInfoProto *vi, sc_desc *d, const char **names) {
+    const char *name = vi->name;
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+        return sc_errorf("graph input '%s': only tensor inputs are supported", name);
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    int dt = tt->has_elem_type ? tt->elem_type : 0;
+    if (dt <= 0 || dt >= SC_DTYPE_MAX || sc_dtype_size((sc_dtype)dt) == 0)
+        return sc_errorf("graph input '%s': unsupported or undefined element type %d", name, dt);
+    if (!tt->shape) return sc_errorf("graph input '%s': has no shape (rank unknown)", name);
+    if (tt->shape->n_dim > SC_MAX_RANK)
+        return sc_errorf("graph input '%s': rank %zu exceeds the maximum %d", name, tt->shape->n_dim, SC_MAX_RANK);
+    memset(d, 0, sizeof *d);
+    d->dtype = (sc_dtype)dt;
+    d->rank = (int)tt->shape->n_dim;
+    for (int i = 0; i < d->rank; i++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
+        names[i] = NULL;
+        d->dims[i] = -1;
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            if (dim->dim_value < 0 || dim->dim_value > SC_IMPORT_MAX_NUMEL)
+                return sc_errorf("graph input '%s': dim %d is %lld", name, i, (long long)dim->dim_value);
+            d->dims[i] = dim->dim_value;
+        } else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dim->dim_param &&
+                   *dim->dim_param) {
+            names[i] = dim->dim_param;
+        } else {
+            names[i] = "?";
+        }
+    }
+    return SC_OK;
+}
+
+static sc_status add_inputs(load_ctx *c) {
+    const Onnx__GraphProto *gp = c->gp;
+    c->g->inputs = sc_arena_alloc_array(&c->g->arena, gp->n_input + 1, sizeof(int));
+    if (!c->g->inputs) return sc_errorf("out of memory");
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        if (!vi->name || !*vi->name) return sc_errorf("graph input #%zu has no name", i);
+        int existing = graph_find_value(c->g, vi->name);
+        if (existing >= 0) {
+            if (c->g->values[existing].kind == SC_VALUE_INPUT)
+                return sc_errorf("graph input '%s': listed twice", vi->name);
+            continue; /* an initializer listed as input (IR < 4 style): its default value is used */
+        }
+        sc_desc d;
+        const char *names[SC_MAX_RANK];
+        SC_TRY(input_desc(c, vi, &d, names));
+        sc_status st = SC_OK;
+        int id = graph_add_value(c->g, vi->name, SC_VALUE_INPUT, &d, &st);
+        if (id < 0) return sc_status_prefix(st, "graph input '%s': ", vi->name);
+        for (int k = 0; k < d.rank; k++) {
+            if (!names[k]) continue;
+            c->g->values[id].dim_names[k] = sc_arena_strdup(&c->g->arena, names[k]);
+            if (!c->g->values[id].dim_names[k]) return sc_errorf("out of memory");
+        }
+        c->g->inputs[c->g->n_inputs++] = id;
+    }
+    return SC_OK;
+}
+
+/* Trailing empty names are omitted optionals, not part of the arity. */
+static int trimmed_count(char **names, size_t n) {
+    while (n > 0 && (!names[n - 1] || !*names[n - 1])) n--;
+    return (int)n;
+}
+
+static sc_status index_producers(load_ctx *c) {
+    const Onnx__GraphProto *gp = c->gp;
+    c->labels = sc_arena_alloc_array(&c->g->arena, gp->n_node + 1, sizeof(char *));
+    if (!c->labels) return sc_errorf("out of memory");
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        char buf[300];
+        if (np->name && *np->name) snprintf(buf, sizeof buf, "%s", np->name);
+        else snprintf(buf, sizeof buf, "%.200s#%zu", str_or_empty(np->op_type), i);
+        c->labels[i] = sc_arena_strdup(&c->g->arena, buf);
+        if (!c->labels[i]) return sc_errorf("out of memory");
+        for (size_t k = 0; k < np->n_output; k++) {
+            const char *out = np->output[k];
+            if (!out || !*out) continue;
+            int prev = sc_strmap_get(&c->producers, out);
+            if (prev >= 0)
+                return sc_errorf("value '%s' is produced twice: by node '%s' and by node '%s'", out, c->labels[prev],
+                                 c->labels[i]);
+            if (graph_find_value(c->g, out) >= 0)
+                return sc_errorf("node '%s': output '%s' is already an initializer or graph input", c->labels[i], out);
+            if (!sc_strmap_put(&c->producers, out, (int)i)) return sc_errorf("out of memory");
+        }
+    }
+    return SC_OK;
+}
+
+static sc_status resolve_input(load_ctx *c, size_t idx, const char *name, int *id) {
+    *id = -1;
+    if (!name || !*name) return SC_OK;
+    *id = graph_find_value(c->g, name);
+    if (*id >= 0) return SC_OK;
+    int later = sc_strmap_get(&c->producers, name);
+    if (later >= 0)
+        return sc_errorf("graph is not topologically sorted (or has a cycle): node '%s' uses '%s' produced later by "
+                         "node '%s'", c->labels[idx], name, c->labels[later]);
+    return sc_errorf("node '%s': input '%s' is not produced by any node, graph input, initializer or constant",
+                     c->labels[idx], name);
+}
+
+static sc_status add_constant_node(load_ctx *c, size_t idx, const sc_node_ctx *nc) {
+    const Onnx__NodeProto *np = nc->node;
+    if (trimmed_count(np->input, np->n_input) != 0 || np->n_output != 1 || !np->output[0] || !*np->output[0])
+        return sc_errorf("node '%s' (Constant): expects no inputs and one output", c->labels[idx]);
+    sc_tensor t;
+    SC_TRY(onnx_constant_value(nc, &t));
+    sc_status st = SC_OK;
+    int id = graph_add_value(c->g, np->output[0], SC_VALUE_CONST, &t.desc, &st);
+    if (id < 0) return sc_status_prefix(st, "node '%s' (Constant): ", c->labels[idx]);
+    c->g->values[id].data = t.data;
+    return SC_OK;
+}
+
+static sc_status check_arity(const char *label, sc_op op, int n_in, int n_out) {
+    const sc_op_info *info = &sc_op_infos[op];
+    if (n_in < info->min_inputs || n_in > info->max_inputs)
+        return sc_errorf("node '%s' (%s): has %d inputs, expected %d..%d", label, info->onnx_name, n_in,
+                         info->min_inputs, info->max_inputs);
+    if (n_out < info->min_outputs || n_out > info->max_outputs)
+        return sc_errorf("node '%s' (%s): has %d outputs, expected %d..%d", label, info->onnx_name, n_out,
+                         info->min_outputs, info->max_outputs);
+    return SC_OK;
+}
+
+static sc_status add_op_node(load_ctx *c, size_t idx, sc_node_ctx *nc) {
+    const Onnx__NodeProto *np = nc->node;
+    int n_in = trimmed_count(np->input, np->n_input), n_out = trimmed_count(np->output, np->n_output);
+    SC_TRY(check_arity(nc->label, nc->op, n_in, n_out));
+    size_t need = (size_t)n_in + (size_t)n_out + 4;
+    if (need > c->in_cap) {
+        int *p = realloc(c->in_buf, need * sizeof(int));
+        if (!p) return sc_errorf("out of memory");
+        c->in_buf = p;
+        c->in_cap = need;
+    }
+    int *in = c->in_buf, *out = c->in_buf + n_in + 4;
+    for (int k = 0; k < n_in; k++) SC_TRY(resolve_input(c, idx, np->input[k], &in[k]));
+    sc_attrs attrs;
+    memset(&attrs, 0, sizeof attrs);
+    SC_ASSERT(sc_attr_parsers[nc->op]);
+    SC_TRY(sc_attr_parsers[nc->op](nc, &attrs));
+    int cap = n_in + 4 < sc_op_infos[nc->op].max_inputs ? n_in + 4 : sc_op_infos[nc->op].max_inputs;
+    SC_TRY(onnx_canonicalise(nc, in, &n_in, cap));
+    for (int k = 0; k < n_out; k++) {
+        out[k] = -1;
+        if (!np->output[k] || !*np->output[k]) continue;
+        sc_status st = SC_OK;
+        out[k] = graph_add_value(c->g, np->output[k], SC_VALUE_ACT, NULL, &st);
+        if (out[k] < 0) return sc_status_prefix(st, "node '%s': ", nc->label);
+    }
+    sc_status st = SC_OK;
+    int nid = graph_add_node(c->g, nc->op, nc->label, in, n_in, out, n_out, &st);
+    if (nid < 0) return st;
+    c->g->nodes[nid].attrs = attrs;
+    return SC_OK;
+}
+
+/* Ops of ops.def that appeared after SC_MIN_OPSET (ONNX operator changelog). */
+static int64_t op_since_opset(sc_op op) {
+    switch (op) {
+    case SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS: return 12;
+    case SC_OP_TRILU: return 14;
+    case SC_OP_LAYER_NORM: return 17;
+    case SC_OP_GELU: return 20;
+    default: return SC_MIN_OPSET;
+    }
+}
+
+static sc_status add_nodes(load_ctx *c) {
+    for (size_t i = 0; i < c->gp->n_node; i++) {
+        const Onnx__NodeProto *np = c->gp->node[i];
+        const char *op_type = str_or_empty(np->op_type);
+        sc_node_ctx nc = {.node = np, .label = c->labels[i], .opset = c->opset, .g = c->g, .src = &c->src};
+        if (!is_default_domain(np->domain))
+            return sc_errorf("node '%s': unknown op '%s' (domain '%s')", nc.label, op_type, np->domain);
+        nc.op = sc_op_from_onnx_name(op_type);
+        if (nc.op == SC_OP_COUNT) return sc_errorf("node '%s': unknown op '%s'", nc.label, op_type);
+        if (c->opset < op_since_opset(nc.op))
+            return sc_errorf("node '%s': op '%s' needs opset %lld or later, the model imports opset %lld", nc.label,
+                             op_type, (long long)op_since_opset(nc.op), (long long)c->opset);
+        if (nc.op == SC_OP_CONSTANT) SC_TRY(add_constant_node(c, i, &nc));
+        else SC_TRY(add_op_node(c, i, &nc));
+    }
+    return SC_OK;
+}
+
+static sc_status add_outputs(load_ctx *c) {
+    const Onnx__GraphProto *gp = c->gp;
+    c->g->outputs = sc_arena_alloc_array(&c->g->arena, gp->n_output + 1, sizeof(int));
+    if (!c->g->outputs) return sc_errorf("out of memory");
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const char *name = str_or_empty(gp->output[i]->name);
+        int id = graph_find_value(c->g, name);
+        if (id < 0)
+            return sc_errorf("graph output '%s' is not produced by any node, graph input, initializer or constant", name);
+        c->g->values[id].is_output = true;
+        c->g->outputs[c->g->n_outputs++] = id;
+    }
+    if (!gp->n_output) return sc_errorf("graph has no outputs");
+    return SC_OK;
+}
+
+static sc_status model_build(sc_model *m, size_t file_size) {
+    const Onnx__ModelProto *mp = m->proto;
+    load_ctx c = {.g = &m->graph, .gp = mp->graph, .src = {.dir = m->dir, .max_inline = file_size}};
+    c.src.arena = &m->graph.arena;
+    if (!mp->graph) return sc_errorf("not a valid ONNX model: no graph");
+    SC_TRY(check_opset(mp, &c.opset));
+    m->graph.opset = c.opset;
+    if (c.gp->n_node > SC_IMPORT_MAX_NODES)
+        return sc_errorf("graph has %zu nodes, more than the supported %d", c.gp->n_node, SC_IMPORT_MAX_NODES);
+    sc_strmap_init(&c.producers);
+    sc_status st = add_initializers(&c);
+    if (!st) st = add_inputs(&c);
+    if (!st) st = index_producers(&c);
+    if (!st) st = add_nodes(&c);
+    if (!st) st = add_outputs(&c);
+    if (!st) st = graph_link(&m->graph);
+    sc_strmap_free(&c.producers);
+    free(c.in_buf);
+    return st;
+}
+
+sc_status sc_model_load_buffer(const void *data, size_t size, const char *name, const char *dir, sc_model **out) {
+    *out = NULL;
+    if (!name) name = "<buffer>";
+    if (size == 0) return sc_errorf("%s: empty file", name);
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
+    if (!mp) return sc_errorf("%s: not a valid ONNX model: protobuf parse failed (truncated or corrupt file)", name);
+    sc_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        onnx__model_proto__free_unpacked(mp, NULL);
+        return sc_errorf("%s: out of memory", name);
+    }
+    graph_init(&m->graph);
+    m->proto = mp;
+    m->path = strdup(name);
+    m->dir = dir ? strdup(dir) : NULL;
+    sc_status st = (!m->path || (dir && !m->dir)) ? sc_errorf("out of memory") : model_build(m, size);
+    if (st) {
+        sc_model_free(m);
+        return sc_status_prefix(st, "%s: ", name);
+    }
+    *out = m;
+    return SC_OK;
+}
+
+sc_status sc_model_load(const char *path, sc_model **out) {
+    *out = NULL;
+    uint8_t *buf;
+    size_t size;
+    SC_TRY(onnx_read_file(path, &buf, &size));
+    char *dir = onnx_dir_of(path);
+    sc_status st = dir ? sc_model_load_buffer(buf, size, path, dir, out) : sc_errorf("%s: out of memory", path);
+    free(dir);
+    free(buf);
+    return st;
+}
+
+void sc_model_free(sc_model *m) {
+    if (!m) return;
+    graph_free(&m->graph);
+    if (m->proto) onnx__model_proto__free_unpacked(m->proto, NULL);
+    free(m->path);
+    free(m->dir);
+    free(m);
+}

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Exports the PyTorch models of the oracle tests to ONNX. Run with Debian's /usr/bin/python3
+(torch 1.13, torchvision 0.14); the comparison itself runs under the python3 that has onnxruntime.
+
+    /usr/bin/python3 tests/oracle/export_torch.py KIND OUT.onnx
+
+KIND:
+  resnet18_eval   torchvision resnet18 (random init, seed 0) in eval mode, dynamic batch, opset 17
+  resnet18_train  the same in training export mode (BatchNormalization with training_mode=1, batch
+                  statistics), no constant folding, fixed batch 2
+  gpt2            the GPT-2-style module below: token + position embeddings, 2 pre-LN blocks of causal
+                  self-attention and GELU MLP, final LayerNorm, head tied to the token embedding;
+                  dynamic batch and sequence axes, opset 17
+
+With --reference DIR the model is also run in PyTorch on seeded inputs, written as DIR/<input>.npy
+and DIR/<output>.npy, so a test can compare with PyTorch where onnxruntime has no kernel (batch
+norm in training mode).
+"""
+import argparse
+import math
+import os
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OPSET = 17
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, dim, heads, max_seq):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.register_buffer("mask", torch.tril(torch.ones(max_seq, max_seq)).view(1, 1, max_seq, max_seq))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        hs = C // self.heads
+        q = q.view(B, T, self.heads, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.heads, hs).transpose(1, 2)
+        v = v.view(B, T, self.heads, hs).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, T, T)
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y)
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, max_seq):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim)
+        self.attn = CausalSelfAttention(dim, heads, max_seq)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, 4 * dim)
+        self.out = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab=256, dim=64, heads=4, layers=2, max_seq=64):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, dim)
+        self.wpe = nn.Embedding(max_seq, dim)
+        self.blocks = nn.ModuleList([Block(dim, heads, max_seq) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.wte.weight  # tied, as in GPT-2
+
+    def forward(self, idx):
+        T = idx.shape[1]
+        pos = torch.arange(0, T, dtype=torch.long, device=idx.device).unsqueeze(0)
+        x = self.wte(idx) + self.wpe(pos)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.ln_f(x))
+
+
+def build(kind):
+    torch.manual_seed(0)
+    if kind.startswith("resnet18"):
+        import torchvision
+
+        model = torchvision.models.resnet18(weights=None)
+        # Random init leaves running stats at 0/1; give them values so eval mode tests real folding.
+        g = torch.Generator().manual_seed(1)
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.copy_(0.1 * torch.randn(m.num_features, generator=g))
+                m.running_var.copy_(0.5 + torch.rand(m.num_features, generator=g))
+        x = torch.randn(2, 3, 64, 64, generator=g)
+        return model, (x,), ["input"], ["logits"]
+    if kind == "gpt2":
+        model = TinyGPT()
+        idx = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
+        return model, (idx,), ["idx"], ["logits"]
+    raise SystemExit(f"unknown kind {kind}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kind", choices=["resnet18_eval", "resnet18_train", "gpt2"])
+    ap.add_argument("out")
+    ap.add_argument("--reference", help="folder for PyTorch's inputs and outputs (.npy)")
+    args = ap.parse_args()
+
+    model, example, in_names, out_names = build(args.kind)
+    train = args.kind == "resnet18_train"
+    model.train(train)
+    kw = dict(input_names=in_names, output_names=out_names, opset_version=OPSET)
+    if train:
+        kw.update(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    elif args.kind == "gpt2":
+        kw.update(dynamic_axes={"idx": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}})
+    else:
+        kw.update(dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+    # Export first: training export runs the model once, which would update BN running stats.
+    with torch.no_grad():
+        ref = model(*example) if args.reference else None
+    torch.onnx.export(model, example, args.out, **kw)
+    if args.reference:
+        os.makedirs(args.reference, exist_ok=True)
+        for name, t in zip(in_names, example):
+            np.save(os.path.join(args.reference, name + ".npy"), t.numpy())
+        np.save(os.path.join(args.reference, out_names[0] + ".npy"), ref.numpy())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+/* Finite-difference checks (tests/grad_check.h, f64, central differences) of the gradient rules in
+ * autodiff/grad_reduce.c and autodiff/grad_movement.c, and so of the SliceGrad and GatherGrad
+ * kernels: reductions with and without keepdims, empty axes (all, or the identity with
+ * noop_with_empty_axes), negative axes; every reshape-like op; Transpose; Concat; Split with and
+ * without gradients on every output; Slice with negative starts and steps; Gather with repeated and
+ * negative indices (scatter-add); Expand; Pad (padding, cropping, the pad value); Trilu. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu.h"
+#include "tests/grad_check.h"
+
+#define D GC_DIMS
+#define F SC_F64
+#define I64(...) ((const int64_t[]){__VA_ARGS__})
+
+static int failures, checks;
+
+static void expect(bool ok) {
+    checks++;
+    failures += !ok;
+}
+
+static void reduce(const char *label, sc_op op, gc_input x, int n_axes, const int64_t *axes, bool keepdims, bool noop) {
+    sc_attrs a;
+    memset(&a, 0, sizeof a);
+    a.reduce.keepdims = keepdims;
+    a.reduce.noop_with_empty_axes = noop;
+    gc_input in[2] = {x, n_axes >= 0 ? gc_const_i64(n_axes, axes) : gc_omitted()};
+    expect(grad_check_op(label, op, &a, n_axes >= 0 ? 2 : 1, in, 1, NULL));
+}
+
+static void test_reduce(void) {
+    static const sc_op ops[] = {SC_OP_REDUCE_SUM, SC_OP_REDUCE_MEAN};
+    for (int k = 0; k < 2; k++) {
+        char l[64];
+        const char *n = sc_op_name(ops[k]);
+        snprintf(l, sizeof l, "%s_axis1_keep", n);
+        reduce(l, ops[k], gc_rand(F, 3, D(2, 3, 4)), 1, I64(1), true, false);
+        snprintf(l, sizeof l, "%s_axes02_nokeep", n);
+        reduce(l, ops[k], gc_rand(F, 3, D(2, 3, 4)), 2, I64(0, 2), false, false);
+        snprintf(l, sizeof l, "%s_neg_axis", n);
+        reduce(l, ops[k], gc_rand(F, 3, D(2, 3, 4)), 1, I64(-1), false, false);
+        snprintf(l, sizeof l, "%s_all_keep", n);
+        reduce(l, ops[k], gc_rand(F, 2, D(3, 4)), -1, NULL, true, false);
+        snprintf(l, sizeof l, "%s_all_nokeep", n);
+        reduce(l, ops[k], gc_rand(F, 2, D(3, 4)), -1, NULL, false, false);
+        snprintf(l, sizeof l, "%s_empty_axes", n);
+        reduce(l, ops[k], gc_rand(F, 2, D(3, 4)), 0, NULL, false, false);
+        snprintf(l, sizeof l, "%s_empty_axes_noop", n);
+        reduce(l, ops[k], gc_rand(F, 2, D(3, 4)), 0, NULL, true, true);
+    }
+}
+
+static void test_reshape_like(void) {
+    gc_input rs[2] = {gc_rand(F, 3, D(2, 3, 4)), gc_const_i64(2, I64(6, -1))};
+    expect(grad_check_op("reshape", SC_OP_RESHAPE, NULL, 2, rs, 1, NULL));
+    sc_attrs a;
+    memset(&a, 0, sizeof a);
+    a.axis.axis = 2;
+    gc_input fl[1] = {gc_rand(F, 4, D(2, 3, 2, 2))};
+    expect(grad_check_op("flatten", SC_OP_FLATTEN, &a, 1, fl, 1, NULL));
+    gc_input sq[2] = {gc_rand(F, 3, D(2, 1, 3)), gc_const_i64(1, I64(1))};
+    expect(grad_check_op("squeeze", SC_OP_SQUEEZE, NULL, 2, sq, 1, NULL));
+    gc_input us[2] = {gc_rand(F, 2, D(2, 3)), gc_const_i64(2, I64(0, 3))};
+    expect(grad_check_op("unsqueeze", SC_OP_UNSQUEEZE, NULL, 2, us, 1, NULL));
+
+    memset(&a, 0, sizeof a);
+    a.transpose.n_perm = 3;
+    a.transpose.perm[0] = 2, a.transpose.perm[1] = 0, a.transpose.perm[2] = 1;
+    gc_input tr[1] = {gc_rand(F, 3, D(2, 3, 4))};
+    expect(grad_check_op("transpose_201", SC_OP_TRANSPOSE, &a, 1, tr, 1, NULL));
+    memset(&a, 0, sizeof a);
+    expect(grad_check_op("transpose_default", SC_OP_TRANSPOSE, &a, 1, tr, 1, NULL));
+
+    gc_input ex[2] = {gc_rand(F, 2, D(3, 1)), gc_const_i64(3, I64(2, 3, 4))};
+    expect(grad_check_op("expand", SC_OP_EXPAND, NULL, 2, ex, 1, NULL));
+    gc_input ex2[2] = {gc_rand(F, 3, D(2, 1, 4)), gc_const_i64(2, I64(3, 1))};
+    expect(grad_check_op("expand_keep_larger", SC_OP_EXPAND, NULL, 2, ex2, 1, NULL));
+}
+
+static void test_concat_split(void) {
+    sc_attrs a;
+    memset(&a, 0, sizeof a);
+    a.axis.axis = 1;
+    gc_input cc[3] = {gc_rand(F, 2, D(2, 3)), gc_nocheck(gc_rand(F, 2, D(2, 1))), gc_rand(F, 2, D(2, 4))};
+    expect(grad_check_op("concat_axis1", SC_OP_CONCAT, &a, 3, cc, 1, NULL));
+    a.axis.axis = -3;
+    gc_input cc2[2] = {gc_rand(F, 3, D(1, 2, 3)), gc_rand(F, 3, D(2, 2, 3))};
+    expect(grad_check_op("concat_neg_axis", SC_OP_CONCAT, &a, 2, cc2, 1, NULL));
+
+    a.axis.axis = 1;
+    gc_input sp[2] = {gc_rand(F, 2, D(2, 6)), gc_const_i64(3, I64(1, 2, 3))};
+    expect(grad_check_op("split_3", SC_OP_SPLIT, &a, 2, sp, 3, NULL));
+    static const bool only_middle[3] = {false, true, false};
+    gc_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.use_out = only_middle;
+    expect(grad_check_op("split_missing_grads", SC_OP_SPLIT, &a, 2, sp, 3, &opt));
+    a.axis.axis = 0;
+    a.axis.num_outputs = 2;
+    gc_input sp2[1] = {gc_rand(F, 2, D(4, 3))};
+    expect(grad_check_op("split_equal", SC_OP_SPLIT, &a, 1, sp2, 2, NULL));
+}
+
+static void test_slice_gather(void) {
+    gc_input s1[5] = {gc_rand(F, 3, D(3, 4, 5)), gc_const_i64(2, I64(1, -4)), gc_const_i64(2, I64(3, 100)),
+                      gc_const_i64(2, I64(0, 2)), gc_const_i64(2, I64(1, 2))};
+    expect(grad_check_op("slice_steps", SC_OP_SLICE, NULL, 5, s1, 1, NULL));
+    gc_input s2[5] = {gc_rand(F, 2, D(4, 6)), gc_const_i64(1, I64(-1)), gc_const_i64(1, I64(-100)),
+                      gc_const_i64(1, I64(1)), gc_const_i64(1, I64(-2))};
+    expect(grad_check_op("slice_negative_step", SC_OP_SLICE, NULL, 5, s2, 1, NULL));
+    gc_input s3[3] = {gc_rand(F, 2, D(4, 6)), gc_const_i64(2, I64(1, 2)), gc_const_i64(2, I64(3, 5))};
+    expect(grad_check_op("slice_default_axes", SC_OP_SLICE, NULL, 3, s3, 1, NULL));
+
+    sc_attrs a;
+    memset(&a, 0, sizeof a);
+    static const int64_t idx[6] = {0, 2, -1, 2, 2, 1}; /* repeats and a negative index */
+    gc_input g0[2] = {gc_rand(F, 2, D(4, 3)), gc_const(SC_I64, 2, D(2, 3), idx)};
+    expect(grad_check_op("gather_axis0_repeats", SC_OP_GATHER, &a, 2, g0, 1, NULL));
+    a.axis.axis = 1;
+    gc_input g1[2] = {gc_rand(F, 3, D(2, 4, 3)), gc_const(SC_I64, 1, D(6), idx)};
+    expect(grad_check_op("gather_axis1", SC_OP_GATHER, &a, 2, g1, 1, NULL));
+    static const int32_t idx32[3] = {3, -4, 3};
+    a.axis.axis = -1;
+    gc_input g2[2] = {gc_rand(F, 2, D(2, 4)), gc_const(SC_I32, 1, D(3), idx32)};
+    expect(grad_check_op("gather_last_axis_i32", SC_OP_GATHER, &a, 2, g2, 1, NULL));
+    static const int64_t one = 2;
+    a.axis.axis = 0;
+    gc_input g3[2] = {gc_rand(F, 2, D(4, 3)), gc_const(SC_I64, 0, NULL, &one)};
+    expect(grad_check_op("gather_scalar_index", SC_OP_GATHER, &a, 2, g3, 1, NULL));
+}
+
+static void test_pad_trilu(void) {
+    sc_attrs a;
+    memset(&a, 0, sizeof a);
+    a.pad.mode = SC_PAD_CONSTANT;
+    gc_input p1[3] = {gc_rand(F, 2, D(3, 4)), gc_const_i64(4, I64(1, 0, 2, 3)), gc_const_scalar(F, 0.5)};
+    expect(grad_check_op("pad_constant", SC_OP_PAD, &a, 3, p1, 1, NULL));
+    gc_input p2[2] = {gc_rand(F, 2, D(3, 4)), gc_const_i64(4, I64(-1, 2, 1, -2))};
+    expect(grad_check_op("pad_crop_mixed", SC_OP_PAD, &a, 2, p2, 1, NULL));
+    double v = 0.25;
+    gc_input p3[3] = {gc_rand(F, 2, D(3, 4)), gc_const_i64(4, I64(1, 1, 0, 2)), gc_data(F, 0, NULL, &v)};
+    expect(grad_check_op("pad_value_grad", SC_OP_PAD, &a, 3, p3, 1, NULL));
+    gc_input p4[4] = {gc_rand(F, 3, D(2, 3, 4)), gc_const_i64(2, I64(2, 1)), gc_omitted(), gc_const_i64(1, I64(-1))};
+    expect(grad_check_op("pad_axes", SC_OP_PAD, &a, 4, p4, 1, NULL));
+
+    memset(&a, 0, sizeof a);
+    a.trilu.upper = true;
+    gc_input t1[1] = {gc_rand(F, 3, D(2, 3, 4))};
+    expect(grad_check_op("trilu_upper", SC_OP_TRILU, &a, 1, t1, 1, NULL));
+    a.trilu.upper = false;
+    static const int64_t k = -1;
+    gc_input t2[2] = {gc_rand(F, 2, D(4, 4)), gc_const(SC_I64, 0, NULL, &k)};
+    expect(grad_check_op("trilu_lower_k", SC_OP_TRILU, &a, 2, t2, 1, NULL));
+}
+
+/* The f32 GatherGrad kernel on an embedding-sized case (large enough for the threaded path) against
+ * a naive scatter-add loop written here. */
+static void test_gather_grad_f32(void) {
+    enum { V = 50, C = 1000, N = 64 };
+    float *dy = malloc(sizeof(float) * N * C), *got = malloc(sizeof(float) * V * C), *want = calloc(V * C, sizeof(float));
+    int64_t idx[N];
+    for (int k = 0; k < N; k++) idx[k] = (k * 7) % V - (k % 3 == 0 ? V : 0); /* repeats and negatives */
+    for (int i = 0; i < N * C; i++) dy[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    for (int k = 0; k < N; k++)
+        for (int j = 0; j < C; j++) want[((idx[k] + V) % V) * C + j] += dy[k * C + j];
+    sc_tensor in[3] = {{sc_desc_make(SC_F32, 2, D(N, C)), dy}, {sc_desc_make(SC_I64, 1, D(N)), idx},
+                       {sc_desc_make(SC_F32, 2, D(V, C)), got}};
+    sc_tensor out[1] = {{sc_desc_make(SC_F32, 2, D(V, C)), got}};
+    sc_node n;
+    memset(&n, 0, sizeof n);
+    n.op = SC_OP_GATHER_GRAD;
+    n.name = "gather_grad_f32";
+    sc_status st = cpu_run_node(&n, in, 3, out, 1);
+    double worst = 0;
+    for (int i = 0; !st && i < V * C; i++) worst = fmax(worst, fabs(got[i] - want[i]));
+    bool ok = !st && worst <= 1e-5;
+    if (!ok) printf("FAIL gather_grad_f32: %s (max error %g)\n", st ? sc_status_message(st) : "mismatch", worst);
+    sc_status_free(st);
+    free(dy);
+    free(got);
+    free(want);
+    expect(ok);
+}
+
+int main(void) {
+    test_gather_grad_f32();
+    test_reduce();
+    test_reshape_like();
+    test_concat_split();
+    test_slice_gather();
+    test_pad_trilu();
+    printf("%d gradient checks, %d failures\n", checks, failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""End-to-end checks of `scorch-run train` (registered by tests/train_cli.cmake).
+
+  train_cli_check.py SCORCH_RUN roundtrip resnet|gpt|dranet
+      generate a small model, train it (--log, --dump-grads), check that the loss went down, that
+      the weights changed, that the gradient dump is complete and its loss.npy is the logged first
+      loss, and that onnxruntime runs the trained model and matches `scorch-run run` on it (1e-4).
+  train_cli_check.py SCORCH_RUN nan
+      --lr 1e30 must stop with exit 1 and a message naming the step and a tensor; no model is
+      written and the state saved before the failure is left as it was.
+  train_cli_check.py SCORCH_RUN kill [ITERATIONS]
+      start a run saving every step, kill -9 it at random moments (while saving, thanks to
+      SCORCH_TEST_SAVE_SLEEP_US), resume each time from the state folder (which must always load),
+      and check that the final weights are bit-identical to an uninterrupted run.
+Fails through the exit code.
+"""
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+
+SCORCH = None
+GEN = {
+    "resnet": ["resnet", "--depth", "18", "--width", "8", "--image", "32", "--classes", "10"],
+    "gpt": ["gpt", "--layers", "2", "--heads", "2", "--dim", "32", "--vocab", "64", "--seq", "16"],
+    "dranet": ["dranet", "--depth", "50", "--width", "8", "--image", "32", "--classes", "4", "--gamma", "0.5"],
+}
+TRAIN = {
+    "resnet": ["--batch", "16", "--steps", "20", "--lr", "0.02"],
+    "gpt": ["--batch", "8", "--seq", "16", "--steps", "20", "--optimizer", "adamw", "--lr", "3e-3",
+            "--schedule", "cosine", "--warmup", "2", "--clip", "1.0"],
+    "dranet": ["--batch", "2", "--steps", "8", "--lr", "0.01"],
+}
+RUN_DIMS = {"resnet": ["--batch", "2"], "gpt": ["--batch", "2", "--seq", "16"], "dranet": ["--batch", "2"]}
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def run(args, **kw):
+    p = subprocess.run([SCORCH] + args, capture_output=True, text=True, **kw)
+    return p
+
+
+def must(args, **kw):
+    p = run(args, **kw)
+    if p.returncode != 0:
+        fail("scorch-run %s exited %d:\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def weights(path):
+    m = onnx.load(path)
+    return {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+
+
+def read_log(path):
+    rows = open(path).read().strip().splitlines()
+    if rows[0] != "step,loss,lr,samples_per_s,elapsed_s":
+        fail("log header is %r" % rows[0])
+    return [[float(v) for v in r.split(",")] for r in rows[1:]]
+
+
+def roundtrip(kind):
+    must(["gen"] + GEN[kind] + ["-o", "m.onnx"])
+    p = must(["train", "m.onnx", "-o", "t.onnx", "--log", "log.csv", "--dump-grads", "grads"] + TRAIN[kind])
+    print(p.stdout + p.stderr)
+    log = read_log("log.csv")
+    steps = int(TRAIN[kind][TRAIN[kind].index("--steps") + 1])
+    if [int(r[0]) for r in log] != list(range(1, steps + 1)):
+        fail("log steps are %s" % [r[0] for r in log])
+    losses = np.array([r[1] for r in log])
+    k = 3
+    if not np.all(np.isfinite(losses)) or losses[-k:].mean() >= losses[:k].mean():
+        fail("loss did not go down: %s" % losses)
+    if "loss %.4f -> %.4f" % (losses[0], losses[-1]) not in p.stdout:
+        fail("summary line missing or wrong: %s" % p.stdout)
+    # gradients: one file per trainable parameter, and the loss of step 1
+    w0, w1 = weights("m.onnx"), weights("t.onnx")
+    changed = [n for n in w0 if not np.array_equal(w0[n], w1[n])]
+    if not changed:
+        fail("training changed no weight")
+    files = set(os.listdir("grads"))
+    loss0 = np.load("grads/loss.npy")
+    if loss0.shape != () or abs(float(loss0) - losses[0]) > 1e-6 * max(1, abs(losses[0])):
+        fail("grads/loss.npy %s differs from the logged first loss %g" % (loss0, losses[0]))
+    safe = lambda n: "".join(c if c.isalnum() or c in "._-" else "_" for c in n)
+    for n in changed:
+        if w0[n].dtype != np.float32 or n.endswith("running_mean") or n.endswith("running_var"):
+            continue
+        if safe(n) + ".npy" not in files and ("mean" not in n and "var" not in n):
+            fail("no gradient file for trained parameter %s" % n)
+        if safe(n) + ".npy" in files:
+            g = np.load("grads/" + safe(n) + ".npy")
+            if g.shape != w0[n].shape or not np.all(np.isfinite(g)):
+                fail("gradient of %s has shape %s (want %s) or is not finite" % (n, g.shape, w0[n].shape))
+    # the trained model in onnxruntime vs scorch-run run
+    m = onnx.load("t.onnx")
+    sess = ort.InferenceSession("t.onnx", providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for inp in sess.get_inputs():
+        if kind == "gpt":
+            feeds[inp.name] = rng.integers(0, 64, size=(2, 16)).astype(np.int64)
+        else:
+            shape = [2] + [d for d in inp.shape[1:]]
+            feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
+    args = ["run", "t.onnx", "--output-dir", "out"] + RUN_DIMS[kind]
+    for name, x in feeds.items():
+        np.save(name + ".npy", x)
+        args += ["--input", "%s=%s.npy" % (name, name)]
+    must(args)
+    ref = sess.run(None, feeds)
+    for o, r in zip(m.graph.output, ref):
+        ours = np.load(os.path.join("out", safe(o.name) + ".npy"))
+        # 1e-4 relative to the output's scale: a few steps leave BatchNormalization's running
+        # statistics far from the batch statistics, so eval-mode outputs can be large
+        scale = max(1.0, float(np.abs(r).max()))
+        if ours.shape != r.shape or not np.allclose(ours, r, rtol=1e-4, atol=1e-4 * scale):
+            fail("output %s: scorch-run run and onnxruntime differ on the trained model (max |d| %g)"
+                 % (o.name, np.abs(ours - r).max() if ours.shape == r.shape else -1))
+    print("roundtrip %s ok: loss %.4f -> %.4f, %d weights changed" % (kind, losses[0], losses[-1], len(changed)))
+
+
+def state_step(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    return int.from_bytes(head[16:24], "little")
+
+
+def nan():
+    must(["gen"] + GEN["resnet"] + ["-o", "m.onnx"])
+    # one good checkpoint first, then a run that diverges
+    must(["train", "m.onnx", "-o", "good.onnx", "--batch", "4", "--steps", "2", "--save-every", "1", "--state", "st"])
+    before = open("st/state.bin", "rb").read()
+    if os.path.exists("bad.onnx"):
+        os.remove("bad.onnx")
+    p = run(["train", "m.onnx", "-o", "bad.onnx", "--batch", "4", "--steps", "10", "--lr", "1e30",
+             "--resume", "st"])
+    if p.returncode != 1:
+        fail("--lr 1e30 exited %d:\n%s%s" % (p.returncode, p.stdout, p.stderr))
+    err = p.stderr
+    if "step " not in err or ("appeared in '" not in err and "already held" not in err):
+        fail("the NaN message names no step or tensor:\n" + err)
+    print("nan message: " + err.strip().splitlines()[-1])
+    if not re.search(r"step \d+: ", err):
+        fail("the message does not name the step:\n" + err)
+    if os.path.exists("bad.onnx"):
+        fail("a diverged run wrote its model")
+    if open("st/state.bin", "rb").read() != before:
+        fail("the diverged run overwrote the saved state")
+    if state_step("st/state.bin") != 2:
+        fail("state step is %d, want 2" % state_step("st/state.bin"))
+    # the state still resumes
+    must(["train", "m.onnx", "-o", "resumed.onnx", "--batch", "4", "--steps", "4", "--resume", "st"])
+    print("nan ok")
+
+
+def kill(iterations):
+    must(["gen"] + GEN["resnet"] + ["-o", "m.onnx"])
+    args = ["train", "m.onnx", "--batch", "4", "--steps", "24", "--lr", "0.02", "--threads", "2"]
+    must(args + ["-o", "ref.onnx"])
+    env = dict(os.environ, SCORCH_TEST_SAVE_SLEEP_US="1500")
+    rnd = random.Random(1234)
+    started = False
+    kills = 0
+    for i in range(iterations):
+        cmd = [SCORCH] + args + ["-o", "k.onnx", "--save-every", "1"]
+        cmd += ["--resume", "st"] if started else ["--state", "st"]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        time.sleep(rnd.uniform(0.05, 0.8))
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            kills += 1
+        out, err = p.communicate()
+        if p.returncode not in (0, -signal.SIGKILL):
+            fail("run %d exited %d:\n%s" % (i, p.returncode, err.decode()))
+        if os.path.exists("st/state.bin"):
+            started = True
+            step = state_step("st/state.bin")
+            print("iteration %d: killed=%s, state at step %d, tmp left: %s"
+                  % (i, p.returncode != 0, step, os.path.exists("st/state.bin.tmp")))
+    if not started:
+        fail("no state was ever saved")
+    must(args + ["-o", "k.onnx", "--resume", "st"], env=env)
+    a, b = weights("ref.onnx"), weights("k.onnx")
+    for n in a:
+        if not np.array_equal(a[n], b[n]):
+            fail("after %d kills and resumes, weight %s differs from the uninterrupted run" % (kills, n))
+    print("kill ok: %d kills, final weights bit-identical" % kills)
+
+
+def main():
+    global SCORCH
+    SCORCH = os.path.abspath(sys.argv[1])
+    what = sys.argv[2]
+    if what == "roundtrip":
+        roundtrip(sys.argv[3])
+    elif what == "nan":
+        nan()
+    elif what == "kill":
+        kill(int(sys.argv[3]) if len(sys.argv) > 3 else 6)
+    else:
+        fail("unknown check " + what)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+/* `scorch-run gen MODEL [options] -o FILE.onnx`: writes a freshly initialised model (gen_*.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/args.h"
+#include "tools/cmd.h"
+#include "tools/gen_models.h"
+
+#define OPT(n, sh, k, mv, h) {.name = n, .short_name = sh, .kind = k, .metavar = mv, .help = h}
+#define COMMON_OPTS                                                                                    \
+    OPT("output", 'o', ARG_STR, "FILE.onnx", "where to write the model (required)"),                   \
+        OPT("seed", 0, ARG_INT, "N", "PRNG seed for the initial weights (default 0)"),                  \
+        OPT("external-threshold", 0, ARG_INT, "BYTES",                                                  \
+            "initializers this big go to FILE.onnx.data once the model outgrows 1.5 GiB (default 1024)"), \
+        OPT("external", 0, ARG_FLAG, NULL, "always write initializers over the threshold as external data"),  \
+        OPT("inline-limit", 0, ARG_INT, "BYTES", "inline weight bytes before switching to external data (1.5 GiB)")
+
+enum { OPT_OUTPUT, OPT_SEED, OPT_EXT_THRESHOLD, OPT_EXTERNAL, OPT_INLINE_LIMIT, N_COMMON };
+
+static int gen_finish(arg_spec *spec, const char *what, sc_status (*build)(onnxb *, const void *), const void *opts) {
+    const char *out = spec->opts[OPT_OUTPUT].s;
+    if (!out) {
+        args_error("gen %s: -o FILE.onnx is required", what);
+        return 2;
+    }
+    if (spec->opts[OPT_EXT_THRESHOLD].i < 0 || spec->opts[OPT_INLINE_LIMIT].i < 0) {
+        args_error("gen %s: --external-threshold and --inline-limit must not be negative", what);
+        return 2;
+    }
+    onnxb_options bo = {.external_threshold = spec->opts[OPT_EXT_THRESHOLD].i,
+                        .inline_limit = spec->opts[OPT_INLINE_LIMIT].i,
+                        .force_external = spec->opts[OPT_EXTERNAL].set};
+    onnxb *b = onnxb_new(out, what, &bo);
+    if (!b) return cmd_report(sc_errorf("out of memory"));
+    sc_status st = build(b, opts);
+    if (!st) st = onnxb_save(b);
+    if (!st)
+        printf("wrote %s: %s, %lld parameters, %lld nodes%s%s\n", out, what, (long long)onnxb_param_count(b),
+               (long long)onnxb_node_count(b), onnxb_has_external(b) ? ", external data in " : "",
+               onnxb_has_external(b) ? "<output>.data" : "");
+    onnxb_free(b);
+    return cmd_report(st);
+}
+
+static sc_status build_resnet(onnxb *b, const void *o) { return gen_resnet(b, o); }
+static sc_status build_dranet(onnxb *b, const void *o) { return gen_dranet(b, o); }
+static sc_status build_gpt(onnxb *b, const void *o) { return gen_gpt(b, o); }
+
+static int gen_resnet_cmd(int argc, char **argv) {
+    arg_opt opts[] = {
+        COMMON_OPTS,
+        OPT("depth", 0, ARG_INT, "D",
+         "18, 34, 50, 101, 152: torchvision's ResNet; any other D >= 1: stem + D basic blocks at constant width"),
+        OPT("width", 0, ARG_INT, "W", "base channels (default 64)"),
+        OPT("classes", 0, ARG_INT, "C", "output classes (default 1000)"),
+        OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S] (default 224)"),
+        OPT("zero-init-residual", 0, ARG_INT, "0|1",
+            "start each block's last BN gamma at 0 (default: 1 for generic depths, 0 for standard ones)"),
+    };
+    arg_spec spec = {.usage = "scorch-run gen resnet --depth D [options] -o FILE.onnx",
+                     .summary = "ResNet (He et al. 2015) as in torchvision 0.14, input 'input' f32 [batch,3,S,S],\n"
+                                "output 'logits' [batch,C]. Weights: kaiming normal (fan_out), BN 1/0.",
+                     .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
+    args_result ar = args_parse(&spec, argc, argv);
+    if (ar != ARGS_OK) {
+        args_free(&spec);
+        return ar == ARGS_HELP ? 0 : 2;
+    }
+    if (!opts[N_COMMON].set) {
+        args_free(&spec);
+        args_error("gen resnet: --depth is required");
+        return 2;
+    }
+    gen_resnet_opts o = {.depth = opts[N_COMMON].i,
+                         .width = opts[N_COMMON + 1].set ? opts[N_COMMON + 1].i : 64,
+                         .classes = opts[N_COMMON + 2].set ? opts[N_COMMON + 2].i : 1000,
+                         .image = opts[N_COMMON + 3].set ? opts[N_COMMON + 3].i : 224,
+                         .zero_init_residual = opts[N_COMMON + 4].set ? (opts[N_COMMON + 4].i != 0) : -1,
+                         .seed = (uint64_t)opts[OPT_SEED].i};
+    char what[64];
+    snprintf(what, sizeof what, "resnet%lld", (long long)o.depth);
+    int rc = gen_finish(&spec, what, build_resnet, &o);
+    args_free(&spec);
+    return rc;
+}
+
+static int gen_dranet_cmd(int argc, char **argv) {
+    arg_opt opts[] = {
+        COMMON_OPTS,
+        OPT("depth", 0, ARG_INT, "D", "backbone ResNet depth, 50 or 101 (default 50)"),
+        OPT("width", 0, ARG_INT, "W", "backbone base channels (default 64)"),
+        OPT("classes", 0, ARG_INT, "C", "segmentation classes (default 19)"),
+        OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S], S a multiple of 8 (default 512)"),
+        OPT("gamma", 0, ARG_FLOAT, "G", "initial attention gammas (default 0, as DANet)"),
+    };
+    arg_spec spec = {.usage = "scorch-run gen dranet [options] -o FILE.onnx",
+                     .summary = "DRANet/DANet-style segmentation net: dilated ResNet (output stride 8), position and\n"
+                                "channel attention head, bilinear upsampling; output 'output' [batch,C,S,S].",
+                     .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
+    args_result ar = args_parse(&spec, argc, argv);
+    if (ar != ARGS_OK) {
+        args_free(&spec);
+        return ar == ARGS_HELP ? 0 : 2;
+    }
+    gen_dranet_opts o = {.depth = opts[N_COMMON].set ? opts[N_COMMON].i : 50,
+                         .width = opts[N_COMMON + 1].set ? opts[N_COMMON + 1].i : 64,
+                         .classes = opts[N_COMMON + 2].set ? opts[N_COMMON + 2].i : 19,
+                         .image = opts[N_COMMON + 3].set ? opts[N_COMMON + 3].i : 512,
+                         .gamma = opts[N_COMMON + 4].set ? opts[N_COMMON + 4].f : 0.0,
+                         .seed = (uint64_t)opts[OPT_SEED].i};
+    char what[64];
+    snprintf(what, sizeof what, "dranet%lld", (long long)o.depth);
+    int rc = gen_finish(&spec, what, build_dranet, &o);
+    args_free(&spec);
+    return rc;
+}
+
+typedef struct {
+    const char *name;
+    int64_t layers, heads, dim;
+} gpt_preset;
+
+static const gpt_preset gpt_presets[] = {
+    {"small", 12, 12, 768}, {"medium", 24, 16, 1024}, {"large", 36, 20, 1280}, {"xl", 48, 25, 1600}};
+
+static int gen_gpt_cmd(int argc, char **argv) {
+    arg_opt opts[] = {
+        COMMON_OPTS,
+        OPT("preset", 0, ARG_STR, "NAME", "small 12/12/768, medium 24/16/1024, large 36/20/1280, xl 48/25/1600"),
+        OPT("layers", 0, ARG_INT, "L", "transformer blocks"),
+        OPT("heads", 0, ARG_INT, "H", "attention heads"),
+        OPT("dim", 0, ARG_INT, "D", "model width"),
+        OPT("vocab", 0, ARG_INT, "V", "vocabulary size (default 50257)"),
+        OPT("seq", 0, ARG_INT, "T", "maximum sequence length (default 1024)"),
+    };
+    arg_spec spec = {.usage = "scorch-run gen gpt (--preset NAME | --layers L --heads H --dim D) [options] -o FILE.onnx",
+                     .summary = "GPT-2 (Radford et al. 2019): input 'input_ids' i64 [batch,seq], output 'logits'\n"
+                                "[batch,seq,V]. Options given with --preset override the preset's values.",
+                     .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
+    args_result ar = args_parse(&spec, argc, argv);
+    if (ar != ARGS_OK) {
+        args_free(&spec);
+        return ar == ARGS_HELP ? 0 : 2;
+    }
+    gen_gpt_opts o = {.vocab = 50257, .seq = 1024, .seed = (uint64_t)opts[OPT_SEED].i};
+    const char *preset = opts[N_COMMON].s;
+    if (preset) {
+        const gpt_preset *p = NULL;
+        for (size_t i = 0; i < sizeof gpt_presets / sizeof gpt_presets[0]; i++)
+            if (!strcmp(gpt_presets[i].name, preset)) p = &gpt_presets[i];
+        if (!p) {
+            args_free(&spec);
+            args_error("gen gpt: unknown preset '%s' (small, medium, large, xl)", preset);
+            return 2;
+        }
+        o.layers = p->layers, o.heads = p->heads, o.dim = p->dim;
+    }
+    int64_t *fields[5] = {&o.layers, &o.heads, &o.dim, &o.vocab, &o.seq};
+    for (int i = 0; i < 5; i++)
+        if (opts[N_COMMON + 1 + i].set) *fields[i] = opts[N_COMMON + 1 + i].i;
+    if (!o.layers || !o.heads || !o.dim) {
+        args_free(&spec);
+        args_error("gen gpt: give --preset or all of --layers, --heads and --dim");
+        return 2;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "gpt2-L%lld-H%lld-D%lld", (long long)o.layers, (long long)o.heads, (long long)o.dim);
+    int rc = gen_finish(&spec, what, build_gpt, &o);
+    args_free(&spec);
+    return rc;
+}
+
+int cmd_gen(int argc, char **argv) {
+    static const char *help = "usage: scorch-run gen MODEL [options] -o FILE.onnx\n\n"
+                              "models:\n"
+                              "  resnet  ResNet-18/34/50/101/152 (torchvision) or a generic depth\n"
+                              "  dranet  dual-attention segmentation net on a dilated ResNet-50/101\n"
+                              "  gpt     GPT-2 small/medium/large/xl or any size\n\n"
+                              "'scorch-run gen MODEL --help' lists a model's options.\n";
+    if (argc < 1) {
+        fputs(help, stderr);
+        return 2;
+    }
+    if (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
+        fputs(help, stdout);
+        return 0;
+    }
+    if (!strcmp(argv[0], "resnet")) return gen_resnet_cmd(argc - 1, argv + 1);
+    if (!strcmp(argv[0], "dranet")) return gen_dranet_cmd(argc - 1, argv + 1);
+    if (!strcmp(argv[0], "gpt")) return gen_gpt_cmd(argc - 1, argv + 1);
+    args_error("gen: unknown model '%s' (resnet, dranet, gpt)", argv[0]);
+    return 2;
+}

@@ -1,0 +1,272 @@
+/* `scorch-run train MODEL.onnx`: trains on the CPU with a training session (train/trainer.h) and
+ * writes the trained model back as ONNX.
+ *
+ * Output: a progress line (step, loss, samples or tokens per second, elapsed, ETA), updated in place
+ * on a terminal and printed every --print-every steps otherwise; at the end "loss A -> B" (the first
+ * and the last step of this run) and the path written. --log FILE writes CSV
+ * (step,loss,lr,samples_per_s,elapsed_s; samples_per_s of that step, elapsed since the run began),
+ * appending when resuming into an existing log.
+ * Checkpoints: --save-every N --state DIR saves DIR/state.bin every N steps and after the last step;
+ * --resume DIR continues from DIR/state.bin (and keeps saving there unless --state says otherwise).
+ * On a NaN/Inf the run stops with the step and the first tensor where it appeared; nothing is
+ * written then: neither the model nor a state, so the last checkpoint stays as it was.
+ * --dump-grads DIR writes the gradients and the loss of the first step run (trainer.h has the layout).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/args.h"
+#include "tools/cmd.h"
+#include "train/trainer.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static char *hms(double s, char *buf, size_t n) {
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+    return buf;
+}
+
+typedef struct {
+    bool tty;
+    int64_t print_every;
+    double t0;
+    int64_t first_step, done; /* this run */
+    int64_t units;            /* samples or tokens processed in this run */
+    const char *unit_name;
+    float first_loss, last_loss;
+    FILE *log;
+} progress;
+
+static void progress_show(progress *p, const sc_trainer *t, const sc_step_result *r) {
+    double el = now_s() - p->t0, rate = el > 0 ? (double)p->units / el : 0;
+    int64_t total = sc_trainer_total_steps(t), left = total - r->step;
+    char e[32], eta[32];
+    hms(el, e, sizeof e);
+    hms(p->done ? el / (double)p->done * (double)left : 0, eta, sizeof eta);
+    bool last = r->step == total;
+    if (p->tty) {
+        fprintf(stderr, "\rstep %lld/%lld  loss %.4f  %.1f %s/s  elapsed %s  ETA %s\033[K%s", (long long)r->step,
+                (long long)total, r->loss, rate, p->unit_name, e, eta, last ? "\n" : "");
+        fflush(stderr);
+    } else if (r->step % p->print_every == 0 || last || p->done == 1) {
+        fprintf(stderr, "step %lld/%lld  loss %.4f  %.1f %s/s  elapsed %s  ETA %s\n", (long long)r->step,
+                (long long)total, r->loss, rate, p->unit_name, e, eta);
+    }
+}
+
+static sc_status log_open(progress *p, const char *path, bool resuming) {
+    bool append = resuming && access(path, F_OK) == 0;
+    p->log = fopen(path, append ? "a" : "w");
+    if (!p->log) return sc_errorf("%s: cannot open the log for writing", path);
+    if (!append) fprintf(p->log, "step,loss,lr,samples_per_s,elapsed_s\n");
+    return SC_OK;
+}
+
+typedef struct {
+    const char *out, *state_dir, *dump_grads;
+    int64_t save_every;
+} run_opts;
+
+static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
+    sc_status st = SC_OK;
+    while (!st && !sc_trainer_done(t)) {
+        sc_step_result r;
+        double ts = now_s();
+        st = sc_trainer_step(t, &r);
+        if (st) break;
+        double dt = now_s() - ts;
+        if (!p->done) {
+            p->first_loss = r.loss;
+            p->unit_name = r.tokens != r.samples ? "tokens" : "samples";
+        }
+        p->last_loss = r.loss;
+        p->done++;
+        p->units += strcmp(p->unit_name, "tokens") ? r.samples : r.tokens;
+        if (p->log) {
+            fprintf(p->log, "%lld,%.9g,%.9g,%.3f,%.3f\n", (long long)r.step, r.loss, r.lr,
+                    dt > 0 ? (double)r.samples / dt : 0.0, now_s() - p->t0);
+            fflush(p->log);
+        }
+        progress_show(p, t, &r);
+        if (o->dump_grads && p->done == 1) st = sc_trainer_dump_grads(t, o->dump_grads);
+        if (!st && o->state_dir && (sc_trainer_done(t) || (o->save_every > 0 && r.step % o->save_every == 0)))
+            st = sc_trainer_save_state(t, o->state_dir);
+    }
+    if (st && p->tty && p->done) fputc('\n', stderr);
+    return st;
+}
+
+/* "model.onnx" -> "model.trained.onnx"; any other name gets ".trained.onnx" appended. */
+static char *default_output(const char *model) {
+    size_t n = strlen(model);
+    char *out = malloc(n + 16);
+    if (!out) return NULL;
+    if (n > 5 && !strcmp(model + n - 5, ".onnx")) n -= 5;
+    snprintf(out, n + 16, "%.*s.trained.onnx", (int)n, model);
+    return out;
+}
+
+static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int64_t print_every, const char *log) {
+    sc_trainer *t = NULL;
+    SC_TRY(sc_trainer_create(cfg, &t));
+    const sc_training_graph *tg = sc_trainer_graph(t);
+    int64_t total = sc_trainer_total_steps(t), done = sc_trainer_step_count(t);
+    fprintf(stderr, "training %s: %d trainable parameter tensors, data %s, %lld steps", cfg->model_path, tg->n_params,
+            sc_trainer_data_desc(t), (long long)total);
+    if (done) fprintf(stderr, " (resuming after step %lld)", (long long)done);
+    fputc('\n', stderr);
+    progress p = {.tty = isatty(2), .t0 = now_s(), .print_every = print_every, .unit_name = "samples"};
+    if (p.print_every <= 0) p.print_every = total > 20 ? total / 20 : 1;
+    sc_status st = log ? log_open(&p, log, cfg->resume_dir != NULL) : SC_OK;
+    if (!st) st = train_loop(t, o, &p);
+    if (p.log) fclose(p.log);
+    if (!st) st = sc_trainer_save_model(t, o->out);
+    if (!st) {
+        if (p.done) printf("loss %.4f -> %.4f over %lld steps\n", p.first_loss, p.last_loss, (long long)p.done);
+        else printf("nothing to do: the state is already at step %lld of %lld\n", (long long)done, (long long)total);
+        printf("wrote %s\n", o->out);
+    }
+    sc_trainer_free(t);
+    return st;
+}
+
+static int pick(const char *v, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v, names[i])) return i;
+    return -1;
+}
+
+/* Options -> config; 0 or a usage message. */
+static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
+    static const char *const optims[] = {"sgd", "adamw"}, *const scheds[] = {"constant", "cosine"},
+                             *const losses[] = {"auto", "ce", "mse"}, *const tdt[] = {"uint16", "int32"};
+    arg_opt *a;
+    c->model_path = s->pos[0];
+    int k;
+    if ((a = args_get(s, "optimizer"))->set) {
+        if ((k = pick(a->s, optims, 2)) < 0) return "--optimizer must be sgd or adamw";
+        c->train.optim = k ? SC_OPTIM_ADAMW : SC_OPTIM_SGD;
+    }
+    bool adamw = c->train.optim == SC_OPTIM_ADAMW;
+    c->lr = adamw ? 1e-3f : 0.01f;
+    c->train.momentum = adamw ? 0.0f : 0.9f;
+    c->train.weight_decay = adamw ? 0.01f : 0.0f;
+    c->steps = 100;
+    if ((a = args_get(s, "batch"))->set && (c->batch = a->i) < 1) return "--batch must be at least 1";
+    if ((a = args_get(s, "seq"))->set && (c->seq = a->i) < 1) return "--seq must be at least 1";
+    if ((a = args_get(s, "epochs"))->set) {
+        if (args_get(s, "steps")->set) return "give --steps or --epochs, not both";
+        if ((c->epochs = a->i) < 1) return "--epochs must be at least 1";
+        c->steps = 0;
+    }
+    if ((a = args_get(s, "steps"))->set && (c->steps = a->i) < 1) return "--steps must be at least 1";
+    if ((a = args_get(s, "lr"))->set && !((c->lr = (float)a->f) >= 0 && isfinite(c->lr))) return "--lr must be >= 0";
+    if ((a = args_get(s, "momentum"))->set && !((c->train.momentum = (float)a->f) >= 0)) return "--momentum must be >= 0";
+    if ((a = args_get(s, "weight-decay"))->set && !((c->train.weight_decay = (float)a->f) >= 0))
+        return "--weight-decay must be >= 0";
+    c->train.nesterov = args_get(s, "nesterov")->set;
+    if (c->train.nesterov && (adamw || c->train.momentum <= 0)) return "--nesterov needs SGD with --momentum > 0";
+    if ((a = args_get(s, "schedule"))->set) {
+        if ((k = pick(a->s, scheds, 2)) < 0) return "--schedule must be constant or cosine";
+        c->schedule = k ? SC_LR_COSINE : SC_LR_CONSTANT;
+    }
+    if ((a = args_get(s, "warmup"))->set && (c->warmup = a->i) < 0) return "--warmup must be >= 0";
+    if ((a = args_get(s, "clip"))->set && !((c->train.clip_norm = (float)a->f) > 0)) return "--clip must be > 0";
+    if ((a = args_get(s, "seed"))->set) c->seed = (uint64_t)a->i;
+    if ((a = args_get(s, "freeze"))->set) c->train.freeze_regex = a->s;
+    if ((a = args_get(s, "loss"))->set) {
+        if ((k = pick(a->s, losses, 3)) < 0) return "--loss must be auto, ce or mse";
+        c->train.loss = k == 0 ? SC_LOSS_AUTO : k == 1 ? SC_LOSS_CROSS_ENTROPY : SC_LOSS_MSE;
+    }
+    c->data_path = args_get(s, "data")->s;
+    c->labels_path = args_get(s, "labels")->s;
+    c->tokens_path = args_get(s, "tokens")->s;
+    if (c->tokens_path && (c->data_path || c->labels_path)) return "give --data/--labels or --tokens, not both";
+    if (c->labels_path && !c->data_path) return "--labels needs --data";
+    if (c->data_path && !c->labels_path) return "--data needs --labels";
+    if ((a = args_get(s, "token-dtype"))->set) {
+        if ((k = pick(a->s, tdt, 2)) < 0) return "--token-dtype must be uint16 or int32";
+        c->token_dtype = k ? SC_I32 : SC_U16;
+    }
+    c->resume_dir = args_get(s, "resume")->s;
+    if ((a = args_get(s, "threads"))->set && (c->threads = (int)a->i) < 1) return "--threads must be at least 1";
+    c->train.keep_grads = args_get(s, "dump-grads")->set;
+    return NULL;
+}
+
+int cmd_train(int argc, char **argv) {
+    arg_opt opts[] = {
+        {.name = "output", .short_name = 'o', .kind = ARG_STR, .metavar = "FILE", .help = "trained model (default MODEL.trained.onnx)"},
+        {.name = "batch", .kind = ARG_INT, .metavar = "N", .help = "batch size, binds the inputs' dim 0 (default 1)"},
+        {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs (default: the model's)"},
+        {.name = "steps", .kind = ARG_INT, .metavar = "N", .help = "total optimizer steps (default 100)"},
+        {.name = "epochs", .kind = ARG_INT, .metavar = "N", .help = "train N passes over the data instead"},
+        {.name = "lr", .kind = ARG_FLOAT, .metavar = "X", .help = "learning rate (default 0.01 SGD, 0.001 AdamW)"},
+        {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "default sgd"},
+        {.name = "momentum", .kind = ARG_FLOAT, .metavar = "X", .help = "SGD momentum (default 0.9)"},
+        {.name = "weight-decay", .kind = ARG_FLOAT, .metavar = "X", .help = "default 0 (SGD), 0.01 (AdamW)"},
+        {.name = "nesterov", .kind = ARG_FLAG, .help = "Nesterov momentum (SGD)"},
+        {.name = "schedule", .kind = ARG_STR, .metavar = "constant|cosine", .help = "learning-rate schedule (default constant)"},
+        {.name = "warmup", .kind = ARG_INT, .metavar = "N", .help = "linear warm-up steps (default 0)"},
+        {.name = "clip", .kind = ARG_FLOAT, .metavar = "X", .help = "clip gradients to global norm X"},
+        {.name = "seed", .kind = ARG_INT, .metavar = "N", .help = "seed of data, shuffling and dropout (default 0)"},
+        {.name = "freeze", .kind = ARG_STR, .metavar = "REGEX", .help = "parameters whose name matches are not trained"},
+        {.name = "loss", .kind = ARG_STR, .metavar = "auto|ce|mse", .help = "loss head (default: from the output shape)"},
+        {.name = "data", .kind = ARG_STR, .metavar = "X.npy", .help = "model input samples [N, ...]"},
+        {.name = "labels", .kind = ARG_STR, .metavar = "Y.npy", .help = "loss targets [N, ...]"},
+        {.name = "tokens", .kind = ARG_STR, .metavar = "FILE.bin", .help = "flat token ids for a language model"},
+        {.name = "token-dtype", .kind = ARG_STR, .metavar = "uint16|int32", .help = "dtype of --tokens (default uint16)"},
+        {.name = "save-every", .kind = ARG_INT, .metavar = "N", .help = "save the training state every N steps"},
+        {.name = "state", .kind = ARG_STR, .metavar = "DIR", .help = "folder of the training state"},
+        {.name = "resume", .kind = ARG_STR, .metavar = "DIR", .help = "continue from DIR/state.bin"},
+        {.name = "log", .kind = ARG_STR, .metavar = "FILE.csv", .help = "CSV: step,loss,lr,samples_per_s,elapsed_s"},
+        {.name = "print-every", .kind = ARG_INT, .metavar = "N", .help = "plain progress lines every N steps (not a terminal)"},
+        {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},
+        {.name = "dump-grads", .kind = ARG_STR, .metavar = "DIR", .help = "write step 1's gradients and loss as .npy"},
+    };
+    arg_spec spec = {
+        .usage = "scorch-run train MODEL.onnx [-o FILE] [--batch N] [--seq N] [--steps N | --epochs N] [--lr X] "
+                 "[--optimizer sgd|adamw] [--momentum X] [--weight-decay X] [--nesterov] [--schedule constant|cosine] "
+                 "[--warmup N] [--clip X] [--seed N] [--freeze REGEX] [--loss auto|ce|mse] "
+                 "[--data X.npy --labels Y.npy | --tokens FILE [--token-dtype uint16|int32]] "
+                 "[--save-every N --state DIR] [--resume DIR] [--log FILE.csv] [--threads N] [--dump-grads DIR]",
+        .summary = "Trains the model on the CPU (forward, loss, backward, optimizer update) and writes it back as ONNX.\n"
+                   "Without --data or --tokens it trains on seeded synthetic data shaped for the model.",
+        .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
+    args_result ar = args_parse(&spec, argc, argv);
+    if (ar != ARGS_OK) {
+        args_free(&spec);
+        return ar == ARGS_HELP ? 0 : 2;
+    }
+    sc_trainer_config cfg;
+    sc_trainer_config_default(&cfg);
+    const char *usage = config_from_args(&spec, &cfg);
+    run_opts o = {.state_dir = args_get(&spec, "state")->s, .dump_grads = args_get(&spec, "dump-grads")->s};
+    arg_opt *se = args_get(&spec, "save-every");
+    if (!usage && se->set && (o.save_every = se->i) < 1) usage = "--save-every must be at least 1";
+    if (!o.state_dir) o.state_dir = cfg.resume_dir;
+    if (!usage && se->set && !o.state_dir) usage = "--save-every needs --state DIR (or --resume DIR)";
+    if (usage) {
+        args_error("%s", usage);
+        args_free(&spec);
+        return 2;
+    }
+    char *def_out = args_get(&spec, "output")->set ? NULL : default_output(cfg.model_path);
+    o.out = def_out ? def_out : args_get(&spec, "output")->s;
+    sc_status st = o.out ? SC_OK : sc_errorf("out of memory");
+    arg_opt *pe = args_get(&spec, "print-every");
+    if (!st) st = train_run(&cfg, &o, pe->set ? pe->i : 0, args_get(&spec, "log")->s);
+    free(def_out);
+    args_free(&spec);
+    return cmd_report(st);
+}

@@ -1,0 +1,52 @@
+/* Model loading shared by `info` and `run` (see model_load.h). */
+#include "tools/model_load.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+sc_status model_load_prepared(arg_spec *spec, sc_model **out, int *usage_error) {
+    *out = NULL;
+    *usage_error = 0;
+    arg_opt *batch = args_get(spec, "batch"), *seq = args_get(spec, "seq"), *dim = args_get(spec, "dim");
+    if ((batch->set && batch->i < 1) || (seq->set && seq->i < 1)) {
+        *usage_error = 1;
+        return sc_errorf("--batch and --seq must be at least 1");
+    }
+    sc_dim_binding *binds = calloc((size_t)dim->n_list + 1, sizeof *binds);
+    char **names = calloc((size_t)dim->n_list + 1, sizeof *names);
+    sc_status st = binds && names ? SC_OK : sc_errorf("out of memory");
+    for (int i = 0; !st && i < dim->n_list; i++) {
+        const char *eq = strchr(dim->list[i], '=');
+        char *end = NULL;
+        long long v = 0;
+        if (eq) {
+            errno = 0;
+            v = strtoll(eq + 1, &end, 10);
+        }
+        if (!eq || eq == dim->list[i] || !end || end == eq + 1 || *end || errno || v < 1) {
+            *usage_error = 1;
+            st = sc_errorf("--dim '%s': expected NAME=N with N >= 1", dim->list[i]);
+            break;
+        }
+        names[i] = strndup(dim->list[i], (size_t)(eq - dim->list[i]));
+        if (!names[i]) st = sc_errorf("out of memory");
+        binds[i] = (sc_dim_binding){names[i], v};
+    }
+    sc_model *m = NULL;
+    if (!st) st = sc_model_load(spec->pos[0], &m);
+    if (!st) {
+        sc_bind_options bo = {.batch = batch->set ? batch->i : 0, .seq = seq->set ? seq->i : 0, .dims = binds,
+                              .n_dims = dim->n_list};
+        st = sc_status_prefix(graph_prepare(&m->graph, &bo), "%s: ", spec->pos[0]);
+    }
+    for (int i = 0; names && i < dim->n_list; i++) free(names[i]);
+    free(names);
+    free(binds);
+    if (st) {
+        sc_model_free(m);
+        return st;
+    }
+    *out = m;
+    return SC_OK;
+}

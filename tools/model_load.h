@@ -1,0 +1,18 @@
+/* Loading a model for `info` and `run`: sc_model_load, then graph_prepare with the dims given by
+ * --batch, --seq and --dim NAME=N (parsed here, shared by both commands). */
+#ifndef SC_MODEL_LOAD_H
+#define SC_MODEL_LOAD_H
+
+#include "scorch.h"
+#include "tools/args.h"
+
+#define MODEL_LOAD_OPTS                                                                               \
+    {.name = "batch", .kind = ARG_INT, .metavar = "N", .help = "binds every input's symbolic dim 0 (default 1)"}, \
+        {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "binds dim 1 of token-id inputs"},          \
+        {.name = "dim", .kind = ARG_LIST, .metavar = "NAME=N", .help = "binds a symbolic dim by name (repeatable)"}
+
+/* Loads and prepares spec's first positional argument with the options above. Returns a status with
+ * a usage-style message for a malformed --dim (sets *usage_error). */
+sc_status model_load_prepared(arg_spec *spec, sc_model **out, int *usage_error);
+
+#endif

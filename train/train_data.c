@@ -1,0 +1,434 @@
+/* Training data sources (train_data.h): synthetic, .npy arrays, token files; batches by global sample
+ * number through a per-epoch permutation. */
+#include "train/train_data.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/npy.h"
+
+uint64_t td_mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* A SplitMix64 stream; streams for different purposes start from different mixed keys. */
+typedef struct { uint64_t s; } td_rng;
+
+static td_rng rng_for(uint64_t seed, uint64_t purpose, uint64_t index) {
+    return (td_rng){td_mix64(td_mix64(seed ^ td_mix64(purpose)) ^ index)};
+}
+static uint64_t rng_next(td_rng *r) { return td_mix64(r->s += 0x9e3779b97f4a7c15ULL); }
+static uint64_t rng_below(td_rng *r, uint64_t n) { return n ? rng_next(r) % n : 0; }
+/* Box-Muller on two uniforms in (0, 1]; one output per call keeps the stream simple. */
+static double rng_normal(td_rng *r) {
+    double u1 = ((rng_next(r) >> 11) + 1) * 0x1.0p-53, u2 = (rng_next(r) >> 11) * 0x1.0p-53;
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+enum { PURPOSE_SAMPLE = 1, PURPOSE_PERM = 2, PURPOSE_PROTO = 3, PURPOSE_TARGET = 4, PURPOSE_SUCC = 5 };
+
+/* ---- element access by dtype ---- */
+
+static bool dtype_is_int(sc_dtype t) {
+    return t == SC_I8 || t == SC_I16 || t == SC_I32 || t == SC_I64 || t == SC_U8 || t == SC_U16 || t == SC_U32 ||
+           t == SC_U64 || t == SC_BOOL;
+}
+
+static double elem_get(const void *p, sc_dtype t, int64_t i) {
+    switch (t) {
+    case SC_F32: return ((const float *)p)[i];
+    case SC_F64: return ((const double *)p)[i];
+    case SC_I8: return ((const int8_t *)p)[i];
+    case SC_I16: return ((const int16_t *)p)[i];
+    case SC_I32: return ((const int32_t *)p)[i];
+    case SC_I64: return (double)((const int64_t *)p)[i];
+    case SC_U8:
+    case SC_BOOL: return ((const uint8_t *)p)[i];
+    case SC_U16: return ((const uint16_t *)p)[i];
+    case SC_U32: return ((const uint32_t *)p)[i];
+    case SC_U64: return (double)((const uint64_t *)p)[i];
+    default: return NAN;
+    }
+}
+
+static void elem_set(void *p, sc_dtype t, int64_t i, double v) {
+    switch (t) {
+    case SC_F32: ((float *)p)[i] = (float)v; break;
+    case SC_F64: ((double *)p)[i] = v; break;
+    case SC_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case SC_I16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case SC_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case SC_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case SC_U8:
+    case SC_BOOL: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case SC_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case SC_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case SC_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+    default: SC_ASSERT(!"unsupported dtype");
+    }
+}
+
+static bool dtype_supported(sc_dtype t) { return t == SC_F32 || t == SC_F64 || dtype_is_int(t); }
+
+/* Rows of the embedding table the integer input indexes (first Gather reading it as indices). */
+static int64_t gather_vocab(const sc_graph *g, int value_id) {
+    const sc_value *v = &g->values[value_id];
+    for (int i = 0; i < v->n_consumers; i++) {
+        const sc_node *n = &g->nodes[v->consumers[i]];
+        if (n->op == SC_OP_GATHER && n->n_in == 2 && n->in[1] == value_id && n->in[0] >= 0) {
+            const sc_desc *d = graph_in_desc(g, n, 0);
+            if (d->rank >= 1 && d->dims[0] > 0) return d->dims[0];
+        }
+    }
+    return 0;
+}
+
+static int64_t sample_numel(const sc_desc *d) {
+    int64_t n = 1;
+    for (int i = 1; i < d->rank; i++) n *= d->dims[i];
+    return n;
+}
+
+/* ---- model side: which inputs are data, what the labels mean ---- */
+
+static sc_status model_describe(train_data *d, const sc_graph *g, const sc_training_graph *tg,
+                                const sc_trainer_config *cfg) {
+    d->labels = tg->labels;
+    d->ignore_index = cfg->train.ignore_index;
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        if (v == tg->labels || v == tg->lr || v == tg->step) continue;
+        const sc_value *val = &g->values[v];
+        if (d->n_data == 8) return sc_errorf("the model has more than 8 data inputs; not supported");
+        if (val->desc.rank < 1 || val->desc.dims[0] != d->batch || !dtype_supported(val->desc.dtype)) {
+            char s[160];
+            return sc_errorf("input '%s' is %s: training feeds inputs of a numeric dtype whose dim 0 is the batch (%lld)",
+                             val->name, sc_desc_str(&val->desc, s, sizeof s), (long long)d->batch);
+        }
+        d->vocab[d->n_data] = dtype_is_int(val->desc.dtype) ? gather_vocab(g, v) : 0;
+        d->data_inputs[d->n_data++] = v;
+    }
+    const sc_desc *ld = &g->values[tg->labels].desc, *od = &g->values[tg->output].desc;
+    if (ld->rank < 1 || ld->dims[0] != d->batch || !dtype_supported(ld->dtype)) {
+        char s[160];
+        return sc_errorf("labels input is %s; expected dim 0 = batch %lld", sc_desc_str(ld, s, sizeof s),
+                         (long long)d->batch);
+    }
+    if (dtype_is_int(ld->dtype)) {
+        d->lm = od->rank == 3 && ld->rank == 2 && ld->dims[1] == od->dims[1];
+        d->classes = d->lm ? od->dims[2] : od->dims[1];
+        d->per_pixel = !d->lm && ld->rank >= 2;
+        d->k = d->classes;
+        d->lm_input = -1;
+        for (int j = 0; d->lm && j < d->n_data; j++) {
+            const sc_desc *xd = &g->values[d->data_inputs[j]].desc;
+            if (d->vocab[j] > 0 && xd->rank == 2 && xd->dims[1] == ld->dims[1] && d->lm_input < 0) d->lm_input = j;
+        }
+        if (d->lm && d->lm_input < 0) d->lm = false; /* [N,C,L] scores of a 1-d task, not a language model */
+        if (d->lm) d->seq = ld->dims[1];
+        if (d->lm && d->vocab[d->lm_input] != d->classes)
+            sc_log(SC_LOG_WARN, "input '%s' indexes %lld embedding rows but the logits have %lld classes",
+                   g->values[d->data_inputs[d->lm_input]].name, (long long)d->vocab[d->lm_input], (long long)d->classes);
+    } else {
+        d->classes = 0;
+        d->k = 8;
+    }
+    if (d->k < 1) return sc_errorf("the model output has no classes (%lld)", (long long)d->k);
+    return SC_OK;
+}
+
+/* ---- synthetic ---- */
+
+static float *normal_table(uint64_t seed, uint64_t purpose, int64_t n) {
+    float *t = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!t) return NULL;
+    td_rng r = rng_for(seed, purpose, 0);
+    for (int64_t i = 0; i < n; i++) t[i] = (float)rng_normal(&r);
+    return t;
+}
+
+static sc_status synthetic_open(train_data *d, const sc_graph *g) {
+    d->n = TD_SYNTHETIC_N;
+    for (int j = 0; j < d->n_data; j++) {
+        const sc_desc *xd = &g->values[d->data_inputs[j]].desc;
+        if (!sc_dtype_is_float(xd->dtype)) continue;
+        d->proto[j] = normal_table(d->seed, PURPOSE_PROTO + 16 * (uint64_t)j, d->k * sample_numel(xd));
+        if (!d->proto[j]) return sc_errorf("out of memory for synthetic data");
+    }
+    const sc_desc *ld = &g->values[d->labels].desc;
+    if (!d->classes) {
+        d->target = normal_table(d->seed, PURPOSE_TARGET, d->k * sample_numel(ld));
+        if (!d->target) return sc_errorf("out of memory for synthetic data");
+    }
+    if (d->lm) {
+        int64_t v = d->vocab[d->lm_input];
+        d->succ = malloc(sizeof(int64_t) * (size_t)v);
+        if (!d->succ) return sc_errorf("out of memory for synthetic data");
+        td_rng r = rng_for(d->seed, PURPOSE_SUCC, 0);
+        for (int64_t i = 0; i < v; i++) d->succ[i] = (int64_t)rng_below(&r, (uint64_t)v);
+    }
+    snprintf(d->desc, sizeof d->desc, "synthetic (%s, %d samples, seed %llu)",
+             d->lm ? "Markov-chain tokens" : d->classes ? (d->per_pixel ? "per-pixel classes" : "classes") : "regression",
+             TD_SYNTHETIC_N, (unsigned long long)d->seed);
+    return SC_OK;
+}
+
+#define GRID 4
+
+/* Class of element e of a per-pixel sample with spatial dims (h, w) last. */
+static int64_t block_class(const int64_t *blocks, const sc_desc *desc, int64_t e) {
+    int64_t H = desc->dims[desc->rank - 2], W = desc->dims[desc->rank - 1];
+    int64_t pix = e % (H * W), y = pix / W, x = pix % W;
+    return blocks[(y * GRID / H) * GRID + x * GRID / W];
+}
+
+static void synthetic_sample(train_data *d, const sc_graph *g, int64_t idx, int64_t row, sc_tensor *feeds,
+                             const int *pos, int labels_pos) {
+    td_rng r = rng_for(d->seed, PURPOSE_SAMPLE, (uint64_t)idx);
+    int64_t c = (int64_t)rng_below(&r, (uint64_t)d->k), blocks[GRID * GRID];
+    for (int i = 0; i < GRID * GRID; i++) blocks[i] = (int64_t)rng_below(&r, (uint64_t)d->k);
+    sc_tensor *lab = &feeds[labels_pos];
+    int64_t ln = sample_numel(&lab->desc);
+    bool pix_ok = d->per_pixel && lab->desc.rank >= 3;
+    if (d->lm) {
+        sc_tensor *ids = &feeds[pos[d->lm_input]];
+        int64_t T = ln, V = d->vocab[d->lm_input], cur = (int64_t)rng_below(&r, (uint64_t)V);
+        for (int64_t t = 0; t < T; t++) {
+            int64_t next = rng_below(&r, 4) ? d->succ[cur] : (int64_t)rng_below(&r, (uint64_t)V);
+            elem_set(ids->data, ids->desc.dtype, row * T + t, (double)cur);
+            elem_set(lab->data, lab->desc.dtype, row * ln + t, (double)next);
+            cur = next;
+        }
+    } else {
+        for (int64_t e = 0; e < ln; e++) {
+            double v = d->classes ? (double)(pix_ok ? block_class(blocks, &lab->desc, e) : c) : d->target[c * ln + e];
+            elem_set(lab->data, lab->desc.dtype, row * ln + e, v);
+        }
+    }
+    for (int j = 0; j < d->n_data; j++) {
+        if (d->lm && j == d->lm_input) continue;
+        sc_tensor *x = &feeds[pos[j]];
+        int64_t xn = sample_numel(&x->desc);
+        if (d->proto[j]) {
+            bool pix = pix_ok && x->desc.rank >= 3;
+            for (int64_t e = 0; e < xn; e++) {
+                int64_t ce = pix ? block_class(blocks, &x->desc, e) : c;
+                elem_set(x->data, x->desc.dtype, row * xn + e, rng_normal(&r) + d->proto[j][ce * xn + e]);
+            }
+        } else {
+            uint64_t hi = d->vocab[j] > 0 ? (uint64_t)d->vocab[j] : 10;
+            for (int64_t e = 0; e < xn; e++) elem_set(x->data, x->desc.dtype, row * xn + e, (double)rng_below(&r, hi));
+        }
+    }
+    (void)g;
+}
+
+/* ---- .npy arrays ---- */
+
+/* Converts t in place to dtype `to` (through double; exact for the integers token ids and labels use). */
+static sc_status tensor_convert(sc_tensor *t, sc_dtype to, const char *file) {
+    if (t->desc.dtype == to) return SC_OK;
+    if (!dtype_supported(t->desc.dtype))
+        return sc_errorf("%s: dtype %s is not supported for training data", file, sc_dtype_name(t->desc.dtype));
+    int64_t n = sc_desc_numel(&t->desc);
+    void *p = malloc(sc_dtype_size(to) * (size_t)(n ? n : 1));
+    if (!p) return sc_errorf("%s: out of memory converting to %s", file, sc_dtype_name(to));
+    for (int64_t i = 0; i < n; i++) elem_set(p, to, i, elem_get(t->data, t->desc.dtype, i));
+    free(t->data);
+    t->data = p;
+    t->desc.dtype = to;
+    return SC_OK;
+}
+
+/* Integer values of t (before conversion) must be whole and in [0, hi), or equal `ignore` when allowed. */
+static sc_status check_ids(const sc_tensor *t, const char *file, const char *what, int64_t hi, bool has_ignore,
+                           int64_t ignore) {
+    int64_t n = sc_desc_numel(&t->desc);
+    for (int64_t i = 0; i < n; i++) {
+        double v = elem_get(t->data, t->desc.dtype, i);
+        if (has_ignore && v == (double)ignore) continue;
+        if (!(v >= 0 && v < (double)hi) || v != floor(v))
+            return sc_errorf("%s: %s at flat index %lld is %g, outside [0, %lld)%s", file, what, (long long)i, v,
+                             (long long)hi, has_ignore ? " and not the ignore index" : "");
+    }
+    return SC_OK;
+}
+
+static sc_status npy_check_rows(const sc_tensor *t, const sc_desc *want, const char *file, const char *what) {
+    bool ok = t->desc.rank == want->rank;
+    for (int i = 1; ok && i < want->rank; i++) ok = t->desc.dims[i] == want->dims[i];
+    if (!ok || t->desc.dims[0] < 1) {
+        char a[160], b[160];
+        return sc_errorf("%s: %s must be [N%s] with N >= 1 (the model's is %s); the file holds %s", file, what,
+                         want->rank > 1 ? ", <dims after the batch>" : "", sc_desc_str(want, a, sizeof a),
+                         sc_desc_str(&t->desc, b, sizeof b));
+    }
+    return SC_OK;
+}
+
+static sc_status npy_open(train_data *d, const sc_graph *g, const sc_trainer_config *cfg) {
+    if (d->n_data != 1)
+        return sc_errorf("--data feeds one model input but the model has %d data inputs", d->n_data);
+    if (!cfg->labels_path) return sc_errorf("--data %s needs --labels with the loss targets", cfg->data_path);
+    const sc_desc *xd = &g->values[d->data_inputs[0]].desc, *ld = &g->values[d->labels].desc;
+    SC_TRY(sc_npy_read(cfg->data_path, &d->x));
+    SC_TRY(npy_check_rows(&d->x, xd, cfg->data_path, "data"));
+    SC_TRY(sc_npy_read(cfg->labels_path, &d->y));
+    SC_TRY(npy_check_rows(&d->y, ld, cfg->labels_path, "labels"));
+    if (d->x.desc.dims[0] != d->y.desc.dims[0])
+        return sc_errorf("%s holds %lld samples but %s holds %lld", cfg->data_path, (long long)d->x.desc.dims[0],
+                         cfg->labels_path, (long long)d->y.desc.dims[0]);
+    if (dtype_is_int(xd->dtype) && d->vocab[0] > 0)
+        SC_TRY(check_ids(&d->x, cfg->data_path, "token id", d->vocab[0], false, 0));
+    if (d->classes) SC_TRY(check_ids(&d->y, cfg->labels_path, "class id", d->classes, true, d->ignore_index));
+    SC_TRY(tensor_convert(&d->x, xd->dtype, cfg->data_path));
+    SC_TRY(tensor_convert(&d->y, ld->dtype, cfg->labels_path));
+    d->n = d->x.desc.dims[0];
+    snprintf(d->desc, sizeof d->desc, "%s + %s (%lld samples)", cfg->data_path, cfg->labels_path, (long long)d->n);
+    return SC_OK;
+}
+
+/* ---- token file ---- */
+
+static sc_status file_read_all(const char *path, void **data, int64_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return sc_errorf("%s: cannot open: %s", path, strerror(errno));
+    sc_status st = SC_OK;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) st = sc_errorf("%s: cannot determine its size", path);
+    *data = st ? NULL : malloc((size_t)(n ? n : 1));
+    if (!st && !*data) st = sc_errorf("%s: out of memory reading %ld bytes", path, n);
+    if (!st && fread(*data, 1, (size_t)n, f) != (size_t)n) st = sc_errorf("%s: read failed", path);
+    fclose(f);
+    *size = n;
+    return st;
+}
+
+static sc_status tokens_open(train_data *d, const sc_trainer_config *cfg) {
+    const char *path = cfg->tokens_path;
+    if (!d->lm)
+        return sc_errorf("--tokens needs a language model (integer ids [B,T] in, logits [B,T,V] out, "
+                         "cross-entropy loss); this model is not one");
+    if (cfg->token_dtype != SC_U16 && cfg->token_dtype != SC_I32)
+        return sc_errorf("token files hold uint16 or int32 ids, not %s", sc_dtype_name(cfg->token_dtype));
+    int64_t bytes = 0;
+    SC_TRY(file_read_all(path, &d->tokens, &bytes));
+    size_t es = sc_dtype_size(cfg->token_dtype);
+    if (bytes % (int64_t)es)
+        return sc_errorf("%s: %lld bytes is not a whole number of %s token ids", path, (long long)bytes,
+                         cfg->token_dtype == SC_U16 ? "uint16" : "int32");
+    d->token_dtype = cfg->token_dtype;
+    d->n_tokens = bytes / (int64_t)es;
+    int64_t V = d->vocab[d->lm_input];
+    for (int64_t i = 0; i < d->n_tokens; i++) {
+        double v = elem_get(d->tokens, d->token_dtype, i);
+        if (v < 0 || v >= (double)V)
+            return sc_errorf("%s: token %lld is %.0f, outside the vocabulary [0, %lld)", path, (long long)i, v,
+                             (long long)V);
+    }
+    int64_t T = d->seq;
+    d->n = (d->n_tokens - 1) / T;
+    if (d->n < 1)
+        return sc_errorf("%s: %lld tokens are fewer than one window of seq + 1 = %lld", path, (long long)d->n_tokens,
+                         (long long)(T + 1));
+    snprintf(d->desc, sizeof d->desc, "%s (%lld tokens, %lld windows of %lld)", path, (long long)d->n_tokens,
+             (long long)d->n, (long long)T + 1);
+    return SC_OK;
+}
+
+static void token_window(train_data *d, int64_t idx, int64_t row, sc_tensor *ids, sc_tensor *lab) {
+    int64_t T = d->seq, start = idx * T;
+    for (int64_t t = 0; t < T; t++) {
+        elem_set(ids->data, ids->desc.dtype, row * T + t, elem_get(d->tokens, d->token_dtype, start + t));
+        elem_set(lab->data, lab->desc.dtype, row * T + t, elem_get(d->tokens, d->token_dtype, start + t + 1));
+    }
+}
+
+static void npy_row(const sc_tensor *src, int64_t idx, sc_tensor *dst, int64_t row) {
+    size_t bytes = (size_t)sample_numel(&src->desc) * sc_dtype_size(src->desc.dtype);
+    memcpy((char *)dst->data + (size_t)row * bytes, (const char *)src->data + (size_t)idx * bytes, bytes);
+}
+
+/* ---- epochs ---- */
+
+/* Fisher-Yates with the epoch's own stream. */
+static sc_status perm_for_epoch(train_data *d, int64_t epoch) {
+    if (d->perm && d->perm_epoch == epoch) return SC_OK;
+    if (!d->perm) {
+        d->perm = malloc(sizeof(int64_t) * (size_t)d->n);
+        if (!d->perm) return sc_errorf("out of memory for the shuffle of %lld samples", (long long)d->n);
+    }
+    for (int64_t i = 0; i < d->n; i++) d->perm[i] = i;
+    td_rng r = rng_for(d->seed, PURPOSE_PERM, (uint64_t)epoch);
+    for (int64_t i = d->n - 1; i > 0; i--) {
+        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1), tmp = d->perm[i];
+        d->perm[i] = d->perm[j];
+        d->perm[j] = tmp;
+    }
+    d->perm_epoch = epoch;
+    return SC_OK;
+}
+
+sc_status train_data_open(train_data *d, const sc_graph *g, const sc_training_graph *tg, const sc_trainer_config *cfg) {
+    memset(d, 0, sizeof *d);
+    d->seed = cfg->seed;
+    d->batch = cfg->batch > 0 ? cfg->batch : 1;
+    d->perm_epoch = -1;
+    d->lm_input = -1;
+    sc_status st = model_describe(d, g, tg, cfg);
+    if (!st) {
+        if (cfg->tokens_path) {
+            d->kind = TD_TOKENS;
+            st = tokens_open(d, cfg);
+        } else if (cfg->data_path) {
+            d->kind = TD_NPY;
+            st = npy_open(d, g, cfg);
+        } else {
+            d->kind = TD_SYNTHETIC;
+            st = synthetic_open(d, g);
+        }
+    }
+    if (st) train_data_close(d);
+    return st;
+}
+
+sc_status train_data_fill(train_data *d, const sc_graph *g, uint64_t sample, sc_tensor *feeds) {
+    int pos[8], labels_pos = -1;
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (g->inputs[i] == d->labels) labels_pos = i;
+        for (int j = 0; j < d->n_data; j++)
+            if (g->inputs[i] == d->data_inputs[j]) pos[j] = i;
+    }
+    SC_ASSERT(labels_pos >= 0);
+    for (int64_t b = 0; b < d->batch; b++) {
+        uint64_t s = sample + (uint64_t)b;
+        SC_TRY(perm_for_epoch(d, (int64_t)(s / (uint64_t)d->n)));
+        int64_t idx = d->perm[s % (uint64_t)d->n];
+        switch (d->kind) {
+        case TD_SYNTHETIC: synthetic_sample(d, g, idx, b, feeds, pos, labels_pos); break;
+        case TD_NPY:
+            npy_row(&d->x, idx, &feeds[pos[0]], b);
+            npy_row(&d->y, idx, &feeds[labels_pos], b);
+            break;
+        case TD_TOKENS: token_window(d, idx, b, &feeds[pos[d->lm_input]], &feeds[labels_pos]); break;
+        }
+    }
+    return SC_OK;
+}
+
+void train_data_close(train_data *d) {
+    for (int j = 0; j < 8; j++) free(d->proto[j]);
+    free(d->target);
+    free(d->succ);
+    free(d->x.data);
+    free(d->y.data);
+    free(d->tokens);
+    free(d->perm);
+    memset(d, 0, sizeof *d);
+}

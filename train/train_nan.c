@@ -1,0 +1,213 @@
+/* Non-finite values in training (trainer.h): the per-step check of the state, the snapshot of the
+ * last good state, and the diagnosis that re-runs a failed step node by node.
+ *
+ * The diagnosis is a small executor of its own (backends/executor.c has no per-node hook): it runs
+ * the graph in order through cpu_run_node, keeps each activation until its last reader, and after
+ * every node checks the float outputs. A tensor is the origin when it holds a NaN, or an Inf while
+ * none of its node's inputs holds a non-finite value (so an Inf that an input already carried, like
+ * a -inf attention mask, is not blamed on the node that passes it on). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu.h"
+#include "train/trainer_internal.h"
+
+typedef enum { FIN_OK = 0, FIN_INF = 1, FIN_NAN = 2 } fin_kind;
+
+static fin_kind tensor_finite(const sc_desc *d, const void *data) {
+    int64_t n = sc_desc_numel(d);
+    fin_kind k = FIN_OK;
+    if (d->dtype == SC_F32) {
+        const float *p = data;
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(p[i])) {
+                if (isnan(p[i])) return FIN_NAN;
+                k = FIN_INF;
+            }
+    } else if (d->dtype == SC_F64) {
+        const double *p = data;
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(p[i])) {
+                if (isnan(p[i])) return FIN_NAN;
+                k = FIN_INF;
+            }
+    }
+    return k;
+}
+
+/* Fast path for the per-step check: a float is non-finite exactly when its exponent bits are all
+ * ones, and (e & 0x7f800000) + 0x00800000 sets bit 31 only then. Integer ops, so it vectorises. */
+static bool f32_all_finite(const float *p, int64_t n) {
+    uint32_t acc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &p[i], sizeof u);
+        acc |= (u & 0x7f800000u) + 0x00800000u;
+    }
+    return !(acc & 0x80000000u);
+}
+
+bool train_state_finite(const sc_trainer *t, int *bad) {
+    const sc_graph *g = &t->model->graph;
+    *bad = -1;
+    for (int i = 0; i < t->n_state; i++) {
+        const sc_value *v = &g->values[t->state_ids[i]];
+        bool ok = v->desc.dtype == SC_F32 ? f32_all_finite(v->data, sc_desc_numel(&v->desc))
+                                          : tensor_finite(&v->desc, v->data) == FIN_OK;
+        if (!ok) {
+            *bad = t->state_ids[i];
+            return false;
+        }
+    }
+    return true;
+}
+
+void train_snapshot_take(sc_trainer *t) {
+    const sc_graph *g = &t->model->graph;
+    for (int i = 0; i < t->n_state; i++) {
+        const sc_value *v = &g->values[t->state_ids[i]];
+        memcpy(t->snapshot[i], v->data, (size_t)sc_desc_bytes(&v->desc));
+    }
+}
+
+void train_snapshot_restore(sc_trainer *t) {
+    sc_graph *g = &t->model->graph;
+    for (int i = 0; i < t->n_state; i++) {
+        sc_value *v = &g->values[t->state_ids[i]];
+        memcpy(v->data, t->snapshot[i], (size_t)sc_desc_bytes(&v->desc));
+    }
+}
+
+/* ---- the node-by-node re-run ---- */
+
+typedef struct {
+    sc_graph *g;
+    void **data;
+    bool *owned;
+    fin_kind *fin; /* per value, once known */
+    int *last_use;
+} nan_run;
+
+static void run_free(nan_run *r) {
+    for (int v = 0; r->owned && v < r->g->n_values; v++)
+        if (r->owned[v]) free(r->data[v]);
+    free(r->data);
+    free(r->owned);
+    free(r->fin);
+    free(r->last_use);
+}
+
+static sc_status run_init(nan_run *r, sc_trainer *t) {
+    sc_graph *g = r->g = &t->model->graph;
+    size_t n = (size_t)g->n_values + 1;
+    r->data = calloc(n, sizeof *r->data);
+    r->owned = calloc(n, sizeof *r->owned);
+    r->fin = calloc(n, sizeof *r->fin);
+    r->last_use = malloc(n * sizeof *r->last_use);
+    if (!r->data || !r->owned || !r->fin || !r->last_use) return sc_errorf("out of memory");
+    for (int v = 0; v < g->n_values; v++) {
+        r->data[v] = g->values[v].data;
+        r->last_use[v] = -1;
+        if (r->data[v]) r->fin[v] = tensor_finite(&g->values[v].desc, r->data[v]);
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        r->data[g->inputs[i]] = t->feeds[i].data;
+        r->fin[g->inputs[i]] = tensor_finite(&t->feeds[i].desc, t->feeds[i].data);
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0) r->last_use[g->nodes[i].in[k]] = i;
+    return SC_OK;
+}
+
+/* Runs node i; *origin = the output value where a non-finite value originated, or -1. */
+static sc_status run_node_checked(nan_run *r, int i, int *origin) {
+    sc_graph *g = r->g;
+    const sc_node *n = &g->nodes[i];
+    sc_tensor *in = calloc((size_t)n->n_in + 1, sizeof *in), *out = calloc((size_t)n->n_out + 1, sizeof *out);
+    sc_status st = in && out ? SC_OK : sc_errorf("out of memory");
+    bool inputs_finite = true;
+    for (int k = 0; !st && k < n->n_in; k++) {
+        int v = n->in[k];
+        if (v < 0) continue;
+        in[k] = (sc_tensor){g->values[v].desc, r->data[v]};
+        if (r->fin[v] != FIN_OK) inputs_finite = false;
+    }
+    for (int k = 0; !st && k < n->n_out; k++) {
+        int v = n->out[k];
+        if (v < 0) continue;
+        out[k].desc = g->values[v].desc;
+        int alias = sc_op_inplace_input(n->op, k);
+        if (alias >= 0) {
+            out[k].data = r->data[v] = in[alias].data;
+            continue;
+        }
+        int64_t bytes = sc_desc_bytes(&out[k].desc);
+        out[k].data = r->data[v] = aligned_alloc(64, (size_t)(bytes + 63) / 64 * 64 + 64);
+        if (!out[k].data) st = sc_errorf("out of memory re-running node '%s'", n->name);
+        else r->owned[v] = true;
+    }
+    if (!st) st = cpu_run_node(n, in, n->n_in, out, n->n_out);
+    for (int k = 0; !st && k < n->n_out; k++) {
+        int v = n->out[k];
+        if (v < 0) continue;
+        r->fin[v] = tensor_finite(&out[k].desc, out[k].data);
+        if (*origin < 0 && (r->fin[v] == FIN_NAN || (r->fin[v] == FIN_INF && inputs_finite))) *origin = v;
+    }
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        if (v >= 0 && r->owned[v] && r->last_use[v] == i) {
+            free(r->data[v]);
+            r->data[v] = NULL;
+            r->owned[v] = false;
+        }
+    }
+    free(in);
+    free(out);
+    return st;
+}
+
+static const char *fin_name(fin_kind k) { return k == FIN_NAN ? "NaN" : "Inf"; }
+
+static sc_status locate(sc_trainer *t, int64_t step, const char *trigger) {
+    sc_graph *g = &t->model->graph;
+    nan_run r = {0};
+    sc_status st = run_init(&r, t);
+    for (int i = 0; !st && i < g->n_inputs; i++)
+        if (r.fin[g->inputs[i]] != FIN_OK)
+            st = sc_errorf("step %lld: %s; input '%s' holds %s", (long long)step, trigger, g->values[g->inputs[i]].name,
+                           fin_name(r.fin[g->inputs[i]]));
+    for (int i = 0; !st && i < t->n_state; i++) {
+        int v = t->state_ids[i];
+        if (r.fin[v] != FIN_OK)
+            st = sc_errorf("step %lld: %s; '%s' already held %s before the step", (long long)step, trigger,
+                           g->values[v].name, fin_name(r.fin[v]));
+    }
+    int origin = -1, node = -1;
+    for (int i = 0; !st && origin < 0 && i < g->n_nodes; i++) {
+        st = run_node_checked(&r, i, &origin);
+        node = i;
+    }
+    if (!st && origin >= 0) {
+        const sc_node *n = &g->nodes[node];
+        st = sc_errorf("step %lld: %s; the first non-finite value (%s) appeared in '%s', output of node '%s' (%s)",
+                       (long long)step, trigger, fin_name(r.fin[origin]), g->values[origin].name, n->name,
+                       sc_op_name(n->op));
+    } else if (!st) {
+        st = sc_errorf("step %lld: %s; re-running the step node by node found no non-finite tensor", (long long)step,
+                       trigger);
+    }
+    run_free(&r);
+    return st;
+}
+
+sc_status train_nan_locate(sc_trainer *t, int64_t step, const char *trigger) {
+    train_snapshot_restore(t);
+    cpu_params_changed();
+    sc_status st = locate(t, step, trigger);
+    train_snapshot_restore(t); /* the re-run's updates are discarded too */
+    cpu_params_changed();
+    return st;
+}

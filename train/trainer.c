@@ -1,0 +1,298 @@
+/* The training session (trainer.h): setup, the learning-rate schedule, one step, saving the model
+ * and the gradients. Checkpoints are in train_state.c, the non-finite diagnosis in train_nan.c. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backends/cpu/cpu.h"
+#include "backends/executor.h"
+#include "core/npy.h"
+#include "graph/passes.h"
+#include "train/trainer_internal.h"
+
+#if defined(__has_include)
+#if __has_include("backends/cpu/cpu_rng.h")
+#include "backends/cpu/cpu_rng.h"
+#define TRAIN_HAVE_DROPOUT_RNG 1
+#endif
+#endif
+
+void sc_trainer_config_default(sc_trainer_config *c) {
+    memset(c, 0, sizeof *c);
+    c->batch = 1;
+    c->lr = 0.01f;
+    c->schedule = SC_LR_CONSTANT;
+    c->token_dtype = SC_U16;
+    sc_train_options_default(&c->train);
+}
+
+float sc_trainer_lr_at(const sc_trainer_config *cfg, int64_t total_steps, int64_t step) {
+    double t = (double)(step - 1), w = (double)cfg->warmup;
+    if (cfg->warmup > 0 && t < w) return (float)(cfg->lr * t / w);
+    if (cfg->schedule == SC_LR_CONSTANT) return cfg->lr;
+    double span = (double)(total_steps - cfg->warmup);
+    if (span < 1) span = 1;
+    return (float)(cfg->lr * 0.5 * (1.0 + cos(M_PI * (t - w) / span)));
+}
+
+/* ---- setup ---- */
+
+static sc_status strings_copy(sc_trainer *t) {
+    const char **fields[] = {&t->cfg.model_path, &t->cfg.data_path, &t->cfg.labels_path, &t->cfg.tokens_path,
+                             &t->cfg.resume_dir, &t->cfg.train.freeze_regex};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (!*fields[i]) continue;
+        t->strings[i] = strdup(*fields[i]);
+        if (!t->strings[i]) return sc_errorf("out of memory");
+        *fields[i] = t->strings[i];
+    }
+    return SC_OK;
+}
+
+static int output_index(const sc_graph *g, int value) {
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == value) return i;
+    return -1;
+}
+
+static sc_status feeds_alloc(sc_trainer *t) {
+    sc_graph *g = &t->model->graph;
+    t->feeds = calloc((size_t)g->n_inputs + 1, sizeof *t->feeds);
+    t->outs = calloc((size_t)g->n_outputs + 1, sizeof *t->outs);
+    t->wb_out = calloc((size_t)t->tg.n_writebacks + 1, sizeof *t->wb_out);
+    if (!t->feeds || !t->outs || !t->wb_out) return sc_errorf("out of memory");
+    for (int i = 0; i < g->n_inputs; i++) {
+        const sc_value *v = &g->values[g->inputs[i]];
+        int64_t bytes = sc_desc_bytes(&v->desc);
+        if (bytes < 0) return sc_errorf("input '%s' has no static shape after binding", v->name);
+        t->feeds[i].desc = v->desc;
+        t->feeds[i].data = aligned_alloc(64, (size_t)(bytes + 63) / 64 * 64 + 64);
+        if (!t->feeds[i].data) return sc_errorf("out of memory for input '%s'", v->name);
+    }
+    t->loss_out = output_index(g, t->tg.loss);
+    if (t->loss_out < 0) return sc_errorf("internal: the loss is not a graph output");
+    for (int i = 0; i < t->tg.n_writebacks; i++) {
+        t->wb_out[i] = output_index(g, t->tg.wb_src[i]);
+        if (t->wb_out[i] < 0) return sc_errorf("internal: writeback source '%s' is not a graph output",
+                                               g->values[t->tg.wb_src[i]].name);
+    }
+    return SC_OK;
+}
+
+/* The state set: PARAM and OPT_STATE values with data, and the writeback targets (BatchNormalization
+ * running statistics, which may be constants). */
+static sc_status state_collect(sc_trainer *t) {
+    sc_graph *g = &t->model->graph;
+    bool *in = calloc((size_t)g->n_values + 1, 1);
+    t->state_ids = calloc((size_t)g->n_values + 1, sizeof *t->state_ids);
+    if (!in || !t->state_ids) {
+        free(in);
+        return sc_errorf("out of memory");
+    }
+    for (int i = 0; i < t->tg.n_writebacks; i++) in[t->tg.wb_dst[i]] = true;
+    for (int v = 0; v < g->n_values; v++) {
+        const sc_value *val = &g->values[v];
+        if ((val->kind == SC_VALUE_PARAM || val->kind == SC_VALUE_OPT_STATE || in[v]) && val->data)
+            t->state_ids[t->n_state++] = v;
+    }
+    free(in);
+    t->snapshot = calloc((size_t)t->n_state + 1, sizeof *t->snapshot);
+    if (!t->snapshot) return sc_errorf("out of memory");
+    for (int i = 0; i < t->n_state; i++) {
+        int64_t bytes = sc_desc_bytes(&g->values[t->state_ids[i]].desc);
+        t->snapshot[i] = malloc((size_t)(bytes > 0 ? bytes : 1));
+        if (!t->snapshot[i]) return sc_errorf("out of memory copying '%s'", g->values[t->state_ids[i]].name);
+    }
+    train_snapshot_take(t);
+    return SC_OK;
+}
+
+static sc_status total_steps(sc_trainer *t) {
+    if (t->cfg.steps > 0) {
+        t->total = t->cfg.steps;
+    } else if (t->cfg.epochs > 0) {
+        int64_t b = t->data.batch;
+        t->total = (t->cfg.epochs * t->data.n + b - 1) / b;
+    } else {
+        return sc_errorf("give the number of steps or epochs (both are 0)");
+    }
+    return SC_OK;
+}
+
+static sc_status trainer_build(sc_trainer *t) {
+    SC_TRY(strings_copy(t));
+    if (t->cfg.threads > 0) cpu_set_num_threads(t->cfg.threads);
+    SC_TRY(sc_model_load(t->cfg.model_path, &t->model));
+    sc_graph *g = &t->model->graph;
+    sc_bind_options bo = {.batch = t->cfg.batch, .seq = t->cfg.seq};
+    SC_TRY(sc_status_prefix(graph_prepare(g, &bo), "%s: ", t->cfg.model_path));
+    SC_TRY(sc_status_prefix(autodiff_build_training(g, &t->cfg.train, &t->tg), "%s: ", t->cfg.model_path));
+    if (t->tg.n_params == 0) sc_log(SC_LOG_WARN, "%s: no trainable parameters (all frozen?)", t->cfg.model_path);
+    SC_TRY(train_data_open(&t->data, g, &t->tg, &t->cfg));
+    SC_TRY(total_steps(t));
+    SC_TRY(feeds_alloc(t));
+    SC_TRY(state_collect(t));
+    if (t->cfg.resume_dir) SC_TRY(train_state_read(t, t->cfg.resume_dir));
+    return SC_OK;
+}
+
+sc_status sc_trainer_create(const sc_trainer_config *cfg, sc_trainer **out) {
+    *out = NULL;
+    if (!cfg->model_path) return sc_errorf("no model given");
+    if (cfg->batch < 0 || cfg->steps < 0 || cfg->epochs < 0 || cfg->warmup < 0)
+        return sc_errorf("batch, steps, epochs and warmup must not be negative");
+    if (!(cfg->lr >= 0) || !isfinite(cfg->lr)) return sc_errorf("learning rate %g is not a finite value >= 0", cfg->lr);
+    sc_trainer *t = calloc(1, sizeof *t);
+    if (!t) return sc_errorf("out of memory");
+    t->cfg = *cfg;
+    if (t->cfg.batch == 0) t->cfg.batch = 1;
+    sc_status st = trainer_build(t);
+    if (st) {
+        sc_trainer_free(t);
+        return st;
+    }
+    *out = t;
+    return SC_OK;
+}
+
+static void outs_release(sc_trainer *t) {
+    if (!t->outs || !t->model) return;
+    for (int i = 0; i < t->model->graph.n_outputs; i++) sc_tensor_free_data(&t->outs[i]);
+}
+
+void sc_trainer_free(sc_trainer *t) {
+    if (!t) return;
+    outs_release(t);
+    if (t->feeds && t->model)
+        for (int i = 0; i < t->model->graph.n_inputs; i++) free(t->feeds[i].data);
+    for (int i = 0; t->snapshot && i < t->n_state; i++) free(t->snapshot[i]);
+    free(t->snapshot);
+    free(t->state_ids);
+    free(t->feeds);
+    free(t->outs);
+    free(t->wb_out);
+    train_data_close(&t->data);
+    sc_model_free(t->model);
+    for (size_t i = 0; i < sizeof t->strings / sizeof t->strings[0]; i++) free(t->strings[i]);
+    free(t);
+}
+
+/* ---- one step ---- */
+
+static sc_status feeds_fill(sc_trainer *t, int64_t step, float lr) {
+    sc_graph *g = &t->model->graph;
+    SC_TRY(train_data_fill(&t->data, g, t->sample, t->feeds));
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (g->inputs[i] == t->tg.lr) *(float *)t->feeds[i].data = lr;
+        if (g->inputs[i] == t->tg.step) *(int64_t *)t->feeds[i].data = step;
+    }
+    return SC_OK;
+}
+
+static void writebacks_apply(sc_trainer *t) {
+    sc_graph *g = &t->model->graph;
+    for (int i = 0; i < t->tg.n_writebacks; i++) {
+        sc_value *dst = &g->values[t->tg.wb_dst[i]];
+        memcpy(dst->data, t->outs[t->wb_out[i]].data, (size_t)sc_desc_bytes(&dst->desc));
+    }
+}
+
+sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
+    if (t->step >= t->total) return sc_errorf("the run is complete (%lld steps)", (long long)t->total);
+    sc_graph *g = &t->model->graph;
+    int64_t step = t->step + 1;
+    float lr = sc_trainer_lr_at(&t->cfg, t->total, step);
+    SC_TRY(feeds_fill(t, step, lr));
+    outs_release(t);
+    cpu_params_changed(); /* the last step, a loaded state or a restore changed weights in place */
+#ifdef TRAIN_HAVE_DROPOUT_RNG
+    cpu_set_dropout_rng(t->cfg.seed, (uint64_t)step);
+#endif
+    sc_status st = sc_forward_cpu(g, t->feeds, t->outs);
+    if (st) {
+        train_snapshot_restore(t); /* updates before the failing node already ran in place */
+        return sc_status_prefix(st, "step %lld: ", (long long)step);
+    }
+    writebacks_apply(t);
+    float loss = *(const float *)t->outs[t->loss_out].data;
+    int bad = -1;
+    if (!isfinite(loss) || !train_state_finite(t, &bad)) {
+        char trigger[512];
+        if (!isfinite(loss)) snprintf(trigger, sizeof trigger, "the loss is %g", loss);
+        else snprintf(trigger, sizeof trigger, "'%s' became non-finite in the update", g->values[bad].name);
+        return train_nan_locate(t, step, trigger);
+    }
+    train_snapshot_take(t);
+    t->step = step;
+    t->sample += (uint64_t)t->data.batch;
+    if (r) {
+        r->step = step;
+        r->loss = loss;
+        r->lr = lr;
+        r->samples = t->data.batch;
+        r->tokens = t->data.lm ? t->data.batch * t->data.seq : t->data.batch;
+    }
+    return SC_OK;
+}
+
+bool sc_trainer_done(const sc_trainer *t) { return t->step >= t->total; }
+int64_t sc_trainer_step_count(const sc_trainer *t) { return t->step; }
+int64_t sc_trainer_total_steps(const sc_trainer *t) { return t->total; }
+int64_t sc_trainer_dataset_size(const sc_trainer *t) { return t->data.n; }
+const char *sc_trainer_data_desc(const sc_trainer *t) { return t->data.desc; }
+sc_model *sc_trainer_model(sc_trainer *t) { return t->model; }
+const sc_training_graph *sc_trainer_graph(const sc_trainer *t) { return &t->tg; }
+
+/* ---- output files ---- */
+
+sc_status sc_trainer_save_model(sc_trainer *t, const char *path) {
+    const sc_graph *g = &t->model->graph;
+    int64_t bytes = 0;
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].kind == SC_VALUE_PARAM) bytes += sc_desc_bytes(&g->values[v].desc);
+    /* protobuf caps a message at 2 GiB: larger models keep big initializers in external data */
+    int64_t threshold = bytes > ((int64_t)1 << 30) * 3 / 2 ? 1024 : 0;
+    return sc_model_save(t->model, path, threshold);
+}
+
+static char *npy_path(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 8;
+    char *path = malloc(n);
+    if (!path) return NULL;
+    int k = snprintf(path, n, "%s/", dir);
+    for (const char *c = name; *c; c++) {
+        int ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+                 *c == '_' || *c == '-';
+        path[k++] = ok ? *c : '_';
+    }
+    if (!name[0] || name[0] == '.') path[k++] = '_';
+    snprintf(path + k, n - (size_t)k, ".npy");
+    return path;
+}
+
+static sc_status npy_save(const char *dir, const char *name, const sc_tensor *tensor) {
+    char *path = npy_path(dir, name);
+    if (!path) return sc_errorf("out of memory");
+    sc_status st = sc_npy_write(path, tensor);
+    free(path);
+    return st;
+}
+
+sc_status sc_trainer_dump_grads(sc_trainer *t, const char *dir) {
+    const sc_graph *g = &t->model->graph;
+    if (!t->outs[t->loss_out].data) return sc_errorf("no step has run yet: no gradients to write");
+    if (!t->cfg.train.keep_grads) return sc_errorf("gradients were not kept (set train.keep_grads)");
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return sc_errorf("%s: cannot create folder: %s", dir, strerror(errno));
+    for (int i = 0; i < t->tg.n_params; i++) {
+        int o = output_index(g, t->tg.grads[i]);
+        if (o < 0) return sc_errorf("internal: gradient of '%s' is not a graph output", g->values[t->tg.params[i]].name);
+        sc_tensor grad = t->outs[o];
+        grad.desc = g->values[t->tg.params[i]].desc; /* same shape; the parameter's name and dims */
+        SC_TRY(npy_save(dir, g->values[t->tg.params[i]].name, &grad));
+    }
+    sc_tensor loss = {.desc = sc_desc_make(SC_F32, 0, NULL), .data = t->outs[t->loss_out].data};
+    return npy_save(dir, "loss", &loss);
+}

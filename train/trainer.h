@@ -1,0 +1,99 @@
+/* A training session (issue 3, `scorch-run train`): one model, its training graph, a data source,
+ * the learning-rate schedule and the saved training state. Library code: it never prints (progress
+ * is the caller's business, per step through sc_trainer_step's result) and reports every failure as
+ * an sc_status.
+ *
+ * Lifecycle: sc_trainer_create (load, bind dims, build the training graph, open the data, optionally
+ * resume) -> sc_trainer_step until sc_trainer_done -> sc_trainer_save_model; sc_trainer_save_state
+ * whenever the caller wants a checkpoint. All randomness is counter-based (see train_data.h), so the
+ * whole run is a pure function of (model, config, seed) and a resumed run is bit-identical to an
+ * uninterrupted one: 10 steps == 5 steps, save, resume, 5 steps (same thread count).
+ *
+ * Learning-rate schedule, with t = step - 1 the 0-based index of the optimizer step and T the total
+ * number of steps (the formula of torch LambdaLR as in HF transformers' get_cosine_schedule_with_warmup,
+ * where the scheduler advances after each optimizer step):
+ *   constant: lr_t = lr                                  (warm-up applies to it too when warmup > 0)
+ *   warm-up : lr_t = lr * t / warmup                      for t < warmup   (so step 1 has lr 0)
+ *   cosine  : lr_t = lr * 0.5 * (1 + cos(pi * (t - warmup) / max(1, T - warmup)))   for t >= warmup
+ *
+ * Non-finite values: after every step the loss and every updated parameter and optimizer state are
+ * checked. Before each step the session keeps a copy of the parameters and states, so on a failure it
+ * restores them and re-runs the step node by node to name the first tensor where a NaN appeared, or
+ * an Inf appeared from finite inputs. The status names the step and that tensor; the parameters are
+ * left as they were before the failing step, and nothing is written.
+ */
+#ifndef SC_TRAINER_H
+#define SC_TRAINER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "autodiff/autodiff.h"
+#include "import/onnx.h"
+
+typedef enum { SC_LR_CONSTANT, SC_LR_COSINE } sc_lr_schedule;
+
+typedef struct {
+    const char *model_path;
+    int64_t batch;          /* binds the inputs' dim 0; default 1 when 0 */
+    int64_t seq;            /* binds token inputs' dim 1; 0 = the model's own */
+    int64_t steps;          /* total optimizer steps of the run (schedule length); see epochs */
+    int64_t epochs;         /* when steps == 0: steps = ceil(epochs * dataset size / batch) */
+    float lr;
+    sc_lr_schedule schedule;
+    int64_t warmup;         /* linear warm-up steps */
+    uint64_t seed;          /* data, shuffling and dropout */
+    sc_train_options train; /* loss, optimizer, clipping, freezing (autodiff/autodiff.h) */
+    /* Data (train_data.h): all NULL = synthetic; data_path (+ labels_path) = .npy arrays;
+     * tokens_path = a flat file of little-endian token ids of token_dtype (SC_U16 or SC_I32). */
+    const char *data_path, *labels_path;
+    const char *tokens_path;
+    sc_dtype token_dtype;
+    const char *resume_dir; /* load DIR/state.bin after building the session */
+    int threads;            /* 0 = library default */
+} sc_trainer_config;
+
+/* Defaults: batch 1, lr 0.01, constant schedule, seed 0, sc_train_options_default, u16 tokens. */
+void sc_trainer_config_default(sc_trainer_config *c);
+
+typedef struct sc_trainer sc_trainer;
+
+typedef struct {
+    int64_t step;           /* 1-based index of the step just done */
+    float loss;
+    float lr;               /* the learning rate this step used */
+    int64_t samples;        /* samples in the batch (sequences for language models) */
+    int64_t tokens;         /* label positions in the batch (samples * seq for language models) */
+} sc_step_result;
+
+sc_status sc_trainer_create(const sc_trainer_config *cfg, sc_trainer **out);
+void sc_trainer_free(sc_trainer *t);
+
+/* Runs the next step. On a non-finite loss or update the status names the step and the first
+ * tensor where the value appeared, and the weights are restored to their state before the step. */
+sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r);
+bool sc_trainer_done(const sc_trainer *t);
+int64_t sc_trainer_step_count(const sc_trainer *t);  /* steps done so far (including resumed ones) */
+int64_t sc_trainer_total_steps(const sc_trainer *t);
+int64_t sc_trainer_dataset_size(const sc_trainer *t); /* samples per epoch */
+const char *sc_trainer_data_desc(const sc_trainer *t); /* "synthetic ...", "x.npy + y.npy", ... */
+float sc_trainer_lr_at(const sc_trainer_config *cfg, int64_t total_steps, int64_t step);
+
+/* The model (for its graph and parameters) and the training graph's bookkeeping. */
+sc_model *sc_trainer_model(sc_trainer *t);
+const sc_training_graph *sc_trainer_graph(const sc_trainer *t);
+
+/* Checkpoint: DIR/state.bin (created with DIR when missing), written to DIR/state.bin.tmp, synced
+ * and renamed, so a crash at any time leaves the previous state loadable. Format: train_state.c. */
+sc_status sc_trainer_save_state(sc_trainer *t, const char *dir);
+sc_status sc_trainer_load_state(sc_trainer *t, const char *dir);
+
+/* Writes the model with its current weights (sc_model_save: temp file, then rename). */
+sc_status sc_trainer_save_model(sc_trainer *t, const char *path);
+
+/* After a step with cfg.train.keep_grads: every trainable parameter's gradient of that step as
+ * DIR/<name>.npy (f32, the parameter's shape; characters of the name outside [A-Za-z0-9._-] become
+ * '_', as `scorch-run run --output-dir` does) and the loss as DIR/loss.npy (a 0-d f32 array). */
+sc_status sc_trainer_dump_grads(sc_trainer *t, const char *dir);
+
+#endif

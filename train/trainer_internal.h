@@ -1,0 +1,40 @@
+/* Private to train/: the session struct shared by trainer.c, train_state.c and train_nan.c. */
+#ifndef SC_TRAINER_INTERNAL_H
+#define SC_TRAINER_INTERNAL_H
+
+#include "train/train_data.h"
+#include "train/trainer.h"
+
+struct sc_trainer {
+    sc_trainer_config cfg; /* strings point into `strings` */
+    char *strings[8];
+    sc_model *model;
+    sc_training_graph tg;
+    train_data data;
+    int64_t step;    /* steps done */
+    int64_t total;   /* steps of the run */
+    uint64_t sample; /* global sample number of the next batch */
+    sc_tensor *feeds; /* one per graph input, owned */
+    sc_tensor *outs;  /* one per graph output, from the last step (owned; NULL data before) */
+    int loss_out;     /* index of the loss in outs */
+    int *wb_out;      /* per writeback: index of wb_src in outs */
+    /* State: every value a step may change or a checkpoint holds (PARAM, OPT_STATE and writeback
+     * targets), with a copy taken before each step (the last good values). */
+    int n_state;
+    int *state_ids;
+    void **snapshot;
+};
+
+/* train_state.c */
+sc_status train_state_write(sc_trainer *t, const char *dir);
+sc_status train_state_read(sc_trainer *t, const char *dir);
+
+/* train_nan.c: every state value finite? (first offender's id in *bad, -1 when all are) */
+bool train_state_finite(const sc_trainer *t, int *bad);
+/* Restores the snapshot, re-runs the step's feeds node by node and returns the status naming the
+ * step and the first tensor where a NaN (or an Inf from finite inputs) appeared; restores again. */
+sc_status train_nan_locate(sc_trainer *t, int64_t step, const char *trigger);
+void train_snapshot_restore(sc_trainer *t);
+void train_snapshot_take(sc_trainer *t);
+
+#endif
