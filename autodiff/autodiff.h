@@ -42,6 +42,9 @@ void sc_train_options_default(sc_train_options *o);
 
 typedef struct {
     int loss;           /* scalar f32 loss value */
+    int n_forward_nodes;/* nodes [0, n) are the forward pass and loss head: pure functions of params
+                           and inputs (Dropout's mask is counter-based), so a plan may recompute them;
+                           everything after is backward and optimizer updates */
     int output;         /* the model output the loss reads */
     int labels;         /* graph input for the loss targets */
     int lr, step;       /* scalar graph inputs: f32 learning rate, i64 1-based step */

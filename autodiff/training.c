@@ -367,6 +367,7 @@ sc_status autodiff_build_training(sc_graph *g, const sc_train_options *opt, sc_t
     SC_TRY(loss_head_build(g, opt, tg->output, &tg->loss, &tg->labels));
     tg->grads = sc_arena_alloc_array(&g->arena, (size_t)tg->n_params + 1, sizeof(int));
     if (!tg->grads) return sc_errorf("out of memory listing gradients");
+    tg->n_forward_nodes = g->n_nodes;
     SC_TRY(autodiff_build_backward(g, tg->loss, tg->params, tg->n_params, tg->grads));
     params_keep_with_grads(g, tg);
     if (opt->keep_grads) {

@@ -192,7 +192,7 @@ sc_status graph_topo_sort(sc_graph *g) {
         while (bad < n && pending[bad] == 0) bad++;
         st = sc_errorf("node '%s' (%s) is on a cycle or depends on one", g->nodes[bad].name,
                        sc_op_name(g->nodes[bad].op));
-    } else {
+    } else if (n > 0) {
         memcpy(g->nodes, sorted, sizeof(sc_node) * (size_t)n);
     }
     free(pending);

@@ -65,6 +65,11 @@ foreach(case IN LISTS _case_lines)
     math(EXPR _n_skipped "${_n_skipped} + 1")
   endif()
 endforeach()
+foreach(case IN LISTS _skipped)
+  if(NOT case IN_LIST _case_lines)
+    message(WARNING "tests/conformance/skip.txt: ${case} is not in cases.txt (stale entry)")
+  endif()
+endforeach()
 message(STATUS "ONNX conformance: ${_n_cases} node tests, ${_n_skipped} skipped (tests/conformance/skip.txt)")
 
 # The committed list must match ops.def: adding an op without regenerating cases.txt fails here.

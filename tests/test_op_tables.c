@@ -22,7 +22,7 @@ int main(void) {
             printf("FAIL %s: no attribute parser and no reason\n", name);
             failures++;
         }
-        if (!sc_op_is_internal((sc_op)op) && sc_op_from_onnx_name(name) != op) {
+        if (!sc_op_is_internal((sc_op)op) && sc_op_from_onnx_name(name) != (sc_op)op) {
             printf("FAIL %s: name lookup does not round-trip\n", name);
             failures++;
         }

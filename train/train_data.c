@@ -315,6 +315,8 @@ static sc_status tokens_open(train_data *d, const sc_trainer_config *cfg) {
     if (!d->lm)
         return sc_errorf("--tokens needs a language model (integer ids [B,T] in, logits [B,T,V] out, "
                          "cross-entropy loss); this model is not one");
+    if (d->n_data != 1)
+        return sc_errorf("--tokens feeds the token ids only, but the model has %d data inputs", d->n_data);
     if (cfg->token_dtype != SC_U16 && cfg->token_dtype != SC_I32)
         return sc_errorf("token files hold uint16 or int32 ids, not %s", sc_dtype_name(cfg->token_dtype));
     int64_t bytes = 0;

@@ -8,17 +8,12 @@
 #include <sys/stat.h>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_rng.h"
 #include "backends/executor.h"
 #include "core/npy.h"
 #include "graph/passes.h"
 #include "train/trainer_internal.h"
 
-#if defined(__has_include)
-#if __has_include("backends/cpu/cpu_rng.h")
-#include "backends/cpu/cpu_rng.h"
-#define TRAIN_HAVE_DROPOUT_RNG 1
-#endif
-#endif
 
 void sc_trainer_config_default(sc_trainer_config *c) {
     memset(c, 0, sizeof *c);
@@ -208,9 +203,7 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
     SC_TRY(feeds_fill(t, step, lr));
     outs_release(t);
     cpu_params_changed(); /* the last step, a loaded state or a restore changed weights in place */
-#ifdef TRAIN_HAVE_DROPOUT_RNG
-    cpu_set_dropout_rng(t->cfg.seed, (uint64_t)step);
-#endif
+    cpu_set_dropout_rng(t->cfg.seed, (uint64_t)step); /* Dropout masks: a function of (seed, step) */
     sc_status st = sc_forward_cpu(g, t->feeds, t->outs);
     if (st) {
         train_snapshot_restore(t); /* updates before the failing node already ran in place */

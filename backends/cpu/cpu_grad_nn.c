@@ -18,29 +18,9 @@
 
 #include "backends/cpu/cpu_broadcast.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_math.h"
 
-static inline float exp_f32(float x) {
-    x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
-    float n = floorf(x * 1.44269504f + 0.5f);
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union { float f; uint32_t u; } v = {.f = p};
-    v.u += (uint32_t)(int32_t)n << 23;
-    return v.f;
-}
 
-static inline float erf_f32(float x) {
-    float a = fabsf(x);
-    float t = 1.0f / (1.0f + 0.3275911f * a);
-    float p = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t;
-    float r = 1.0f - p * exp_f32(-a * a);
-    return x < 0 ? -r : r;
-}
 
 static sc_status check_pair(const sc_kernel_call *call) {
     const sc_desc *a = &call->in[0].desc, *b = &call->in[1].desc;
@@ -77,7 +57,7 @@ static void gelu_grad_f32(const float *dy, const float *x, float *dx, int64_t n,
 #pragma omp parallel for simd if (par)
         for (int64_t i = 0; i < n; i++) {
             float v = x[i], u = (float)GELU_K * (v + (float)GELU_C * v * v * v);
-            float t = 1.0f - 2.0f / (exp_f32(2.0f * u) + 1.0f);
+            float t = 1.0f - 2.0f / (cpu_exp_f32(2.0f * u) + 1.0f);
             float d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * (float)GELU_K * (1.0f + 3.0f * (float)GELU_C * v * v);
             dx[i] = dy[i] * d;
         }
@@ -85,7 +65,7 @@ static void gelu_grad_f32(const float *dy, const float *x, float *dx, int64_t n,
 #pragma omp parallel for simd if (par)
         for (int64_t i = 0; i < n; i++) {
             float v = x[i];
-            float d = 0.5f * (1.0f + erf_f32(v * 0.70710678f)) + v * 0.39894228f * exp_f32(-0.5f * v * v);
+            float d = 0.5f * (1.0f + cpu_erf_f32(v * 0.70710678f)) + v * 0.39894228f * cpu_exp_f32(-0.5f * v * v);
             dx[i] = dy[i] * d;
         }
     }
@@ -155,7 +135,7 @@ static sc_status softmax_groups(const sc_kernel_call *call, int64_t *outer, int6
         for (int64_t i = 0; i < n; i++)                                                                  \
             dx[i * st] = take_log ? dy[i * st] - EXP(y[i * st]) * s : y[i * st] * (dy[i * st] - s);      \
     }
-SOFTMAX_GRAD_ROW(float, softmax_grad_row_f32, exp_f32)
+SOFTMAX_GRAD_ROW(float, softmax_grad_row_f32, cpu_exp_f32)
 SOFTMAX_GRAD_ROW(double, softmax_grad_row_f64, exp)
 
 static sc_status softmax_grad_run(const sc_kernel_call *call, bool take_log) {

@@ -17,23 +17,8 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_math.h"
 
-/* exp for the f32 rows, written so `omp simd` vectorises it (glibc's expf does not); the same
- * range reduction and polynomial as cpu_norm.c's (relative error about 2e-7). */
-static inline float exp_f32(float x) {
-    x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
-    float n = floorf(x * 1.44269504f + 0.5f);
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union { float f; int32_t i; } u = {.f = p};
-    u.i += (int32_t)n * (1 << 23); /* not a shift: n may be negative */
-    return u.f;
-}
 static inline double exp_f64(double x) { return exp(x); }
 
 typedef struct {
@@ -100,7 +85,7 @@ static sc_status sce_check_float(const sc_kernel_call *c, int scores_input, int 
         }                                                                                                  \
         return y >= 0 ? -(double)(x[y * S] - lse) : 0.0;                                                   \
     }
-SCE_ROW_IMPL(float, sce_row_f32, exp_f32, logf)
+SCE_ROW_IMPL(float, sce_row_f32, cpu_exp_f32, logf)
 SCE_ROW_IMPL(double, sce_row_f64, exp_f64, log)
 
 /* Forward over all rows: per-element weighted losses into `none` (may be NULL), returns their sum
@@ -168,7 +153,7 @@ sc_status cpu_sce_loss(const sc_kernel_call *c) {
             gr[y * D] -= g;                                                                                \
         }                                                                                                  \
     }
-SCE_BWD_IMPL(float, sce_bwd_f32, exp_f32)
+SCE_BWD_IMPL(float, sce_bwd_f32, cpu_exp_f32)
 SCE_BWD_IMPL(double, sce_bwd_f64, exp_f64)
 
 /* Sum of w[y] over non-ignored elements (their count without weights): the mean's denominator. */

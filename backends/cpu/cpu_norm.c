@@ -16,23 +16,8 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_math.h"
 
-/* exp for the f32 paths, written so `omp simd` vectorises it (glibc's expf does not): range
- * reduction x = n ln2 + r, |r| <= ln2 / 2, degree-6 polynomial; relative error about 2e-7. */
-static inline float exp_f32(float x) {
-    x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
-    float n = floorf(x * 1.44269504f + 0.5f);
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union { float f; uint32_t u; } v = {.f = p}; /* scale by 2^n through the exponent bits */
-    v.u += (uint32_t)(int32_t)n << 23;
-    return v.f;
-}
 
 static int64_t prod(const int64_t *d, int from, int to) {
     int64_t p = 1;
@@ -253,14 +238,14 @@ static void softmax_row_f32(const float *x, float *y, int64_t n, int64_t st, boo
         for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
         if (take_log) {
 #pragma omp simd reduction(+ : s)
-            for (int64_t i = 0; i < n; i++) s += exp_f32(x[i] - m);
+            for (int64_t i = 0; i < n; i++) s += cpu_exp_f32(x[i] - m);
             float ls = m + logf(s);
 #pragma omp simd
             for (int64_t i = 0; i < n; i++) y[i] = x[i] - ls;
         } else {
 #pragma omp simd reduction(+ : s)
             for (int64_t i = 0; i < n; i++) {
-                y[i] = exp_f32(x[i] - m);
+                y[i] = cpu_exp_f32(x[i] - m);
                 s += y[i];
             }
             float inv = 1.0f / s;
@@ -270,9 +255,9 @@ static void softmax_row_f32(const float *x, float *y, int64_t n, int64_t st, boo
         return;
     }
     for (int64_t i = 0; i < n; i++) m = x[i * st] > m ? x[i * st] : m;
-    for (int64_t i = 0; i < n; i++) s += exp_f32(x[i * st] - m);
+    for (int64_t i = 0; i < n; i++) s += cpu_exp_f32(x[i * st] - m);
     float ls = m + logf(s);
-    for (int64_t i = 0; i < n; i++) y[i * st] = take_log ? x[i * st] - ls : exp_f32(x[i * st] - ls);
+    for (int64_t i = 0; i < n; i++) y[i * st] = take_log ? x[i * st] - ls : cpu_exp_f32(x[i * st] - ls);
 }
 
 static void softmax_row_f64(const double *x, double *y, int64_t n, int64_t st, bool take_log) {

@@ -14,9 +14,10 @@
  * Slice's starts, Resize's scales, ... and whatever those are computed from) must be constants known
  * at load. Many node tests feed them as graph inputs, with the value in input_<i>.pb; the runner
  * binds those as constants before graph_prepare, as a user binds a symbolic dim at load. All other
- * inputs are fed at run time. Exit 0 when every data set matches, 1 on a mismatch or
- * any error, with one line on stderr naming the data set, the output, the worst element, got and
- * expected.
+ * inputs are fed at run time.
+ *
+ * Exit 0 when every data set matches; 1 on a mismatch or any error, with one line on stderr naming
+ * the data set, the output, the worst element, got and expected.
  */
 #include <math.h>
 #include <stdio.h>
