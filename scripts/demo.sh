@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The main job on embedded defaults: build, generate a small ResNet, DRANet and GPT, show what they
-# are and run them forward on the CPU. Outputs land in ${DEMO_DIR:-out/demo}/.
+# The main job on embedded defaults: build; generate a small ResNet, DRANet and GPT, show what they
+# are and run them forward on the CPU; then train a ResNet and a GPT on the built-in synthetic data,
+# write them back as ONNX and show the loss going down (scripts/demo_train.sh).
+# Outputs land in ${DEMO_DIR:-out/demo}/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -25,4 +27,6 @@ $RUN gen gpt --layers 4 --heads 4 --dim 128 --vocab 512 --seq 64 -o "$DIR/gpt.on
 $RUN info "$DIR/gpt.onnx" --batch 2 --seq 64
 $RUN run "$DIR/gpt.onnx" --batch 2 --seq 64 --output-dir "$DIR/gpt.out"
 
-printf '\nDone: models and outputs are in %s/\n' "$DIR"
+SCORCH_RUN=$RUN DEMO_DIR="$DIR/train" bash scripts/demo_train.sh
+
+printf '\nDone: models, outputs and loss logs are in %s/\n' "$DIR"
