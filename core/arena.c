@@ -34,6 +34,7 @@ static sc_arena_chunk *chunk_new(size_t size) {
 }
 
 void *sc_arena_alloc(sc_arena *a, size_t size) {
+    if (!a->chunk_size) a->chunk_size = 1u << 20; /* a zero-initialised (static) arena works too */
     if (size == 0) size = 1;
     if (size > SIZE_MAX - SC_ARENA_ALIGN) return NULL;
     size_t rounded = (size + SC_ARENA_ALIGN - 1) & ~(size_t)(SC_ARENA_ALIGN - 1);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/arena.h"
 #include "core/npy.h"
 #include "onnx/onnx.pb-c.h"
 #include "train/trainer.h"
@@ -31,6 +32,10 @@ static char dir[256];
 
 /* ---- the tiny model ---- */
 
+/* Every protobuf struct of the model under construction lives here; freed once it is written. */
+static sc_arena model_arena;
+#define MODEL_ALLOC(count, size) sc_arena_alloc_array(&model_arena, (count), (size))
+
 static uint64_t rng = 12345;
 static float urand(void) {
     rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -38,7 +43,7 @@ static float urand(void) {
 }
 
 static Onnx__TensorProto *init_f32(const char *name, int rank, const int64_t *dims, float fill, float scale) {
-    Onnx__TensorProto *t = calloc(1, sizeof *t);
+    Onnx__TensorProto *t = MODEL_ALLOC(1, sizeof *t);
     onnx__tensor_proto__init(t);
     t->name = (char *)name;
     t->has_data_type = 1;
@@ -48,23 +53,23 @@ static Onnx__TensorProto *init_f32(const char *name, int rank, const int64_t *di
     int64_t n = 1;
     for (int i = 0; i < rank; i++) n *= dims[i];
     t->n_float_data = (size_t)n;
-    t->float_data = malloc(sizeof(float) * (size_t)n);
+    t->float_data = MODEL_ALLOC((size_t)n, sizeof(float));
     for (int64_t i = 0; i < n; i++) t->float_data[i] = fill + scale * urand();
     return t;
 }
 
 static Onnx__ValueInfoProto *value_info(const char *name, int64_t dim1) {
-    Onnx__ValueInfoProto *vi = calloc(1, sizeof *vi);
-    Onnx__TypeProto *tp = calloc(1, sizeof *tp);
-    Onnx__TypeProto__Tensor *tt = calloc(1, sizeof *tt);
-    Onnx__TensorShapeProto *sh = calloc(1, sizeof *sh);
-    Onnx__TensorShapeProto__Dimension **d = calloc(2, sizeof *d);
+    Onnx__ValueInfoProto *vi = MODEL_ALLOC(1, sizeof *vi);
+    Onnx__TypeProto *tp = MODEL_ALLOC(1, sizeof *tp);
+    Onnx__TypeProto__Tensor *tt = MODEL_ALLOC(1, sizeof *tt);
+    Onnx__TensorShapeProto *sh = MODEL_ALLOC(1, sizeof *sh);
+    Onnx__TensorShapeProto__Dimension **d = MODEL_ALLOC(2, sizeof *d);
     onnx__value_info_proto__init(vi);
     onnx__type_proto__init(tp);
     onnx__type_proto__tensor__init(tt);
     onnx__tensor_shape_proto__init(sh);
     for (int i = 0; i < 2; i++) {
-        d[i] = calloc(1, sizeof **d);
+        d[i] = MODEL_ALLOC(1, sizeof **d);
         onnx__tensor_shape_proto__dimension__init(d[i]);
     }
     d[0]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
@@ -84,7 +89,7 @@ static Onnx__ValueInfoProto *value_info(const char *name, int64_t dim1) {
 }
 
 static Onnx__NodeProto *node(const char *op, const char *name, char **in, int n_in, char **out, bool transb) {
-    Onnx__NodeProto *n = calloc(1, sizeof *n);
+    Onnx__NodeProto *n = MODEL_ALLOC(1, sizeof *n);
     onnx__node_proto__init(n);
     n->op_type = (char *)op;
     n->name = (char *)name;
@@ -93,14 +98,14 @@ static Onnx__NodeProto *node(const char *op, const char *name, char **in, int n_
     n->n_output = 1;
     n->output = out;
     if (transb) {
-        Onnx__AttributeProto *a = calloc(1, sizeof *a);
+        Onnx__AttributeProto *a = MODEL_ALLOC(1, sizeof *a);
         onnx__attribute_proto__init(a);
         a->name = "transB";
         a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
         a->has_i = 1;
         a->i = 1;
         n->n_attribute = 1;
-        n->attribute = calloc(1, sizeof *n->attribute);
+        n->attribute = MODEL_ALLOC(1, sizeof *n->attribute);
         n->attribute[0] = a;
     }
     return n;
@@ -147,6 +152,7 @@ static void write_model(const char *path) {
     }
     fclose(f);
     free(buf);
+    sc_arena_free_all(&model_arena);
 }
 
 /* ---- helpers ---- */

@@ -23,7 +23,7 @@ def main():
     x = rng.standard_normal((BATCH, 3, IMAGE, IMAGE)).astype(np.float32)
     y = rng.integers(0, CLASSES, size=(BATCH, IMAGE, IMAGE), dtype=np.int64)
     y[rng.random(y.shape) < 0.1] = -100
-    case = E.Case("dranet", path, x, y, ["--batch", str(BATCH)])
+    case = E.Case("dranet", path, x, y, ["--batch", str(BATCH)], f64=args.check.endswith("64"))
     E.run_check(args, case)
 
 

@@ -20,7 +20,7 @@ def main():
     rng = np.random.default_rng(1234)
     tokens = rng.integers(0, VOCAB, size=(BATCH, SEQ + 1), dtype=np.int64)
     case = E.Case("gpt", path, tokens[:, :SEQ].copy(), tokens[:, 1:].copy(),
-                  ["--batch", str(BATCH), "--seq", str(SEQ)])
+                  ["--batch", str(BATCH), "--seq", str(SEQ)], f64=args.check.endswith("64"))
     E.run_check(args, case)
 
 

@@ -1,9 +1,9 @@
 """End-to-end check of torchvision's resnet18 against PyTorch (tests/e2e.cmake; e2e_common.py has the
 checks and tolerances). The model is torchvision.models.resnet18(num_classes=10) with seeded weights,
 exported in training mode (batch normalization with batch statistics, do_constant_folding off, opset
-17) for a batch of 4 images 3x32x32; labels are 4 class ids. The gradient check also runs the real
+17) for a batch of 16 images 3x32x32; labels are 16 class ids (batch 16, not 4: with 4, layer4 normalizes over 4 values per channel (1x1 maps) and even PyTorch float32 misses the float64 gradients by 3e-4 relative). The gradient check also runs the real
 torchvision module on the same weights and data and requires the ONNX interpreter to agree with it
-(1e-8), which validates the reference itself. Run with /usr/bin/python3.
+(1e-6), which validates the reference itself. Run with /usr/bin/python3.
 """
 import os
 import warnings
@@ -14,7 +14,7 @@ import torchvision
 
 import e2e_common as E
 
-CLASSES, IMAGE, BATCH = 10, 32, 4
+CLASSES, IMAGE, BATCH = 10, 32, 16
 
 
 def make_module():
@@ -49,7 +49,7 @@ def main():
     rng = np.random.default_rng(1818)
     x = rng.standard_normal((BATCH, 3, IMAGE, IMAGE)).astype(np.float32)
     y = rng.integers(0, CLASSES, size=(BATCH,), dtype=np.int64)
-    case = E.Case("resnet18", path, x, y, ["--batch", str(BATCH)])
+    case = E.Case("resnet18", path, x, y, ["--batch", str(BATCH)], f64=args.check.endswith("64"))
     E.run_check(args, case, lambda: torchvision_reference(case))
 
 

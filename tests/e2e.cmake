@@ -1,0 +1,34 @@
+# End-to-end training checks against PyTorch (issue 3 "Tests"; tests/e2e/, run by Debian's
+# /usr/bin/python3 with torch 1.13). Each test generates or exports its model and seeded data in its
+# own folder, trains it with `scorch-run train` and compares with tests/e2e/onnx_torch.py (the same
+# ONNX graph and weights under torch autograd, float64). Checks and tolerances: tests/e2e/e2e_common.py.
+#   *_grads      float32: loss rel 1e-4; every gradient elementwise rtol 1e-4, atol 1e-5*max|g|+1e-7
+#   *_sgd10      float32: loss of each of 10 SGD steps (momentum 0.9, wd 1e-4) within 1e-3 relative
+#   *_adamw10    the same with AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, wd 0.01)
+#   *_grads64    model and data in float64 on both sides: gradients within 1e-9 relative
+#   *_sgd3_64    float64: weights after 3 SGD / AdamW steps within 1e-4 of the update
+#   *_adamw3_64
+# Not registered, measured instead (see tests/e2e/README.md): the float32 DRANet gradients and all
+# float32 DRANet / resnet18 10-step curves. Those models at test size are chaotic: PyTorch float32
+# itself misses PyTorch float64 by up to 28% on DRANet gradients, and even float64 runs of Scorch and
+# PyTorch that agree to 1e-13 at step 1 drift apart by about 300x per step.
+find_program(E2E_TORCH_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(E2E_TORCH_PYTHON)
+  set(E2E_DIR ${CMAKE_CURRENT_SOURCE_DIR}/e2e)
+  function(scorch_e2e_test model check)
+    set(dir ${CMAKE_CURRENT_BINARY_DIR}/e2e_tmp/${model}_${check})
+    add_test(NAME e2e_${model}_${check}
+             COMMAND ${E2E_TORCH_PYTHON} ${E2E_DIR}/e2e_${model}.py --scorch $<TARGET_FILE:scorch-run>
+                     --workdir ${dir} --check ${check})
+    set_tests_properties(e2e_${model}_${check} PROPERTIES TIMEOUT 300 LABELS e2e)
+  endfunction()
+  foreach(check grads sgd10 adamw10 grads64)
+    scorch_e2e_test(gpt ${check})
+  endforeach()
+  foreach(check grads grads64 sgd3_64 adamw3_64)
+    scorch_e2e_test(resnet18 ${check})
+  endforeach()
+  foreach(check grads64 sgd3_64 adamw3_64)
+    scorch_e2e_test(dranet ${check})
+  endforeach()
+endif()
