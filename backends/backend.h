@@ -1,0 +1,56 @@
+/* The backend vtable (DESIGN.md, backends/; after ggml's ggml_backend_i): what the plan executor
+ * (backends/plan_exec.h) needs from a device. One device arena per backend, allocated once; copies
+ * between host and device are asynchronous and identified by transfer ids; run_node computes one
+ * node with tensors that already point into the arena.
+ *
+ * A CPU backend (backend_cpu.c) models a device with a capped arena (one malloc, the cap checked)
+ * and a copy thread, so budgets and copy/compute overlap are exercised without a GPU.
+ */
+#ifndef SC_BACKEND_H
+#define SC_BACKEND_H
+
+#include <stdint.h>
+
+#include "graph/graph.h"
+
+typedef struct sc_backend sc_backend;
+
+typedef struct {
+    int64_t capacity;   /* device bytes the backend may hand out (the budget); 0 = unlimited */
+    int64_t arena_bytes;/* size of the current arena, 0 when none */
+    int64_t copied_h2d, copied_d2h; /* bytes moved since creation */
+} sc_backend_memory;
+
+typedef struct {
+    const char *name;
+    /* Allocates the device arena (64-byte aligned); fails naming the cap when bytes exceed it. */
+    sc_status (*arena_create)(sc_backend *b, int64_t bytes, void **base);
+    void (*arena_destroy)(sc_backend *b);
+    /* Starts a copy; *transfer receives its id (ids increase from 1). */
+    sc_status (*copy_h2d)(sc_backend *b, void *dev, const void *host, int64_t bytes, int64_t *transfer);
+    sc_status (*copy_d2h)(sc_backend *b, void *host, const void *dev, int64_t bytes, int64_t *transfer);
+    /* Blocks until the transfer finished (and every transfer started before it). */
+    sc_status (*wait)(sc_backend *b, int64_t transfer);
+    sc_status (*run_node)(sc_backend *b, const sc_node *n, const sc_tensor *in, int n_in, sc_tensor *out, int n_out);
+    /* Blocks until every started copy and computation finished. */
+    sc_status (*synchronize)(sc_backend *b);
+    void (*memory)(sc_backend *b, sc_backend_memory *m);
+    /* Parameter data changed in place (an optimizer step, weights loaded): caches keyed by weight
+     * pointers (oneDNN's reordered weights) must not be trusted any more. May be NULL. */
+    void (*params_changed)(sc_backend *b);
+    void (*destroy)(sc_backend *b);
+} sc_backend_i;
+
+struct sc_backend {
+    const sc_backend_i *iface;
+    void *ctx;
+};
+
+/* capacity: the modelled device memory in bytes (0 = unlimited). */
+sc_status backend_cpu_create(int64_t capacity, sc_backend **out);
+
+static inline void backend_destroy(sc_backend *b) {
+    if (b) b->iface->destroy(b);
+}
+
+#endif

@@ -1,0 +1,392 @@
+/* Executes plans verbatim on a backend (contract in plan_exec.h).
+ *
+ * Streamed persistent values (a plan with weights offload: no fixed interval, moved by PREFETCH /
+ * OFFLOAD) have the graph's host data as their home: PREFETCH copies from it, OFFLOAD writes the
+ * updated value back into it, so after a step the host data is already current for them.
+ * Activations offloaded by the plan get a host buffer owned by the session.
+ *
+ * Debug builds (no NDEBUG) track the device bytes of every transfer in flight and assert that no
+ * RUN writes (or reads, for a host -> device copy) them, and that no interval under a copy is freed
+ * or reopened, until a WAIT covers the transfer: the lowering's guarantee, checked where it matters.
+ */
+#include "backends/plan_exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/executor.h"
+
+struct sc_plan_session {
+    sc_backend *be;
+    sc_graph *g;
+    const sc_plan *plan;
+    char *base;          /* device arena */
+    int *root;           /* per value: storage root (in-place outputs resolved to their input) */
+    int *fixed_iv;       /* per value: its fixed interval, -1 if none */
+    int *cur;            /* per value (root): interval resident now, -1 when not resident */
+    void **host;         /* per value: host copy made by OFFLOAD (or streamed home), NULL if none */
+    int64_t *xfer;       /* plan transfer id -> backend transfer id */
+    int n_xfer;
+    bool *streamed;      /* per value: persistent, home in host memory (no fixed interval) */
+#ifndef NDEBUG
+    struct inflight {
+        int64_t id, lo, hi; /* backend transfer id, device byte range [lo, hi) */
+        bool h2d;
+    } *fly;
+    int n_fly;
+#endif
+    double *step_time;
+    sc_plan_stats stats;
+};
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void plan_session_free(sc_plan_session *s) {
+    if (!s) return;
+    if (s->be) {
+        s->be->iface->synchronize(s->be);
+        if (s->base) s->be->iface->arena_destroy(s->be);
+    }
+    if (s->host)
+        for (int v = 0; v < s->g->n_values; v++) free(s->host[v]);
+    free(s->host);
+    free(s->root);
+    free(s->fixed_iv);
+    free(s->cur);
+    free(s->xfer);
+    free(s->streamed);
+#ifndef NDEBUG
+    free(s->fly);
+#endif
+    free(s->step_time);
+    free(s);
+}
+
+static sc_status copy_sync(sc_plan_session *s, bool to_device, void *dev, void *host, int64_t bytes) {
+    int64_t t;
+    if (to_device) {
+        SC_TRY(s->be->iface->copy_h2d(s->be, dev, host, bytes, &t));
+        s->stats.bytes_h2d += bytes;
+    } else {
+        SC_TRY(s->be->iface->copy_d2h(s->be, host, dev, bytes, &t));
+        s->stats.bytes_d2h += bytes;
+    }
+    SC_TRY(s->be->iface->wait(s->be, t));
+#ifndef NDEBUG
+    int k = 0; /* every transfer up to t finished (backend contract) */
+    for (int i = 0; i < s->n_fly; i++)
+        if (s->fly[i].id > t) s->fly[k++] = s->fly[i];
+    s->n_fly = k;
+#endif
+    return SC_OK;
+}
+
+static int64_t value_bytes(const sc_graph *g, int v) {
+    int64_t b = sc_desc_bytes(&g->values[v].desc);
+    return b < 0 ? 0 : b;
+}
+
+static void *dev_ptr(const sc_plan_session *s, int interval) { return s->base + s->plan->intervals[interval].offset; }
+
+#ifndef NDEBUG
+static void fly_add(sc_plan_session *s, int64_t id, int iv, bool h2d) {
+    const sc_interval *x = &s->plan->intervals[iv];
+    SC_ASSERT(s->n_fly < s->n_xfer + 1);
+    s->fly[s->n_fly++] = (struct inflight){id, x->offset, x->offset + x->bytes, h2d};
+}
+
+/* The backend's wait(id) also finishes every transfer started before id. */
+static void fly_done(sc_plan_session *s, int64_t id) {
+    int k = 0;
+    for (int i = 0; i < s->n_fly; i++)
+        if (s->fly[i].id > id) s->fly[k++] = s->fly[i];
+    s->n_fly = k;
+}
+
+/* Interval iv is written (or freed, or reopened) now: no copy may touch its bytes; or only read:
+ * no host -> device copy may still be writing them. */
+static void fly_check(const sc_plan_session *s, int iv, bool write) {
+    const sc_interval *x = &s->plan->intervals[iv];
+    for (int i = 0; i < s->n_fly; i++)
+        if ((write || s->fly[i].h2d) && s->fly[i].lo < x->offset + x->bytes && x->offset < s->fly[i].hi)
+            sc_assert_fail("device bytes under a transfer in flight are used before its WAIT", __FILE__, __LINE__);
+}
+#define FLY_ADD(s, id, iv, h2d) fly_add(s, id, iv, h2d)
+#define FLY_DONE(s, id) fly_done(s, id)
+#define FLY_CHECK(s, iv, write) fly_check(s, iv, write)
+#else
+#define FLY_ADD(s, id, iv, h2d) ((void)0)
+#define FLY_DONE(s, id) ((void)0)
+#define FLY_CHECK(s, iv, write) ((void)0)
+#endif
+
+sc_status plan_session_load_params(sc_plan_session *s) {
+    for (int v = 0; v < s->g->n_values; v++)
+        if (s->fixed_iv[v] >= 0 && s->g->values[v].data)
+            SC_TRY(copy_sync(s, true, dev_ptr(s, s->fixed_iv[v]), s->g->values[v].data, value_bytes(s->g, v)));
+    if (s->be->iface->params_changed) s->be->iface->params_changed(s->be);
+    return SC_OK;
+}
+
+sc_status plan_exec_sync_params_to_host(sc_plan_session *s) {
+    for (int v = 0; v < s->g->n_values; v++) {
+        sc_value_kind k = s->g->values[v].kind;
+        if (s->fixed_iv[v] >= 0 && s->g->values[v].data && (k == SC_VALUE_PARAM || k == SC_VALUE_OPT_STATE))
+            SC_TRY(copy_sync(s, false, dev_ptr(s, s->fixed_iv[v]), s->g->values[v].data, value_bytes(s->g, v)));
+    }
+    return SC_OK;
+}
+
+sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, sc_plan_session **out) {
+    *out = NULL;
+    sc_plan_session *s = calloc(1, sizeof *s);
+    if (!s) return sc_errorf("out of memory creating a plan session");
+    s->g = g;
+    s->plan = plan;
+    size_t nv = (size_t)g->n_values + 1;
+    s->root = malloc(sizeof(int) * nv);
+    s->fixed_iv = malloc(sizeof(int) * nv);
+    s->cur = malloc(sizeof(int) * nv);
+    s->host = calloc(nv, sizeof(void *));
+    s->step_time = calloc((size_t)plan->n_steps + 1, sizeof(double));
+    int max_xfer = 0;
+    for (int i = 0; i < plan->n_steps; i++)
+        if (plan->steps[i].transfer + 1 > max_xfer) max_xfer = plan->steps[i].transfer + 1;
+    s->n_xfer = max_xfer;
+    s->xfer = calloc((size_t)max_xfer + 1, sizeof(int64_t));
+    s->streamed = calloc(nv, 1);
+    bool fly_ok = true;
+#ifndef NDEBUG
+    s->fly = calloc((size_t)max_xfer + 2, sizeof *s->fly);
+    fly_ok = s->fly != NULL;
+#endif
+    if (!s->root || !s->fixed_iv || !s->cur || !s->host || !s->step_time || !s->xfer || !s->streamed || !fly_ok) {
+        plan_session_free(s);
+        return sc_errorf("out of memory creating a plan session");
+    }
+    for (int v = 0; v < g->n_values; v++) s->root[v] = v, s->fixed_iv[v] = -1, s->cur[v] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sc_node *n = &g->nodes[i];
+        for (int o = 0; o < n->n_out; o++) {
+            int a = sc_op_inplace_input(n->op, o);
+            if (n->out[o] >= 0 && a >= 0 && a < n->n_in && n->in[a] >= 0) s->root[n->out[o]] = s->root[n->in[a]];
+        }
+    }
+    for (int i = 0; i < plan->n_fixed_intervals; i++) s->fixed_iv[plan->intervals[i].value] = i;
+    /* streamed persistent values (no fixed interval) live in their host data */
+    for (int i = 0; i < plan->n_steps; i++) {
+        int v = plan->steps[i].value;
+        if (plan->steps[i].kind != SC_STEP_PREFETCH || g->values[v].producer >= 0 || s->fixed_iv[v] >= 0) continue;
+        if (!g->values[v].data) {
+            plan_session_free(s);
+            return sc_errorf("plan: streamed value '%s' has no host data", g->values[v].name);
+        }
+        s->streamed[v] = true;
+    }
+    sc_status st = be->iface->arena_create(be, plan->arena_bytes, (void **)&s->base);
+    s->be = be;
+    if (st) {
+        s->base = NULL;
+        plan_session_free(s);
+        return st;
+    }
+    st = plan_session_load_params(s);
+    if (st) {
+        plan_session_free(s);
+        return st;
+    }
+    *out = s;
+    return SC_OK;
+}
+
+static sc_status feeds_put(sc_plan_session *s, const sc_tensor *inputs) {
+    sc_graph *g = s->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        const sc_desc *want = &g->values[v].desc, *got = &inputs[i].desc;
+        if (got->dtype != want->dtype || !sc_desc_same_shape(got, want)) {
+            char a[128], b[128];
+            return sc_errorf("input '%s' expects %s but was given %s", g->values[v].name, sc_desc_str(want, a, sizeof a),
+                             sc_desc_str(got, b, sizeof b));
+        }
+        if (!inputs[i].data) return sc_errorf("input '%s' was given no data", g->values[v].name);
+        if (s->fixed_iv[v] < 0) continue; /* read by no node */
+        SC_TRY(copy_sync(s, true, dev_ptr(s, s->fixed_iv[v]), inputs[i].data, value_bytes(g, v)));
+    }
+    return SC_OK;
+}
+
+static void opened(sc_plan_session *s, int iv) {
+    const sc_interval *x = &s->plan->intervals[iv];
+    if (x->offset + x->bytes > s->stats.peak_bytes) s->stats.peak_bytes = x->offset + x->bytes;
+    s->cur[x->value] = iv;
+}
+
+static sc_status step_run(sc_plan_session *s, const sc_step *sp) {
+    sc_graph *g = s->g;
+    const sc_node *n = &g->nodes[sp->node];
+    sc_tensor stack_in[8], stack_out[4];
+    sc_tensor *in = n->n_in <= 8 ? stack_in : calloc((size_t)n->n_in, sizeof(sc_tensor));
+    sc_tensor *out = n->n_out <= 4 ? stack_out : calloc((size_t)n->n_out, sizeof(sc_tensor));
+    if (!in || !out) {
+        if (in != stack_in) free(in);
+        return sc_errorf("node '%s': out of memory", n->name);
+    }
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        in[k].desc = v >= 0 ? g->values[v].desc : (sc_desc){0};
+        in[k].data = NULL;
+        if (v < 0) continue;
+        int iv = s->cur[s->root[v]];
+        SC_ASSERT(iv >= 0); /* the plan read a value it had freed or never produced */
+        FLY_CHECK(s, iv, false);
+        in[k].data = dev_ptr(s, iv);
+    }
+    int next = sp->interval;
+    for (int k = 0; k < n->n_out; k++) {
+        int v = n->out[k];
+        out[k].desc = v >= 0 ? g->values[v].desc : (sc_desc){0};
+        out[k].data = NULL;
+        if (v < 0) continue;
+        if (s->root[v] != v) { /* in place: the input's storage */
+            SC_ASSERT(s->cur[s->root[v]] >= 0);
+            FLY_CHECK(s, s->cur[s->root[v]], true);
+            out[k].data = dev_ptr(s, s->cur[s->root[v]]);
+            continue;
+        }
+        SC_ASSERT(next >= 0 && next < s->plan->n_intervals && s->plan->intervals[next].value == v);
+        FLY_CHECK(s, next, true);
+        opened(s, next);
+        out[k].data = dev_ptr(s, next++);
+    }
+    sc_status st = s->be->iface->run_node(s->be, n, in, n->n_in, out, n->n_out);
+    if (in != stack_in) free(in);
+    if (out != stack_out) free(out);
+    return st;
+}
+
+/* Host side of a transferred value: the graph's data for a streamed persistent value, else a
+ * session buffer made at its first OFFLOAD. */
+static void *host_of(sc_plan_session *s, int v, int64_t bytes, sc_status *st) {
+    if (s->streamed[v]) return s->g->values[v].data;
+    if (!s->host[v]) {
+        s->host[v] = aligned_alloc(64, (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64));
+        if (!s->host[v]) *st = sc_errorf("out of memory for the host copy of '%s'", s->g->values[v].name);
+    }
+    return s->host[v];
+}
+
+static sc_status step_transfer(sc_plan_session *s, const sc_step *sp) {
+    SC_ASSERT(sp->transfer >= 0 && sp->transfer < s->n_xfer);
+    if (sp->kind == SC_STEP_WAIT) {
+        SC_TRY(s->be->iface->wait(s->be, s->xfer[sp->transfer]));
+        FLY_DONE(s, s->xfer[sp->transfer]);
+        return SC_OK;
+    }
+    int v = sp->value;
+    int64_t bytes = value_bytes(s->g, v);
+    sc_status st = SC_OK;
+    void *host = host_of(s, v, bytes, &st);
+    if (st) return st;
+    if (sp->kind == SC_STEP_OFFLOAD) {
+        int iv = s->cur[v];
+        SC_ASSERT(iv >= 0); /* offloading a value that is not resident */
+        FLY_CHECK(s, iv, false);
+        s->stats.bytes_d2h += bytes;
+        SC_TRY(s->be->iface->copy_d2h(s->be, host, dev_ptr(s, iv), bytes, &s->xfer[sp->transfer]));
+        FLY_ADD(s, s->xfer[sp->transfer], iv, false);
+        return SC_OK;
+    }
+    SC_ASSERT(sp->interval >= 0 && s->plan->intervals[sp->interval].value == v);
+    SC_ASSERT(s->cur[v] < 0); /* one resident instance at a time */
+    FLY_CHECK(s, sp->interval, true);
+    opened(s, sp->interval);
+    s->stats.bytes_h2d += bytes;
+    SC_TRY(s->be->iface->copy_h2d(s->be, dev_ptr(s, sp->interval), host, bytes, &s->xfer[sp->transfer]));
+    FLY_ADD(s, s->xfer[sp->transfer], sp->interval, true);
+    return SC_OK;
+}
+
+static sc_status outputs_collect(sc_plan_session *s, sc_tensor *outputs) {
+    sc_graph *g = s->g;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i];
+        int64_t bytes = value_bytes(g, v);
+        outputs[i].desc = g->values[v].desc;
+        outputs[i].data = aligned_alloc(64, (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64));
+        if (!outputs[i].data) return sc_errorf("out of memory copying output '%s'", g->values[v].name);
+        int iv = s->cur[s->root[v]];
+        if (iv < 0) return sc_errorf("plan: graph output '%s' is not resident at the end", g->values[v].name);
+        SC_TRY(copy_sync(s, false, dev_ptr(s, iv), outputs[i].data, bytes));
+    }
+    return SC_OK;
+}
+
+sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tensor *outputs) {
+    sc_graph *g = s->g;
+    const sc_plan *p = s->plan;
+    double t0 = now_seconds();
+    for (int i = 0; i < g->n_outputs; i++) outputs[i].data = NULL;
+    s->stats.peak_bytes = p->fixed_bytes;
+    s->stats.bytes_h2d = s->stats.bytes_d2h = 0;
+    for (int v = 0; v < g->n_values; v++) s->cur[v] = s->fixed_iv[v];
+    if (s->be->iface->params_changed) s->be->iface->params_changed(s->be); /* the last step updated weights */
+    sc_status st = feeds_put(s, inputs);
+    for (int i = 0; !st && i < p->n_steps; i++) {
+        const sc_step *sp = &p->steps[i];
+        double ts = now_seconds();
+        switch (sp->kind) {
+        case SC_STEP_RUN: st = step_run(s, sp); break;
+        case SC_STEP_FREE:
+            SC_ASSERT(s->cur[sp->value] >= 0); /* freed twice or never opened */
+            FLY_CHECK(s, s->cur[sp->value], true);
+            s->cur[sp->value] = -1;
+            break;
+        case SC_STEP_OFFLOAD:
+        case SC_STEP_PREFETCH:
+        case SC_STEP_WAIT: st = step_transfer(s, sp); break;
+        }
+        s->step_time[i] = now_seconds() - ts;
+        if (st) st = sc_status_prefix(st, "plan step %d: ", i);
+    }
+    if (!st) st = s->be->iface->synchronize(s->be);
+#ifndef NDEBUG
+    if (!st) s->n_fly = 0;
+#endif
+    if (!st) st = outputs_collect(s, outputs);
+    if (st)
+        for (int i = 0; i < g->n_outputs; i++) sc_tensor_free_data(&outputs[i]);
+    s->stats.step_seconds = now_seconds() - t0;
+    s->stats.step_time = s->step_time;
+    return st;
+}
+
+sc_status plan_session_copy_value(sc_plan_session *s, int src, int dst) {
+    int a = s->cur[s->root[src]], b = s->fixed_iv[dst];
+    if (a < 0) return sc_errorf("'%s' is not resident on the device", s->g->values[src].name);
+    int64_t bytes = value_bytes(s->g, dst);
+    if (bytes != value_bytes(s->g, src))
+        return sc_errorf("copying '%s' into '%s': sizes differ", s->g->values[src].name, s->g->values[dst].name);
+    if (b < 0 && s->streamed[dst]) /* its home is the host data */
+        return copy_sync(s, false, dev_ptr(s, a), s->g->values[dst].data, bytes);
+    if (b < 0) return sc_errorf("'%s' has no place in the fixed region", s->g->values[dst].name);
+    /* through the host, so it works on any backend (writebacks are small: BatchNorm statistics) */
+    void *tmp = malloc((size_t)(bytes > 0 ? bytes : 1));
+    if (!tmp) return sc_errorf("out of memory copying '%s'", s->g->values[src].name);
+    sc_status st = copy_sync(s, false, dev_ptr(s, a), tmp, bytes);
+    if (!st) st = copy_sync(s, true, dev_ptr(s, b), tmp, bytes);
+    free(tmp);
+    return st;
+}
+
+void *plan_session_value(sc_plan_session *s, int value) {
+    int iv = s->cur[s->root[value]];
+    return iv >= 0 ? dev_ptr(s, iv) : NULL;
+}
+
+void plan_session_stats(const sc_plan_session *s, sc_plan_stats *st) { *st = s->stats; }

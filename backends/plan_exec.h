@@ -1,0 +1,58 @@
+/* The plan executor (DESIGN.md, backends/): runs an sc_plan (schedule/plan.h) verbatim on any
+ * backend (backends/backend.h). Shared by every backend; today's training step is the `none` plan.
+ *
+ * A session lives across training steps: the device arena (plan->arena_bytes) is allocated once,
+ * and persistent values (parameters, optimizer state, constants) are copied into the fixed region
+ * when the session starts; from then on the device copy is the truth (optimizer updates run in
+ * place there). plan_session_sync_params_to_host copies parameters and optimizer state back into the
+ * graph's host data (before saving weights or comparing); plan_session_load_params copies the host
+ * data in again (after loading a checkpoint or restoring a snapshot).
+ *
+ * Each step feeds the graph inputs into their fixed intervals, then walks the steps: RUN gives the
+ * kernel tensors at arena base + interval offset (outputs of in-place ops share their input's
+ * place), FREE ends the value's interval (a later read of it is an internal error: SC_ASSERT),
+ * OFFLOAD / PREFETCH / WAIT go through the backend's asynchronous copies. Graph outputs are copied
+ * out at the end, malloc'd and owned by the caller exactly as sc_forward_cpu does (free with
+ * sc_tensor_free_data), so the trainer can swap one for the other.
+ *
+ * Measurements per step: the arena high-water mark actually used (max offset + bytes over every
+ * interval opened, the fixed region included), which tests compare with plan->arena_bytes, and the
+ * wall time of every plan step.
+ */
+#ifndef SC_PLAN_EXEC_H
+#define SC_PLAN_EXEC_H
+
+#include "autodiff/autodiff.h"
+#include "backends/backend.h"
+#include "schedule/plan.h"
+
+typedef struct sc_plan_session sc_plan_session;
+
+typedef struct {
+    int64_t peak_bytes;      /* high-water mark of the last step (fixed region included) */
+    double step_seconds;     /* wall time of the last step */
+    const double *step_time; /* [plan->n_steps] seconds of each plan step in the last step */
+    int64_t bytes_h2d, bytes_d2h; /* moved by the last step (inputs and outputs included) */
+} sc_plan_stats;
+
+/* g and plan must outlive the session; the backend too (the session does not own it). */
+sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, sc_plan_session **out);
+void plan_session_free(sc_plan_session *s);
+
+/* inputs[i] feeds g->inputs[i] (desc must match); outputs[i] receives g->outputs[i]. */
+sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tensor *outputs);
+
+/* Device -> host for every PARAM and OPT_STATE value (the graph's value->data). */
+sc_status plan_exec_sync_params_to_host(sc_plan_session *s);
+/* Host -> device for every persistent value with host data (after changing them on the host). */
+sc_status plan_session_load_params(sc_plan_session *s);
+/* Copies device value src (resident at the end of a step, e.g. a writeback source) over the device
+ * copy of persistent value dst (its writeback target), as the trainer does after a step. */
+sc_status plan_session_copy_value(sc_plan_session *s, int src, int dst);
+/* Device address of a value resident now (between steps: persistent values and graph outputs),
+ * NULL otherwise. */
+void *plan_session_value(sc_plan_session *s, int value);
+
+void plan_session_stats(const sc_plan_session *s, sc_plan_stats *st);
+
+#endif

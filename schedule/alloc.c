@@ -1,0 +1,236 @@
+/* Static offsets for every interval of a plan (DESIGN.md, schedule/: "every device-resident value
+ * interval gets a static offset").
+ *
+ * The first n_fixed_intervals intervals (resident persistent values) are packed from 0 in value
+ * order: the fixed region [0, fixed_bytes). Streamed persistent values are placed like the rest. The
+ * others are placed by simulating the steps in order with a best-fit allocator over
+ * [fixed_bytes, ...): RUN (and PREFETCH) open intervals, FREE closes the value's current one.
+ * Blocks form a list in address order (so a freed block merges with free neighbours in O(1)); free
+ * blocks also sit in a treap keyed by (size, address), so best fit (smallest block that fits, lowest
+ * address among equals) is O(log n). A request no free block fits takes the top of the arena,
+ * extending a free block that ends there. Sizes are multiples of 64, so every offset is 64-byte
+ * aligned. arena_bytes is the high-water mark. O(n log n) for n intervals.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule/sched_internal.h"
+
+typedef struct {
+    int64_t addr, size;
+    int prev, next; /* address order, -1 at the ends */
+    int l, r;       /* treap children (free blocks only) */
+    uint32_t pri;
+    bool free;
+} blk;
+
+typedef struct {
+    blk *b;
+    int n, cap;
+    int *spare, n_spare; /* recycled block slots */
+    int root, tail;
+    int64_t base, high;
+    uint64_t rng;
+} allocator;
+
+static bool key_less(const blk *a, int64_t size, int64_t addr) {
+    return a->size < size || (a->size == size && a->addr < addr);
+}
+
+static int treap_merge(allocator *A, int x, int y) {
+    if (x < 0) return y;
+    if (y < 0) return x;
+    if (A->b[x].pri > A->b[y].pri) {
+        A->b[x].r = treap_merge(A, A->b[x].r, y);
+        return x;
+    }
+    A->b[y].l = treap_merge(A, x, A->b[y].l);
+    return y;
+}
+
+/* Splits t into keys < (size, addr) and the rest. */
+static void treap_split(allocator *A, int t, int64_t size, int64_t addr, int *lo, int *hi) {
+    if (t < 0) {
+        *lo = *hi = -1;
+        return;
+    }
+    if (key_less(&A->b[t], size, addr)) {
+        treap_split(A, A->b[t].r, size, addr, &A->b[t].r, hi);
+        *lo = t;
+    } else {
+        treap_split(A, A->b[t].l, size, addr, lo, &A->b[t].l);
+        *hi = t;
+    }
+}
+
+static void treap_insert(allocator *A, int x) {
+    int lo, hi;
+    A->b[x].l = A->b[x].r = -1;
+    treap_split(A, A->root, A->b[x].size, A->b[x].addr, &lo, &hi);
+    A->root = treap_merge(A, treap_merge(A, lo, x), hi);
+}
+
+static int treap_erase_at(allocator *A, int t, int x) {
+    if (t == x) return treap_merge(A, A->b[t].l, A->b[t].r);
+    if (key_less(&A->b[x], A->b[t].size, A->b[t].addr)) A->b[t].l = treap_erase_at(A, A->b[t].l, x);
+    else A->b[t].r = treap_erase_at(A, A->b[t].r, x);
+    return t;
+}
+
+static void treap_erase(allocator *A, int x) { A->root = treap_erase_at(A, A->root, x); }
+
+static int treap_best_fit(const allocator *A, int64_t size) {
+    int t = A->root, best = -1;
+    while (t >= 0) {
+        if (A->b[t].size >= size) {
+            best = t;
+            t = A->b[t].l;
+        } else {
+            t = A->b[t].r;
+        }
+    }
+    return best;
+}
+
+static int blk_new(allocator *A, int64_t addr, int64_t size) {
+    int x;
+    if (A->n_spare) {
+        x = A->spare[--A->n_spare];
+    } else {
+        if (A->n == A->cap) {
+            int cap = A->cap ? 2 * A->cap : 1024;
+            blk *nb = realloc(A->b, sizeof *nb * (size_t)cap);
+            int *ns = realloc(A->spare, sizeof *ns * (size_t)cap);
+            if (nb) A->b = nb;
+            if (ns) A->spare = ns;
+            if (!nb || !ns) return -1;
+            A->cap = cap;
+        }
+        x = A->n++;
+    }
+    A->rng ^= A->rng << 13;
+    A->rng ^= A->rng >> 7;
+    A->rng ^= A->rng << 17;
+    A->b[x] = (blk){addr, size, -1, -1, -1, -1, (uint32_t)(A->rng >> 32), false};
+    return x;
+}
+
+static void blk_unlink(allocator *A, int x) {
+    blk *b = &A->b[x];
+    if (b->prev >= 0) A->b[b->prev].next = b->next;
+    if (b->next >= 0) A->b[b->next].prev = b->prev;
+    if (A->tail == x) A->tail = b->prev;
+    A->spare[A->n_spare++] = x;
+}
+
+static void blk_link_after(allocator *A, int x, int after) {
+    A->b[x].prev = after;
+    A->b[x].next = after >= 0 ? A->b[after].next : -1;
+    if (after >= 0) {
+        if (A->b[after].next >= 0) A->b[A->b[after].next].prev = x;
+        A->b[after].next = x;
+    }
+    if (A->tail == after) A->tail = x;
+}
+
+/* Returns the block holding the allocation, -1 when out of memory. */
+static int alloc_take(allocator *A, int64_t size) {
+    int x = treap_best_fit(A, size);
+    if (x >= 0) {
+        treap_erase(A, x);
+        A->b[x].free = false;
+        if (A->b[x].size > size) {
+            int rest = blk_new(A, A->b[x].addr + size, A->b[x].size - size);
+            if (rest < 0) return -1;
+            A->b[rest].free = true;
+            A->b[x].size = size;
+            blk_link_after(A, rest, x);
+            treap_insert(A, rest);
+        }
+        return x;
+    }
+    if (A->tail >= 0 && A->b[A->tail].free) { /* grow the free block at the top */
+        x = A->tail;
+        treap_erase(A, x);
+        A->b[x].free = false;
+        A->b[x].size = size;
+    } else {
+        int64_t top = A->tail >= 0 ? A->b[A->tail].addr + A->b[A->tail].size : A->base;
+        x = blk_new(A, top, size);
+        if (x < 0) return -1;
+        blk_link_after(A, x, A->tail);
+    }
+    if (A->b[x].addr + size > A->high) A->high = A->b[x].addr + size;
+    return x;
+}
+
+static void alloc_give(allocator *A, int x) {
+    A->b[x].free = true;
+    int nx = A->b[x].next, pv = A->b[x].prev;
+    if (nx >= 0 && A->b[nx].free) {
+        treap_erase(A, nx);
+        A->b[x].size += A->b[nx].size;
+        blk_unlink(A, nx);
+    }
+    if (pv >= 0 && A->b[pv].free) {
+        treap_erase(A, pv);
+        A->b[pv].size += A->b[x].size;
+        blk_unlink(A, x);
+        x = pv;
+    }
+    treap_insert(A, x);
+}
+
+sc_status plan_alloc(const sc_graph *g, sc_plan *plan) {
+    int64_t fixed = 0;
+    int iv = 0;
+    for (; iv < plan->n_fixed_intervals; iv++) {
+        SC_ASSERT(sched_persistent(g, plan->intervals[iv].value));
+        plan->intervals[iv].offset = fixed;
+        fixed += plan->intervals[iv].bytes;
+    }
+    plan->fixed_bytes = fixed;
+    allocator A;
+    memset(&A, 0, sizeof A);
+    A.root = A.tail = -1;
+    A.base = A.high = fixed;
+    A.rng = 0x9E3779B97F4A7C15ull;
+    int *cur = malloc(sizeof(int) * ((size_t)g->n_values + 1));     /* value -> open interval */
+    int *iv_blk = malloc(sizeof(int) * ((size_t)plan->n_intervals + 1)); /* interval -> block */
+    sc_status st = (!cur || !iv_blk) ? sc_errorf("out of memory placing intervals") : SC_OK;
+    for (int v = 0; !st && v < g->n_values; v++) cur[v] = -1;
+    for (int s = 0; !st && s < plan->n_steps; s++) {
+        const sc_step *sp = &plan->steps[s];
+        if (sp->kind == SC_STEP_FREE || sp->kind == SC_STEP_OFFLOAD) {
+            if (sp->kind == SC_STEP_OFFLOAD) continue; /* the copy keeps its interval until FREE */
+            int i = cur[sp->value];
+            SC_ASSERT(i >= 0);
+            alloc_give(&A, iv_blk[i]);
+            cur[sp->value] = -1;
+            continue;
+        }
+        if (sp->kind != SC_STEP_RUN && sp->kind != SC_STEP_PREFETCH) continue;
+        if (sp->interval < 0) continue;
+        int n_open = 1;
+        if (sp->kind == SC_STEP_RUN) { /* one interval per present output opened here */
+            n_open = 0;
+            for (int i = sp->interval; i < plan->n_intervals && plan->intervals[i].begin == s; i++) n_open++;
+        }
+        for (int i = sp->interval; i < sp->interval + n_open; i++) {
+            int x = alloc_take(&A, plan->intervals[i].bytes);
+            if (x < 0) {
+                st = sc_errorf("out of memory placing intervals");
+                break;
+            }
+            iv_blk[i] = x;
+            plan->intervals[i].offset = A.b[x].addr;
+            cur[plan->intervals[i].value] = i;
+        }
+    }
+    plan->arena_bytes = A.high;
+    free(cur);
+    free(iv_blk);
+    free(A.b);
+    free(A.spare);
+    return st;
+}

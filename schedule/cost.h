@@ -1,0 +1,44 @@
+/* The cost model of plans (DESIGN.md, schedule/ 1): per node FLOPs, bytes read + written and a time
+ * estimate; per transfer bytes over the link bandwidth.
+ *
+ *   flops:  Conv, Gemm, MatMul: 2 * MACs; ConvGrad: 2 * forward MACs per present output (dX, dW;
+ *           dB is a reduction of dY); every other op: the elements it touches (inputs + outputs).
+ *   bytes:  sum of input bytes + output bytes (each tensor read or written once).
+ *   time:   node_time[node] when calibrated (--calibrate), else the roofline
+ *           max(flops / peak_flops, bytes / mem_bandwidth).
+ *   transfer: bytes / link_bandwidth.
+ */
+#ifndef SC_COST_H
+#define SC_COST_H
+
+#include <stdint.h>
+
+#include "graph/graph.h"
+
+/* Effective (achieved, not datasheet) figures of the development machine: a 2-core Xeon VM with
+ * AVX2/FMA. oneDNN convolutions and OpenBLAS GEMMs reach about 40 GFLOP/s on both cores together;
+ * a STREAM-like copy reaches about 8 GB/s. They set the relative cost of ops, which is what the
+ * strategies trade; absolute seconds come from calibration. */
+#define SC_COST_CPU_PEAK_FLOPS 40e9
+#define SC_COST_CPU_MEM_BANDWIDTH 8e9
+/* Host <-> device link: the CPU backend's modelled "device" (a memcpy on a copy thread), and a PCIe
+ * 4/5 x16 GPU host link with pinned memory. */
+#define SC_COST_LINK_CPU 12e9
+#define SC_COST_LINK_GPU 50e9
+
+typedef struct {
+    double peak_flops;       /* FLOP/s */
+    double mem_bandwidth;    /* B/s */
+    double link_bandwidth;   /* B/s host <-> device */
+    const double *node_time; /* optional calibrated seconds per node id (not owned) */
+} sc_cost_model;
+
+/* CPU constants; link_bandwidth 0 = SC_COST_LINK_CPU; node_time may be NULL. */
+void cost_model_default(sc_cost_model *m, double link_bandwidth, const double *node_time);
+
+double cost_node_flops(const sc_graph *g, int node);
+int64_t cost_node_bytes(const sc_graph *g, int node);
+double cost_node_time(const sc_cost_model *m, const sc_graph *g, int node);
+double cost_transfer_time(const sc_cost_model *m, int64_t bytes);
+
+#endif

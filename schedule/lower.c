@@ -1,0 +1,271 @@
+/* Lowering a chain schedule to plan steps with exact value liveness (DESIGN.md, schedule/).
+ *
+ * 1. The actions become a sequence of node runs: FWD_DISCARD(i) / FWD_ALL(i) run segment i's forward
+ *    nodes in order; BWD(i) runs the non-forward nodes of phase i (sched_phases) in graph order;
+ *    KEEP / DROP run nothing (chain_schedule_validate has checked them: a schedule that relies on a
+ *    cut it did not keep is rejected there, naming the action).
+ * 2. Every run of a node opens a new instance of each of its outputs (a recomputed value is a new
+ *    instance). A read refers to the latest instance produced before it; reading a value no earlier
+ *    run produced is a lowering error naming the node, the value and the action.
+ * 3. An instance ends at its last read before the value is produced again: FREE follows the RUN of
+ *    that reader at once (or the producing RUN when nothing reads it). The last instance of a graph
+ *    output (loss, writebacks, kept gradients) lives to the end. So nothing is kept that the rest of
+ *    the schedule does not read: the FWD_ALL/FWD_DISCARD distinction shows up only through which
+ *    runs follow.
+ * Persistent values get one interval each spanning the plan (listed first, in value order); outputs
+ * of in-place ops alias their input's storage and open no interval.
+ * With one segment (the `none` plan) the runs are nodes 0..n-1 in graph order.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule/sched_internal.h"
+
+enum { END_OF_PLAN = INT_MAX };
+
+typedef struct {
+    const sc_graph *g;
+    int F, k;
+    int *seg, *phase, *border, *bstart; /* segments, phases, phase buckets */
+    int *runs, *run_act, R;             /* node of every run and its action */
+    int *out_base, n_slots;             /* first output slot of run r */
+    int *slot_end;                      /* run index after which the slot's instance is freed */
+    int *root;                          /* per value: storage root (in-place aliases resolved) */
+} lower_ctx;
+
+static void ctx_free(lower_ctx *x) {
+    free(x->seg);
+    free(x->phase);
+    free(x->border);
+    free(x->bstart);
+    free(x->runs);
+    free(x->run_act);
+    free(x->out_base);
+    free(x->slot_end);
+    free(x->root);
+}
+
+static bool slot_opens(const sc_node *n, int o) { return n->out[o] >= 0 && sched_alias_input(n, o) < 0; }
+
+static sc_status runs_build(lower_ctx *x, const sc_chain *c, const sc_chain_schedule *s) {
+    int64_t R = 0;
+    for (int i = 0; i < s->n; i++) {
+        int q = s->a[i].seg;
+        if (s->a[i].kind == SC_CHAIN_FWD_ALL || s->a[i].kind == SC_CHAIN_FWD_DISCARD) R += c->pos[q + 1] - c->pos[q];
+        else if (s->a[i].kind == SC_CHAIN_BWD) R += x->bstart[q + 1] - x->bstart[q];
+    }
+    if (R > INT_MAX / 2) return sc_errorf("the schedule runs %lld nodes, more than a plan can hold", (long long)R);
+    x->R = (int)R;
+    x->runs = malloc(sizeof(int) * ((size_t)R + 1));
+    x->run_act = malloc(sizeof(int) * ((size_t)R + 1));
+    x->out_base = malloc(sizeof(int) * ((size_t)R + 2));
+    if (!x->runs || !x->run_act || !x->out_base) return sc_errorf("out of memory lowering %lld runs", (long long)R);
+    int r = 0;
+    for (int i = 0; i < s->n; i++) {
+        int q = s->a[i].seg;
+        if (s->a[i].kind == SC_CHAIN_FWD_ALL || s->a[i].kind == SC_CHAIN_FWD_DISCARD) {
+            for (int p = c->pos[q]; p < c->pos[q + 1]; p++, r++) x->runs[r] = p, x->run_act[r] = i;
+        } else if (s->a[i].kind == SC_CHAIN_BWD) {
+            for (int b = x->bstart[q]; b < x->bstart[q + 1]; b++, r++) x->runs[r] = x->border[b], x->run_act[r] = i;
+        }
+    }
+    int64_t slots = 0;
+    for (r = 0; r < x->R; r++) {
+        x->out_base[r] = (int)slots;
+        slots += x->g->nodes[x->runs[r]].n_out;
+        if (slots > INT_MAX / 2) return sc_errorf("the schedule opens too many intervals for a plan");
+    }
+    x->out_base[x->R] = (int)slots;
+    x->n_slots = (int)slots;
+    return SC_OK;
+}
+
+static const char *act_name(sc_chain_action_kind k) {
+    return k == SC_CHAIN_FWD_ALL ? "FWD_ALL" : k == SC_CHAIN_FWD_DISCARD ? "FWD_DISCARD" : "BWD";
+}
+
+/* Every read of a computed value must follow a run producing it. */
+static sc_status reads_check(lower_ctx *x, const sc_chain_schedule *s) {
+    const sc_graph *g = x->g;
+    bool *made = calloc((size_t)g->n_values + 1, 1);
+    if (!made) return sc_errorf("out of memory lowering");
+    sc_status st = SC_OK;
+    for (int r = 0; r < x->R && !st; r++) {
+        const sc_node *n = &g->nodes[x->runs[r]];
+        for (int j = 0; j < n->n_in && !st; j++) {
+            int v = n->in[j] >= 0 ? x->root[n->in[j]] : -1;
+            if (v >= 0 && !sched_persistent(g, v) && !made[v]) {
+                sc_chain_action a = s->a[x->run_act[r]];
+                st = sc_errorf("lowering: node '%s' (run by action %d, %s(%d)) reads '%s', which no earlier action "
+                               "produced (its producer '%s' is in %s %d)",
+                               n->name, x->run_act[r], act_name(a.kind), a.seg, g->values[v].name,
+                               g->nodes[g->values[v].producer].name,
+                               g->values[v].producer < x->F ? "segment" : "backward phase",
+                               x->phase[g->values[v].producer]);
+            }
+        }
+        for (int o = 0; o < n->n_out; o++)
+            if (slot_opens(n, o)) made[n->out[o]] = true;
+    }
+    free(made);
+    return st;
+}
+
+/* Walks the runs backwards: an instance ends at the last read seen before its value is produced
+ * again (later in time), or END_OF_PLAN for the last instance of a graph output. */
+static sc_status ends_compute(lower_ctx *x) {
+    const sc_graph *g = x->g;
+    int *last = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    bool *later = calloc((size_t)g->n_values + 1, 1);
+    x->slot_end = malloc(sizeof(int) * ((size_t)x->n_slots + 1));
+    if (!last || !later || !x->slot_end) {
+        free(last);
+        free(later);
+        return sc_errorf("out of memory lowering");
+    }
+    for (int v = 0; v < g->n_values; v++) last[v] = -1;
+    for (int r = x->R - 1; r >= 0; r--) {
+        const sc_node *n = &g->nodes[x->runs[r]];
+        for (int o = 0; o < n->n_out; o++) {
+            int v = n->out[o], slot = x->out_base[r] + o;
+            x->slot_end[slot] = -1;
+            if (!slot_opens(n, o)) continue;
+            if (g->values[v].is_output && !later[v]) x->slot_end[slot] = END_OF_PLAN;
+            else x->slot_end[slot] = last[v] >= 0 ? last[v] : r;
+            last[v] = -1;
+            later[v] = true;
+        }
+        for (int j = 0; j < n->n_in; j++) {
+            int v = n->in[j] >= 0 ? x->root[n->in[j]] : -1;
+            if (v >= 0 && !sched_persistent(g, v) && last[v] < 0) last[v] = r;
+        }
+    }
+    free(last);
+    free(later);
+    return SC_OK;
+}
+
+static sc_status steps_emit(lower_ctx *x, sc_plan *plan) {
+    const sc_graph *g = x->g;
+    int n_fixed = 0, n_free = 0;
+    for (int v = 0; v < g->n_values; v++) n_fixed += sched_needs_fixed(g, v);
+    /* frees bucketed by the run they follow */
+    int *fcount = calloc((size_t)x->R + 2, sizeof(int));
+    if (!fcount) return sc_errorf("out of memory lowering");
+    for (int sl = 0; sl < x->n_slots; sl++)
+        if (x->slot_end[sl] >= 0 && x->slot_end[sl] != END_OF_PLAN) fcount[x->slot_end[sl] + 1]++, n_free++;
+    for (int r = 0; r < x->R; r++) fcount[r + 1] += fcount[r];
+    int *flist = malloc(sizeof(int) * ((size_t)n_free + 1));
+    int *slot_iv = malloc(sizeof(int) * ((size_t)x->n_slots + 1));
+    plan->n_steps = x->R + n_free;
+    plan->steps = malloc(sizeof(sc_step) * ((size_t)plan->n_steps + 1));
+    plan->intervals = malloc(sizeof(sc_interval) * ((size_t)n_fixed + x->n_slots + 1));
+    if (!flist || !slot_iv || !plan->steps || !plan->intervals) {
+        free(fcount);
+        free(flist);
+        free(slot_iv);
+        return sc_errorf("out of memory for a plan of %d steps", plan->n_steps);
+    }
+    int *ffill = calloc((size_t)x->R + 1, sizeof(int));
+    if (!ffill) {
+        free(fcount);
+        free(flist);
+        free(slot_iv);
+        return sc_errorf("out of memory lowering");
+    }
+    for (int r = 0; r < x->R; r++)
+        for (int sl = x->out_base[r]; sl < x->out_base[r + 1]; sl++)
+            if (x->slot_end[sl] >= 0 && x->slot_end[sl] != END_OF_PLAN)
+                flist[fcount[x->slot_end[sl]] + ffill[x->slot_end[sl]]++] = sl;
+    free(ffill);
+    int last_step = plan->n_steps - 1, ni = 0, ns = 0;
+    for (int v = 0; v < g->n_values; v++)
+        if (sched_needs_fixed(g, v))
+            plan->intervals[ni++] = (sc_interval){v, 0, sched_value_bytes(g, v), 0, last_step};
+    for (int r = 0; r < x->R; r++) {
+        const sc_node *n = &g->nodes[x->runs[r]];
+        int first = -1;
+        for (int o = 0; o < n->n_out; o++) {
+            int sl = x->out_base[r] + o;
+            if (!slot_opens(n, o)) continue;
+            if (first < 0) first = ni;
+            slot_iv[sl] = ni;
+            int end = x->slot_end[sl] == END_OF_PLAN ? last_step : -1;
+            plan->intervals[ni++] = (sc_interval){n->out[o], 0, sched_value_bytes(g, n->out[o]), ns, end};
+        }
+        plan->steps[ns++] = (sc_step){SC_STEP_RUN, x->runs[r], -1, -1, first};
+        for (int f = fcount[r]; f < fcount[r + 1]; f++) {
+            int sl = flist[f], iv = slot_iv[sl];
+            plan->intervals[iv].end = ns;
+            plan->steps[ns++] = (sc_step){SC_STEP_FREE, -1, plan->intervals[iv].value, -1, -1};
+        }
+    }
+    SC_ASSERT(ns == plan->n_steps);
+    plan->n_intervals = ni;
+    plan->n_fixed_intervals = n_fixed;
+    free(fcount);
+    free(flist);
+    free(slot_iv);
+    return SC_OK;
+}
+
+static void stats_fill(lower_ctx *x, const sc_cost_model *m, sc_plan *plan) {
+    double flops = 0, once = 0, time = 0;
+    for (int r = 0; r < x->R; r++) {
+        flops += cost_node_flops(x->g, x->runs[r]);
+        time += cost_node_time(m, x->g, x->runs[r]);
+    }
+    for (int i = 0; i < x->g->n_nodes; i++) once += cost_node_flops(x->g, i);
+    plan->flops = flops;
+    plan->recompute_flops = flops - once > 0 ? flops - once : 0;
+    plan->predicted_time = time;
+}
+
+static sc_status ctx_init(lower_ctx *x, const sc_graph *g, const sc_training_graph *tg, const sc_chain *c) {
+    x->g = g;
+    x->F = tg->n_forward_nodes;
+    x->k = c->k;
+    x->seg = malloc(sizeof(int) * ((size_t)x->F + 1));
+    x->phase = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    x->root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!x->seg || !x->phase || !x->root) return sc_errorf("out of memory lowering");
+    if (c->k < 1 || c->pos[0] != 0 || c->pos[c->k] != x->F)
+        return sc_errorf("lowering: the chain does not cover the %d forward nodes", x->F);
+    sched_segment_of_nodes(c, x->F, x->seg);
+    SC_TRY(sched_phases(g, x->F, x->seg, c->k, x->phase));
+    SC_TRY(sched_phase_buckets(g, x->F, x->phase, c->k, &x->border, &x->bstart));
+    for (int v = 0; v < g->n_values; v++) x->root[v] = v;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sc_node *n = &g->nodes[i];
+        for (int o = 0; o < n->n_out; o++) {
+            int a = n->out[o] >= 0 ? sched_alias_input(n, o) : -1;
+            if (a < 0) continue;
+            if (!sched_persistent(g, x->root[a]))
+                return sc_errorf("not supported: node '%s' updates '%s' in place, which is not a parameter or state",
+                                 n->name, g->values[a].name);
+            x->root[n->out[o]] = x->root[a];
+        }
+    }
+    return SC_OK;
+}
+
+sc_status plan_lower(const sc_graph *g, const sc_training_graph *tg, const sc_chain *c, const sc_chain_schedule *s,
+                     const sc_cost_model *m, sc_plan *plan) {
+    SC_TRY(chain_schedule_validate(c, s));
+    lower_ctx x;
+    memset(&x, 0, sizeof x);
+    sc_status st = ctx_init(&x, g, tg, c);
+    if (!st) st = runs_build(&x, c, s);
+    if (!st) st = reads_check(&x, s);
+    if (!st) st = ends_compute(&x);
+    if (!st) st = steps_emit(&x, plan);
+    if (!st) {
+        stats_fill(&x, m, plan);
+        plan->n_segments = c->k;
+        plan->offload = SC_OFFLOAD_NONE;
+        plan->offload_window = -1;
+    }
+    ctx_free(&x);
+    return st;
+}

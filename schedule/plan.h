@@ -1,0 +1,101 @@
+/* Plans: what a backend executes verbatim (DESIGN.md, schedule/).
+ *
+ * A plan is a flat list of steps over one training (or inference) graph:
+ *   RUN node       run the node; its outputs are placed at the offsets of the intervals it opens
+ *   FREE value     the value's current interval ends
+ *   OFFLOAD value  start copying the value device -> host (transfer id); the host copy persists
+ *   PREFETCH value start copying host -> device into a new interval (transfer id)
+ *   WAIT transfer  block until the transfer finished
+ * Recomputation is a forward RUN appearing again. Every device-resident interval of a value has a
+ * static offset in one device arena of arena_bytes, so a step performs no allocation and the planned
+ * peak is the real peak (the executor measures the high-water mark and tests compare).
+ *
+ * Persistent values (parameters, optimizer state, constants, graph inputs) live in the arena's
+ * fixed region [0, fixed_bytes) for the whole step unless the plan streams them (offload), in which
+ * case their home is host memory and PREFETCH/OFFLOAD move them.
+ */
+#ifndef SC_PLAN_H
+#define SC_PLAN_H
+
+#include <stdint.h>
+
+#include "autodiff/autodiff.h"
+#include "graph/graph.h"
+#include "schedule/chain.h"
+
+typedef enum { SC_STEP_RUN, SC_STEP_FREE, SC_STEP_OFFLOAD, SC_STEP_PREFETCH, SC_STEP_WAIT } sc_step_kind;
+
+typedef struct {
+    sc_step_kind kind;
+    int node;     /* RUN */
+    int value;    /* FREE, OFFLOAD, PREFETCH */
+    int transfer; /* OFFLOAD, PREFETCH: its id; WAIT: the id waited for */
+    int interval; /* RUN: first interval its outputs open (one per present output, in order);
+                     PREFETCH: the interval it opens; else -1 */
+} sc_step;
+
+/* Intervals of resident persistent values come first (n_fixed_intervals of them), one per value,
+ * spanning every step, packed in [0, fixed_bytes); the others follow in the order their steps open them. bytes is the reserved size
+ * (the value's bytes rounded up to 64, at least 64). */
+typedef struct {
+    int value;
+    int64_t offset, bytes; /* place in the arena */
+    int begin, end;        /* steps [begin, end] during which it is resident */
+} sc_interval;
+
+typedef enum { SC_STRATEGY_NONE, SC_STRATEGY_SQRT, SC_STRATEGY_DC, SC_STRATEGY_OPTIMAL, SC_STRATEGY_AUTO } sc_strategy;
+/* Streaming (schedule/offload.c). WEIGHTS: parameters and optimizer state live in host memory and
+ * are prefetched before each use, written back after their update. ACTIVATIONS: activations with
+ * a long gap between uses are offloaded after creation and prefetched before their next use. BOTH:
+ * both (added by offload; kept after AUTO so existing values do not move). AUTO: the fastest of
+ * none / weights / activations / both that fits the budget. */
+typedef enum { SC_OFFLOAD_NONE, SC_OFFLOAD_WEIGHTS, SC_OFFLOAD_ACTIVATIONS, SC_OFFLOAD_AUTO, SC_OFFLOAD_BOTH } sc_offload;
+
+typedef struct {
+    sc_strategy strategy;
+    sc_offload offload;
+    int64_t budget;          /* device bytes; 0 = unlimited */
+    int slots;               /* dc: fixed number of snapshot slots (binomial placement); 0 = unbounded bisection */
+    double link_bandwidth;   /* bytes/s host<->device, for the cost model; 0 = default */
+    const double *node_time; /* optional calibrated seconds per node (--calibrate), else the cost model */
+    int segments;            /* chain segments for sqrt/dc/optimal/auto (added by plancore); 0 = min(forward
+                                nodes, SC_PLAN_DEFAULT_SEGMENTS); `none` always uses one segment */
+    int window_max;          /* streaming (added by offload): the largest look-ahead tried, in RUN steps;
+                                0 = no limit (widened while the plan fits and stalls remain) */
+} sc_plan_options;
+
+#define SC_PLAN_DEFAULT_SEGMENTS 1024
+
+typedef struct {
+    sc_step *steps;
+    int n_steps;
+    sc_interval *intervals;
+    int n_intervals;
+    int64_t fixed_bytes;  /* persistent region */
+    int64_t arena_bytes;  /* planned peak: fixed region + the highest interval end */
+    /* predictions (the plan's own figures, shown by `scorch-run plan`) */
+    double flops, recompute_flops;
+    double predicted_time; /* seconds */
+    int64_t bytes_h2d, bytes_d2h;
+    sc_strategy strategy;  /* the one used (auto resolves to a concrete one) */
+    int n_segments;
+    /* added by offload (streaming): */
+    int n_fixed_intervals; /* intervals [0, n_fixed_intervals) form the fixed region; the persistent
+                              values they hold are resident the whole step. Streamed values (their
+                              home is host memory) are not among them. */
+    sc_offload offload;    /* the streaming used (auto resolves; never SC_OFFLOAD_AUTO) */
+    int offload_window;    /* look-ahead in RUN steps: a PREFETCH is issued up to this many RUNs
+                              before the RUN that reads it; -1 without streaming */
+    double stall_time;     /* predicted seconds the compute waits on transfers (part of predicted_time) */
+} sc_plan;
+
+const char *plan_offload_name(sc_offload o);
+
+/* Builds a plan for a training graph under opt. Fails with a clear status when the budget cannot
+ * be met, naming the smallest budget found feasible and what dominates it. */
+sc_status plan_build(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *opt, sc_plan *plan);
+void plan_free(sc_plan *plan);
+
+const char *plan_strategy_name(sc_strategy s);
+
+#endif

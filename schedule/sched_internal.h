@@ -1,0 +1,79 @@
+/* Helpers shared by segment.c, lower.c, alloc.c and plan.c (not part of the public contract).
+ *
+ * Value classes: a value with no producer (graph input, parameter, constant, optimizer state) is
+ * persistent and lives in the fixed region; an output of an in-place op (sc_op_inplace_input) is an
+ * alias of its input's storage; every other node output is a computed value with intervals.
+ * Sizes are rounded up to 64 bytes (at least 64) so every tensor is aligned and non-empty.
+ */
+#ifndef SC_SCHED_INTERNAL_H
+#define SC_SCHED_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "autodiff/autodiff.h"
+#include "graph/graph.h"
+#include "schedule/chain.h"
+#include "schedule/cost.h"
+#include "schedule/plan.h"
+#include "schedule/segment.h"
+
+static inline bool sched_persistent(const sc_graph *g, int v) { return g->values[v].producer < 0; }
+
+static inline int64_t sched_align(int64_t bytes) { return bytes <= 0 ? 64 : (bytes + 63) / 64 * 64; }
+
+/* Reserved bytes of a value (static shape required; -1 when it has none). */
+static inline int64_t sched_value_bytes(const sc_graph *g, int v) {
+    int64_t b = sc_desc_bytes(&g->values[v].desc);
+    return b < 0 ? -1 : sched_align(b);
+}
+
+/* The input value whose storage output k of node n shares, or -1. */
+static inline int sched_alias_input(const sc_node *n, int k) {
+    int a = sc_op_inplace_input(n->op, k);
+    return a >= 0 && a < n->n_in ? n->in[a] : -1;
+}
+
+/* Persistent values that need a home: read by some node, or a graph output. */
+static inline bool sched_needs_fixed(const sc_graph *g, int v) {
+    return sched_persistent(g, v) && (g->values[v].n_consumers > 0 || g->values[v].is_output);
+}
+
+/* seg[i] for forward nodes i < n_fwd from the cut positions of c. */
+void sched_segment_of_nodes(const sc_chain *c, int n_fwd, int *seg);
+
+/* Backward phase of every non-forward node (DESIGN: BWD(i) runs phase i): phase(n) = min(the
+ * highest segment whose forward values n reads, the phases of the non-forward nodes it depends on,
+ * and, for in-place updates, the segment / phase of every earlier reader of the storage it
+ * overwrites). Nodes reading no forward value inherit from their dependencies; nodes with neither
+ * get k-1. For forward nodes phase[i] = seg[i]. Running phases k-1 .. 0, graph order inside each,
+ * after the forward pass of their segments respects every dependency. */
+sc_status sched_phases(const sc_graph *g, int n_fwd, const int *seg, int k, int *phase);
+
+/* Non-forward nodes bucketed by phase, graph order inside a phase: nodes of phase p are
+ * order[start[p] .. start[p+1]). start has k+1 entries. */
+sc_status sched_phase_buckets(const sc_graph *g, int n_fwd, const int *phase, int k, int **order, int **start);
+
+/* lower.c: the steps and intervals of a validated chain schedule (offsets left 0). */
+sc_status plan_lower(const sc_graph *g, const sc_training_graph *tg, const sc_chain *c, const sc_chain_schedule *s,
+                     const sc_cost_model *m, sc_plan *plan);
+
+/* alloc.c: static offsets for every interval, fixed_bytes and arena_bytes. */
+sc_status plan_alloc(const sc_graph *g, sc_plan *plan);
+
+/* offload.c: rewrites a lowered RUN/FREE plan `in` (offsets not needed) into a streaming plan *out
+ * (a new plan; `in` is untouched): with weights, parameters and optimizer state leave the fixed
+ * region and are PREFETCHed before their uses and OFFLOADed after their update; with activations,
+ * computed values with a gap of more than `window` RUNs between two uses are OFFLOADed after
+ * creation and PREFETCHed again. `window` is the look-ahead in RUN steps (>= 0). Offsets are left
+ * for plan_alloc; predictions for plan_predict. */
+sc_status plan_offload(const sc_graph *g, const sc_plan *in, bool weights, bool activations, int window, sc_plan *out);
+
+/* offload.c: predicted_time (compute stream plus waits on one FIFO host<->device link, i.e. stalls),
+ * stall_time, bytes_h2d and bytes_d2h of a plan's steps under cost model m. */
+sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan);
+
+/* offload.c: whether weights streaming moves value v (a PARAM or OPT_STATE with a fixed home). */
+bool sched_streamable(const sc_graph *g, int v);
+
+#endif

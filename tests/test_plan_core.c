@@ -1,0 +1,243 @@
+/* The planning core (schedule/) on the small training graphs of plan_test_graphs.h:
+ *   - chain cuts against values worked out by hand from each graph's forward order;
+ *   - chain_schedule_validate rejects a schedule that forgets to keep a cut;
+ *   - every lowered plan (none, sqrt and dc at every-node segmentation; none, sqrt at 2 segments) is
+ *     valid: every read resident, every interval opened once and freed once (graph outputs live to
+ *     the end), every forward node run, every other node run exactly once, in-place updates after
+ *     every read of what they overwrite;
+ *   - static offsets: intervals that overlap in time never overlap in the arena (checked pairwise),
+ *     64-byte aligned, inside [fixed_bytes, arena_bytes);
+ *   - the `none` plan runs every node once in graph order.
+ * Fails through the exit code.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_test_graphs.h"
+#include "schedule/plan.h"
+#include "schedule/segment.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                   \
+    do {                                                                                                   \
+        if (!(cond)) {                                                                                     \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
+            printf(__VA_ARGS__);                                                                           \
+            printf("\n");                                                                                  \
+            failures++;                                                                                    \
+        }                                                                                                  \
+    } while (0)
+
+static int64_t al(int64_t elems) { return (elems * 4 + 63) / 64 * 64; }
+
+/* Cut bytes at positions 1..n_expect when every forward node is its own segment. */
+static void check_cuts(pt_kind kind, const int64_t *want, int n_want) {
+    pt_model m;
+    pt_build(&m, kind);
+    sc_chain c;
+    sc_status st = chain_build(&m.g, &m.tg, NULL, m.tg.n_forward_nodes, &c);
+    CHECK(!st, "%s: chain_build: %s", pt_kind_name(kind), st ? sc_status_message(st) : "");
+    if (!st) {
+        CHECK(c.k == m.tg.n_forward_nodes, "%s: k = %d, want %d", pt_kind_name(kind), c.k, m.tg.n_forward_nodes);
+        for (int p = 0; p <= n_want && p <= c.k; p++) {
+            CHECK(c.pos[p] == p, "%s: pos[%d] = %d", pt_kind_name(kind), p, c.pos[p]);
+            int64_t w = p == 0 ? 0 : want[p - 1];
+            CHECK(c.cut_bytes[p] == w, "%s: cut %d has %lld bytes, want %lld", pt_kind_name(kind), p,
+                  (long long)c.cut_bytes[p], (long long)w);
+        }
+        /* fixed: x, labels, lr, step? and params + momentum buffers: at least params twice */
+        CHECK(c.fixed_bytes > 0, "%s: no fixed bytes", pt_kind_name(kind));
+        /* two segments: the cut lands somewhere inside, with the smallest cut in its window */
+        chain_free(&c);
+        st = chain_build(&m.g, &m.tg, NULL, 2, &c);
+        CHECK(!st && c.k == 2 && c.pos[1] > 0 && c.pos[1] < m.tg.n_forward_nodes, "%s: two segments",
+              pt_kind_name(kind));
+        if (!st) chain_free(&c);
+    }
+    sc_status_free(st);
+    graph_free(&m.g);
+}
+
+static void test_cuts(void) {
+    /* mlp: h1 [8,16] | r1 | h2 [8,12] | r2 | logits [8,3]; each cut is the one tensor between */
+    const int64_t mlp[] = {al(8 * 16), al(8 * 16), al(8 * 12), al(8 * 12), al(8 * 3)};
+    check_cuts(PT_MLP, mlp, 5);
+    /* residual: g0 | h | g1 (h also live for the Add) | r1 (+ h) | s | logits */
+    const int64_t res[] = {al(128), al(128), 2 * al(128), 2 * al(128), al(128), al(24)};
+    check_cuts(PT_RESIDUAL, res, 6);
+    /* dense: f0 | g1 (+ f0) | f1 (+ f0) | cat1 | g2 (+ cat1) | f2 (+ cat1) | cat2 | logits */
+    const int64_t dense[] = {al(64), 2 * al(64), 2 * al(64), al(128), al(128) + al(64), al(128) + al(64), al(192),
+                             al(24)};
+    check_cuts(PT_DENSE, dense, 8);
+}
+
+static void test_validate(void) {
+    pt_model m;
+    pt_build(&m, PT_MLP);
+    sc_chain c;
+    sc_status st = chain_build(&m.g, &m.tg, NULL, 4, &c);
+    SC_ASSERT(!st);
+    sc_chain_schedule s = {0};
+    /* a sweep that keeps nothing, then reverses from cut 2 */
+    chain_schedule_push(&s, SC_CHAIN_FWD_DISCARD, 0);
+    chain_schedule_push(&s, SC_CHAIN_FWD_DISCARD, 1);
+    chain_schedule_push(&s, SC_CHAIN_FWD_DISCARD, 2);
+    chain_schedule_push(&s, SC_CHAIN_FWD_ALL, 3);
+    chain_schedule_push(&s, SC_CHAIN_BWD, 3);
+    chain_schedule_push(&s, SC_CHAIN_FWD_ALL, 2);
+    st = chain_schedule_validate(&c, &s);
+    CHECK(st && strstr(sc_status_message(st), "FWD_ALL(2)"), "forgotten KEEP not reported: %s",
+          st ? sc_status_message(st) : "accepted");
+    sc_status_free(st);
+    chain_schedule_free(&s);
+    chain_free(&c);
+    graph_free(&m.g);
+}
+
+/* Walks the plan like an executor, checking residency and interval bookkeeping. */
+static void check_plan(const char *what, const pt_model *m, const sc_plan *p) {
+    const sc_graph *g = &m->g;
+    int F = m->tg.n_forward_nodes;
+    int *cur = malloc(sizeof(int) * (size_t)g->n_values), *root = malloc(sizeof(int) * (size_t)g->n_values);
+    int *runs = calloc((size_t)g->n_nodes, sizeof(int));
+    int *opened = calloc((size_t)p->n_intervals, sizeof(int)), *freed = calloc((size_t)p->n_intervals, sizeof(int));
+    for (int v = 0; v < g->n_values; v++) cur[v] = -1, root[v] = v;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int o = 0; o < g->nodes[i].n_out; o++) {
+            int a = sc_op_inplace_input(g->nodes[i].op, o);
+            if (a >= 0 && g->nodes[i].out[o] >= 0) root[g->nodes[i].out[o]] = g->nodes[i].in[a];
+        }
+    int nfix = 0;
+    for (; nfix < p->n_intervals && g->values[p->intervals[nfix].value].producer < 0; nfix++) {
+        cur[p->intervals[nfix].value] = nfix;
+        opened[nfix] = 1;
+    }
+    int bad = 0;
+    for (int s = 0; s < p->n_steps && bad < 5; s++) {
+        const sc_step *sp = &p->steps[s];
+        if (sp->kind == SC_STEP_FREE) {
+            int iv = cur[sp->value];
+            if (iv < 0) CHECK(++bad < 0, "%s: step %d frees '%s', not resident", what, s, g->values[sp->value].name);
+            else {
+                freed[iv]++;
+                CHECK(p->intervals[iv].end == s, "%s: interval %d ends at %d, freed at %d", what, iv, p->intervals[iv].end, s);
+                cur[sp->value] = -1;
+            }
+            continue;
+        }
+        CHECK(sp->kind == SC_STEP_RUN, "%s: step %d has kind %d", what, s, (int)sp->kind);
+        const sc_node *n = &g->nodes[sp->node];
+        runs[sp->node]++;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0 && cur[root[n->in[j]]] < 0) {
+                bad++;
+                CHECK(false, "%s: step %d (node '%s') reads '%s', not resident", what, s, n->name, g->values[n->in[j]].name);
+            }
+        int next = sp->interval;
+        for (int o = 0; o < n->n_out; o++) {
+            int v = n->out[o];
+            if (v < 0 || root[v] != v) continue;
+            if (next < 0 || next >= p->n_intervals || p->intervals[next].value != v || p->intervals[next].begin != s) {
+                bad++;
+                CHECK(false, "%s: step %d does not open an interval for '%s'", what, s, g->values[v].name);
+                continue;
+            }
+            opened[next]++;
+            cur[v] = next++;
+        }
+        /* an in-place update must come after every run of every node reading the old storage */
+        for (int o = 0; o < n->n_out; o++)
+            if (n->out[o] >= 0 && root[n->out[o]] != n->out[o])
+                for (int t = s + 1; t < p->n_steps; t++)
+                    if (p->steps[t].kind == SC_STEP_RUN) {
+                        const sc_node *r = &g->nodes[p->steps[t].node];
+                        for (int j = 0; j < r->n_in; j++)
+                            if (r->in[j] == root[n->out[o]])
+                                CHECK(false, "%s: '%s' reads '%s' after its update '%s'", what, r->name,
+                                      g->values[r->in[j]].name, n->name);
+                    }
+    }
+    for (int i = 0; i < p->n_intervals; i++) {
+        CHECK(opened[i] == 1, "%s: interval %d opened %d times", what, i, opened[i]);
+        bool lives = i < nfix || (g->values[p->intervals[i].value].is_output && p->intervals[i].end == p->n_steps - 1);
+        CHECK(freed[i] == (lives ? 0 : 1), "%s: interval %d ('%s') freed %d times", what, i,
+              g->values[p->intervals[i].value].name, freed[i]);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (i < F) CHECK(runs[i] >= 1, "%s: forward node %d never runs", what, i);
+        else CHECK(runs[i] == 1, "%s: node '%s' runs %d times", what, g->nodes[i].name, runs[i]);
+    }
+    /* placement */
+    for (int i = 0; i < p->n_intervals; i++) {
+        const sc_interval *a = &p->intervals[i];
+        CHECK(a->offset % 64 == 0 && a->offset + a->bytes <= p->arena_bytes, "%s: interval %d at %lld+%lld", what, i,
+              (long long)a->offset, (long long)a->bytes);
+        CHECK(a->bytes >= sc_desc_bytes(&g->values[a->value].desc), "%s: interval %d too small", what, i);
+        if (i >= nfix) CHECK(a->offset >= p->fixed_bytes, "%s: interval %d inside the fixed region", what, i);
+        for (int j = i + 1; j < p->n_intervals; j++) {
+            const sc_interval *b = &p->intervals[j];
+            bool in_time = a->begin <= b->end && b->begin <= a->end;
+            bool in_space = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+            if (in_time && in_space) {
+                CHECK(false, "%s: intervals %d ('%s') and %d ('%s') overlap", what, i, g->values[a->value].name, j,
+                      g->values[b->value].name);
+                break;
+            }
+        }
+    }
+    free(cur);
+    free(root);
+    free(runs);
+    free(opened);
+    free(freed);
+}
+
+static void test_plans(pt_kind kind) {
+    pt_model m;
+    pt_build(&m, kind);
+    int F = m.tg.n_forward_nodes;
+    struct {
+        sc_strategy s;
+        int segments;
+    } cases[] = {{SC_STRATEGY_NONE, 0}, {SC_STRATEGY_SQRT, 0}, {SC_STRATEGY_SQRT, 2}, {SC_STRATEGY_DC, 0},
+                 {SC_STRATEGY_DC, 3}, {SC_STRATEGY_OPTIMAL, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        sc_plan_options o = {0};
+        o.strategy = cases[c].s;
+        o.segments = cases[c].segments ? cases[c].segments : F;
+        sc_plan p;
+        char what[128];
+        snprintf(what, sizeof what, "%s/%s/%d segments", pt_kind_name(kind), plan_strategy_name(o.strategy), o.segments);
+        sc_status st = plan_build(&m.g, &m.tg, &o, &p);
+        CHECK(!st, "%s: plan_build: %s", what, st ? sc_status_message(st) : "");
+        sc_status_free(st);
+        if (st) continue;
+        check_plan(what, &m, &p);
+        if (o.strategy == SC_STRATEGY_NONE) {
+            int r = 0;
+            for (int s = 0; s < p.n_steps; s++)
+                if (p.steps[s].kind == SC_STEP_RUN) {
+                    CHECK(p.steps[s].node == r, "%s: run %d is node %d", what, r, p.steps[s].node);
+                    r++;
+                }
+            CHECK(r == m.g.n_nodes && p.recompute_flops == 0, "%s: %d runs of %d nodes", what, r, m.g.n_nodes);
+        }
+        printf("%-28s steps %5d  intervals %4d  fixed %6lld  arena %6lld  recompute %.0f flops\n", what, p.n_steps,
+               p.n_intervals, (long long)p.fixed_bytes, (long long)p.arena_bytes, p.recompute_flops);
+        plan_free(&p);
+    }
+    graph_free(&m.g);
+}
+
+int main(void) {
+    test_cuts();
+    test_validate();
+    test_plans(PT_MLP);
+    test_plans(PT_RESIDUAL);
+    test_plans(PT_DENSE);
+    if (failures) printf("%d failures\n", failures);
+    else printf("ok\n");
+    return failures ? 1 : 0;
+}
