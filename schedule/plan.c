@@ -1,0 +1,334 @@
+/* plan_build: chain -> strategy -> lowering -> static offsets (DESIGN.md, schedule/).
+ *
+ * `none` uses a one-segment chain, so its steps run every node in graph order (today's executor).
+ * The other strategies use a chain of opt->segments segments. `auto` asks strategy_auto_pick for
+ * the fastest schedule whose estimate fits; since the estimate is only an estimate, when the exact
+ * lowered peak does not fit it lowers every strategy and keeps the fastest exact fit. A plan whose
+ * exact peak exceeds the budget is an error naming the budget, the peak and what dominates it.
+ * Streaming (opt->offload != none): for each requested mode (auto: none, weights, activations, both)
+ * and strategy (auto: none, sqrt, dc, optimal), the lowered plan goes through schedule/offload.c
+ * with a look-ahead window widened while it fits; the fastest predicted plan (stalls included) that
+ * fits wins. Without a fit the error names the smallest arena any candidate reached.
+ */
+#include "schedule/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule/sched_internal.h"
+#include "schedule/strategies.h"
+
+const char *plan_strategy_name(sc_strategy s) {
+    switch (s) {
+    case SC_STRATEGY_NONE: return "none";
+    case SC_STRATEGY_SQRT: return "sqrt";
+    case SC_STRATEGY_DC: return "dc";
+    case SC_STRATEGY_OPTIMAL: return "optimal";
+    case SC_STRATEGY_AUTO: return "auto";
+    }
+    return "?";
+}
+
+void plan_free(sc_plan *plan) {
+    free(plan->steps);
+    free(plan->intervals);
+    memset(plan, 0, sizeof *plan);
+}
+
+static sc_status schedule_make(const sc_chain *c, const sc_plan_options *opt, sc_strategy s, sc_chain_schedule *out,
+                               sc_strategy *used) {
+    *used = s;
+    switch (s) {
+    case SC_STRATEGY_NONE: return strategy_none(c, out);
+    case SC_STRATEGY_SQRT: return strategy_sqrt(c, out);
+    case SC_STRATEGY_DC: return strategy_dc(c, opt->slots, opt->budget, out);
+    case SC_STRATEGY_OPTIMAL: return strategy_optimal(c, opt->budget, out);
+    case SC_STRATEGY_AUTO: return strategy_auto_pick(c, opt->budget, out, used);
+    }
+    return sc_errorf("unknown strategy %d", (int)s);
+}
+
+/* Lowers and places one schedule. */
+static sc_status plan_from_schedule(const sc_graph *g, const sc_training_graph *tg, const sc_chain *c,
+                                    const sc_chain_schedule *s, const sc_cost_model *m, sc_strategy used,
+                                    sc_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    sc_status st = plan_lower(g, tg, c, s, m, plan);
+    if (!st) st = plan_alloc(g, plan);
+    if (st) {
+        plan_free(plan);
+        return sc_status_prefix(st, "strategy %s: ", plan_strategy_name(used));
+    }
+    plan->strategy = used;
+    return SC_OK;
+}
+
+/* The largest single node's working set (inputs + outputs), the floor of any plan beyond fixed. */
+static int64_t largest_node(const sc_graph *g, int *which) {
+    int64_t best = 0;
+    *which = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sc_node *n = &g->nodes[i];
+        int64_t b = 0;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0 && !sched_persistent(g, n->in[j])) b += sched_value_bytes(g, n->in[j]);
+        for (int o = 0; o < n->n_out; o++)
+            if (n->out[o] >= 0 && sched_alias_input(n, o) < 0) b += sched_value_bytes(g, n->out[o]);
+        if (b > best) best = b, *which = i;
+    }
+    return best;
+}
+
+static sc_status over_budget_n(const sc_graph *g, int64_t arena, int64_t fixed, int64_t budget, int64_t smallest) {
+    int big = -1;
+    int64_t nb = largest_node(g, &big);
+    return sc_errorf("the plan needs %lld bytes of device memory, over the budget of %lld (smallest plan found: "
+                     "%lld bytes; fixed region %lld bytes of parameters, optimizer state and inputs; largest single "
+                     "node '%s' needs %lld bytes of activations)",
+                     (long long)arena, (long long)budget, (long long)smallest, (long long)fixed,
+                     big >= 0 ? g->nodes[big].name : "-", (long long)nb);
+}
+
+static sc_status over_budget(const sc_graph *g, const sc_plan *p, int64_t budget, int64_t smallest) {
+    return over_budget_n(g, p->arena_bytes, p->fixed_bytes, budget, smallest);
+}
+
+/* auto after its pick failed the exact check: every strategy lowered, the fastest exact fit. */
+static sc_status auto_exact(const sc_graph *g, const sc_training_graph *tg, const sc_chain *c, const sc_plan_options *opt,
+                            const sc_cost_model *m, sc_plan *plan, int64_t *smallest) {
+    static const sc_strategy order[] = {SC_STRATEGY_SQRT, SC_STRATEGY_DC, SC_STRATEGY_OPTIMAL};
+    bool have = false;
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
+        sc_chain_schedule s = {0};
+        sc_strategy used;
+        sc_plan cand;
+        sc_status st = schedule_make(c, opt, order[i], &s, &used);
+        if (!st) st = plan_from_schedule(g, tg, c, &s, m, used, &cand);
+        chain_schedule_free(&s);
+        if (st) {
+            sc_status_free(st);
+            continue;
+        }
+        if (cand.arena_bytes < *smallest) *smallest = cand.arena_bytes;
+        if (cand.arena_bytes <= opt->budget && (!have || cand.predicted_time < plan->predicted_time)) {
+            if (have) plan_free(plan);
+            *plan = cand;
+            have = true;
+        } else {
+            plan_free(&cand);
+        }
+    }
+    return have ? SC_OK : sc_errorf("no strategy fits");
+}
+
+static sc_status build_plain(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *opt,
+                             const sc_cost_model *mp, sc_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    sc_cost_model m = *mp;
+    int F = tg->n_forward_nodes;
+    int k = opt->strategy == SC_STRATEGY_NONE ? 1 : opt->segments > 0 ? opt->segments : SC_PLAN_DEFAULT_SEGMENTS;
+    if (k > F) k = F;
+    sc_chain c;
+    SC_TRY(chain_build(g, tg, &m, k, &c));
+    sc_chain_schedule s = {0};
+    sc_strategy used;
+    sc_status st = schedule_make(&c, opt, opt->strategy, &s, &used);
+    if (!st) st = plan_from_schedule(g, tg, &c, &s, &m, used, plan);
+    chain_schedule_free(&s);
+    if (!st && opt->budget > 0 && plan->arena_bytes > opt->budget) {
+        int64_t smallest = plan->arena_bytes;
+        if (opt->strategy == SC_STRATEGY_AUTO) {
+            sc_plan exact;
+            sc_status ae = auto_exact(g, tg, &c, opt, &m, &exact, &smallest);
+            if (!ae) {
+                plan_free(plan);
+                *plan = exact;
+            }
+            sc_status_free(ae);
+        }
+        if (plan->arena_bytes > opt->budget) {
+            st = over_budget(g, plan, opt->budget, smallest);
+            plan_free(plan);
+        }
+    }
+    chain_free(&c);
+    return st;
+}
+
+/* ---- streaming (opt->offload; schedule/offload.c) ---- */
+
+/* Whether a is a better plan than b: faster, or as fast and smaller. */
+static bool plan_better(const sc_plan *a, const sc_plan *b) {
+    double eps = 1e-9 * (b->predicted_time > 0 ? b->predicted_time : 1);
+    if (a->predicted_time < b->predicted_time - eps) return true;
+    return a->predicted_time <= b->predicted_time + eps && a->arena_bytes < b->arena_bytes;
+}
+
+typedef struct {
+    sc_plan best;
+    bool have;
+    int64_t smallest, smallest_fixed; /* the smallest arena seen (fitting or not) */
+} stream_pick;
+
+static void pick_offer(stream_pick *k, sc_plan *cand, int64_t budget) {
+    if (cand->arena_bytes < k->smallest) k->smallest = cand->arena_bytes, k->smallest_fixed = cand->fixed_bytes;
+    bool fits = budget <= 0 || cand->arena_bytes <= budget;
+    if (fits && (!k->have || plan_better(cand, &k->best))) {
+        if (k->have) plan_free(&k->best);
+        k->best = *cand;
+        k->have = true;
+    } else {
+        plan_free(cand);
+    }
+}
+
+/* The look-ahead search over one lowered plan: W = 0, 1, 2, 4, ... RUNs, widened while the plan
+ * fits the budget and the predicted stalls are not zero yet (a wider window holds prefetched
+ * values longer: more memory, fewer stalls). */
+static sc_status stream_search(const sc_graph *g, const sc_cost_model *m, const sc_plan *lowered, bool weights,
+                               bool activations, int64_t budget, int window_max, stream_pick *k) {
+    int R = 0;
+    for (int i = 0; i < lowered->n_steps; i++) R += lowered->steps[i].kind == SC_STEP_RUN;
+    for (int W = 0;; W = W ? 2 * W : 1) {
+        if (window_max > 0 && W > window_max) W = window_max;
+        sc_plan cand;
+        sc_status st = plan_offload(g, lowered, weights, activations, W, &cand);
+        if (!st) st = plan_alloc(g, &cand);
+        if (!st) st = plan_predict(g, m, &cand);
+        if (st) {
+            plan_free(&cand);
+            return st;
+        }
+        bool fits = budget <= 0 || cand.arena_bytes <= budget;
+        bool no_stall = cand.stall_time <= 0;
+        pick_offer(k, &cand, budget);
+        if (!fits || no_stall || W >= R || (window_max > 0 && W >= window_max)) break;
+    }
+    return SC_OK;
+}
+
+/* Bytes of the values weights streaming moves out of the fixed region, and the largest one. */
+static int64_t streamed_bytes(const sc_graph *g, int64_t *largest) {
+    int64_t sum = 0;
+    *largest = 0;
+    for (int v = 0; v < g->n_values; v++)
+        if (sched_needs_fixed(g, v) && sched_streamable(g, v)) {
+            int64_t b = sched_value_bytes(g, v);
+            sum += b;
+            if (b > *largest) *largest = b;
+        }
+    return sum;
+}
+
+/* One streaming mode: every requested strategy scheduled on the chain (under the budget; if that
+ * fails, unconstrained, since streaming may still bring it under), lowered, then searched. With
+ * weights streamed the chain's fixed_bytes drops by the streamed bytes (two of the largest remain
+ * as the estimate of what is prefetched at once), so the strategies budget for activations. */
+static sc_status stream_mode(const sc_graph *g, const sc_training_graph *tg, sc_chain *c, const sc_plan_options *opt,
+                             const sc_cost_model *m, bool weights, bool activations, stream_pick *k) {
+    static const sc_strategy all[] = {SC_STRATEGY_NONE, SC_STRATEGY_SQRT, SC_STRATEGY_DC, SC_STRATEGY_OPTIMAL};
+    const sc_strategy *list = opt->strategy == SC_STRATEGY_AUTO ? all : &opt->strategy;
+    int n_list = opt->strategy == SC_STRATEGY_AUTO ? 4 : 1;
+    int64_t saved = c->fixed_bytes, largest = 0;
+    if (weights) {
+        int64_t moved = streamed_bytes(g, &largest);
+        c->fixed_bytes = saved - moved + 2 * largest > 0 ? saved - moved + 2 * largest : 0;
+        if (c->fixed_bytes > saved) c->fixed_bytes = saved;
+    }
+    sc_status err = SC_OK;
+    for (int i = 0; i < n_list; i++) {
+        sc_chain_schedule s = {0};
+        sc_strategy used;
+        sc_status st = schedule_make(c, opt, list[i], &s, &used);
+        if (st && opt->budget > 0) {
+            sc_plan_options free_opt = *opt;
+            free_opt.budget = 0;
+            chain_schedule_free(&s);
+            sc_status_free(st);
+            st = schedule_make(c, &free_opt, list[i], &s, &used);
+        }
+        sc_plan lowered;
+        memset(&lowered, 0, sizeof lowered);
+        if (!st) st = plan_lower(g, tg, c, &s, m, &lowered);
+        chain_schedule_free(&s);
+        if (!st) {
+            lowered.strategy = used;
+            st = stream_search(g, m, &lowered, weights, activations, opt->budget, opt->window_max, k);
+        }
+        plan_free(&lowered);
+        if (st) {
+            st = sc_status_prefix(st, "strategy %s: ", plan_strategy_name(list[i]));
+            if (err) sc_status_free(st);
+            else err = st;
+        }
+    }
+    c->fixed_bytes = saved;
+    if (k->have) sc_status_free(err), err = SC_OK;
+    return err;
+}
+
+static sc_status build_streaming(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *opt,
+                                 const sc_cost_model *m, sc_plan *plan) {
+    static const sc_offload all[] = {SC_OFFLOAD_NONE, SC_OFFLOAD_WEIGHTS, SC_OFFLOAD_ACTIVATIONS, SC_OFFLOAD_BOTH};
+    const sc_offload *modes = opt->offload == SC_OFFLOAD_AUTO ? all : &opt->offload;
+    int n_modes = opt->offload == SC_OFFLOAD_AUTO ? 4 : 1;
+    int F = tg->n_forward_nodes;
+    int kseg = opt->strategy == SC_STRATEGY_NONE ? 1 : opt->segments > 0 ? opt->segments : SC_PLAN_DEFAULT_SEGMENTS;
+    if (kseg > F) kseg = F;
+    sc_chain c;
+    SC_TRY(chain_build(g, tg, m, kseg, &c));
+    stream_pick k;
+    memset(&k, 0, sizeof k);
+    k.smallest = INT64_MAX;
+    sc_status err = SC_OK;
+    for (int i = 0; i < n_modes; i++) {
+        sc_status st = SC_OK;
+        if (modes[i] == SC_OFFLOAD_NONE) {
+            sc_plan_options plain = *opt;
+            plain.offload = SC_OFFLOAD_NONE;
+            sc_plan cand;
+            st = build_plain(g, tg, &plain, m, &cand);
+            if (!st) pick_offer(&k, &cand, opt->budget);
+        } else {
+            bool w = modes[i] == SC_OFFLOAD_WEIGHTS || modes[i] == SC_OFFLOAD_BOTH;
+            bool a = modes[i] == SC_OFFLOAD_ACTIVATIONS || modes[i] == SC_OFFLOAD_BOTH;
+            st = stream_mode(g, tg, &c, opt, m, w, a, &k);
+        }
+        if (st) {
+            st = sc_status_prefix(st, "offload %s: ", plan_offload_name(modes[i]));
+            if (err) sc_status_free(st);
+            else err = st;
+        }
+    }
+    chain_free(&c);
+    if (k.have) {
+        sc_status_free(err);
+        *plan = k.best;
+        return SC_OK;
+    }
+    if (k.smallest != INT64_MAX) {
+        sc_status_free(err);
+        return sc_status_prefix(over_budget_n(g, k.smallest, k.smallest_fixed, opt->budget, k.smallest),
+                                "offload %s: ", plan_offload_name(opt->offload));
+    }
+    return err ? err : sc_errorf("offload %s: no plan could be built", plan_offload_name(opt->offload));
+}
+
+const char *plan_offload_name(sc_offload o) {
+    switch (o) {
+    case SC_OFFLOAD_NONE: return "none";
+    case SC_OFFLOAD_WEIGHTS: return "weights";
+    case SC_OFFLOAD_ACTIVATIONS: return "activations";
+    case SC_OFFLOAD_AUTO: return "auto";
+    case SC_OFFLOAD_BOTH: return "both";
+    }
+    return "?";
+}
+
+sc_status plan_build(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *opt, sc_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    sc_cost_model m;
+    cost_model_default(&m, opt->link_bandwidth, opt->node_time);
+    if (opt->offload == SC_OFFLOAD_NONE) return build_plain(g, tg, opt, &m, plan);
+    return build_streaming(g, tg, opt, &m, plan);
+}
