@@ -100,11 +100,13 @@ static void fly_add(sc_plan_session *s, int64_t id, int iv, bool h2d) {
     s->fly[s->n_fly++] = (struct inflight){id, x->offset, x->offset + x->bytes, h2d};
 }
 
-/* The backend's wait(id) also finishes every transfer started before id. */
+/* A WAIT retires its own transfer only: the backend may finish earlier ones too (the CPU copy
+ * thread is FIFO), but a plan must not rely on that, since a device with separate copy engines
+ * would not order them. */
 static void fly_done(sc_plan_session *s, int64_t id) {
     int k = 0;
     for (int i = 0; i < s->n_fly; i++)
-        if (s->fly[i].id > id) s->fly[k++] = s->fly[i];
+        if (s->fly[i].id != id) s->fly[k++] = s->fly[i];
     s->n_fly = k;
 }
 

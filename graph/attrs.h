@@ -35,6 +35,8 @@ typedef struct {
     bool ceil_mode;         /* pools only */
     bool count_include_pad; /* AveragePool only */
     int64_t storage_order;  /* MaxPool's optional Indices output; 0 = row major */
+    bool fused_relu;        /* added (perf helper): Conv only, Relu applied to the output; set by
+                               graph_fuse_inference (graph/pass_fuse.c), never by import */
 } sc_window_attrs;
 
 typedef struct {

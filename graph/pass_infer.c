@@ -4,7 +4,8 @@
  * graph arena, the node removed) when
  *   - every present input is SC_VALUE_CONST, or the node is Shape of a value with a static desc
  *     (parameters are never folded: they may be trained later),
- *   - its outputs hold at most SC_FOLD_MAX_ELEMS elements together,
+ *   - its outputs hold at most SC_FOLD_MAX_ELEMS elements together and its estimated work is at most
+ *     SC_FOLD_MAX_WORK (fold_work),
  *   - the CPU backend has a kernel for it,
  *   - none of its outputs is a graph output (outputs stay computed by a node, which keeps the
  *     executor's contract simple), and
@@ -19,6 +20,37 @@
 #include "graph/shape.h"
 
 #define SC_FOLD_MAX_ELEMS ((int64_t)1 << 20)
+#define SC_FOLD_MAX_WORK ((int64_t)1 << 30)
+
+static int64_t mul_sat(int64_t a, int64_t b) { return a > 0 && b > INT64_MAX / a ? INT64_MAX : a * b; }
+
+/* Folding runs kernels while loading, so small tensors must not be able to ask for hours of work
+ * (a fuzzed 500x500 kernel over a constant 1000x1000 image is 6e10 multiply-adds, all under the
+ * element limit). Work is the inputs' and outputs' elements plus, for the ops that reduce per output
+ * (Conv, pools, MatMul, Gemm), outputs times the reduction length. Nodes over the limit stay nodes. */
+static int64_t fold_work(const sc_graph *g, const sc_node *n, int64_t out_elems) {
+    int64_t work = out_elems, per = 0;
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0) work += sc_desc_numel(&g->values[n->in[k]].desc); /* each <= 2^40 (checked) */
+    const sc_desc *a = n->n_in > 0 && n->in[0] >= 0 ? &g->values[n->in[0]].desc : NULL;
+    switch (n->op) {
+    case SC_OP_CONV: {
+        const sc_desc *w = &g->values[n->in[1]].desc;
+        per = w->dims[0] > 0 ? sc_desc_numel(w) / w->dims[0] : 0;
+        break;
+    }
+    case SC_OP_MAX_POOL:
+    case SC_OP_AVERAGE_POOL:
+        per = 1;
+        for (int i = 0; i < n->attrs.window.n_spatial; i++) per = mul_sat(per, n->attrs.window.kernel_shape[i]);
+        break;
+    case SC_OP_MATMUL: per = a && a->rank ? a->dims[a->rank - 1] : 1; break;
+    case SC_OP_GEMM: per = a && a->rank == 2 ? a->dims[n->attrs.gemm.trans_a ? 0 : 1] : 1; break;
+    default: break;
+    }
+    int64_t reduce = mul_sat(out_elems, per);
+    return reduce > INT64_MAX - work ? INT64_MAX : work + reduce;
+}
 
 static bool fold_wanted(const sc_graph *g, const sc_node *n, const bool *is_out) {
     if (!sc_cpu_kernels[n->op]) return false;
@@ -38,7 +70,7 @@ static bool fold_wanted(const sc_graph *g, const sc_node *n, const bool *is_out)
         if (e < 0) return false;
         elems += e;
     }
-    return elems <= SC_FOLD_MAX_ELEMS;
+    return elems <= SC_FOLD_MAX_ELEMS && fold_work(g, n, elems) <= SC_FOLD_MAX_WORK;
 }
 
 static sc_status fold_node(sc_graph *g, const sc_node *n) {
@@ -64,6 +96,22 @@ static sc_status fold_node(sc_graph *g, const sc_node *n) {
     return st ? sc_status_prefix(st, "constant folding: ") : SC_OK;
 }
 
+/* Shape functions check what they read; this catches any output past the limit before a later
+ * node multiplies its dims. */
+static sc_status infer_check_outputs(const sc_graph *g, const sc_node *n) {
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k] < 0) continue;
+        const sc_value *v = &g->values[n->out[k]];
+        int64_t numel = sc_desc_numel(&v->desc);
+        if (numel < 0 || numel > SC_SHAPE_MAX_DIM) {
+            char buf[160];
+            return shape_errorf(n, "output %d ('%s') would be %s: a negative dim or more than 2^40 elements", k,
+                                v->name, sc_desc_str(&v->desc, buf, sizeof buf));
+        }
+    }
+    return SC_OK;
+}
+
 static sc_status infer_check_node(const sc_graph *g, const sc_node *n) {
     const sc_op_info *info = &sc_op_infos[n->op];
     if (n->n_in < info->min_inputs || n->n_in > info->max_inputs || n->n_out < info->min_outputs ||
@@ -82,6 +130,12 @@ static sc_status infer_check_node(const sc_graph *g, const sc_node *n) {
         if (!sc_desc_is_static(&v->desc) || v->desc.dtype == SC_DTYPE_UNDEFINED) {
             char buf[160];
             return shape_errorf(n, "input %d ('%s') has no static shape (%s); bind symbolic dims first", k, v->name,
+                                sc_desc_str(&v->desc, buf, sizeof buf));
+        }
+        int64_t numel = sc_desc_numel(&v->desc);
+        if (numel < 0 || numel > SC_SHAPE_MAX_DIM) {
+            char buf[160];
+            return shape_errorf(n, "input %d ('%s') is %s: more than 2^40 elements", k, v->name,
                                 sc_desc_str(&v->desc, buf, sizeof buf));
         }
     }
@@ -107,6 +161,7 @@ sc_status graph_infer_shapes(sc_graph *g) {
         keep[i] = true;
         st = infer_check_node(g, n);
         if (!st) st = sc_shape_fns[n->op](g, n);
+        if (!st) st = infer_check_outputs(g, n);
         if (!st && fold_wanted(g, n, is_out)) {
             st = fold_node(g, n);
             keep[i] = false;

@@ -163,6 +163,10 @@ sc_status graph_prepare(sc_graph *g, const sc_bind_options *opt) {
     SC_TRY(graph_infer_shapes(g));
     SC_TRY(graph_remove_identity(g));
     SC_TRY(graph_eliminate_dead_code(g));
+    if (opt && opt->inference) {
+        SC_TRY(graph_fuse_inference(g));
+        SC_TRY(graph_eliminate_dead_code(g));
+    }
     SC_TRY(graph_link(g));
     return prepare_verify(g);
 }

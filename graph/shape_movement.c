@@ -32,8 +32,9 @@ sc_status shape_reshape(sc_graph *g, sc_node *n) {
             if (i >= x->rank) return shape_fail(g, n, "shape[%d] = 0 copies a dim the input does not have", i);
             d = x->dims[i];
         }
-        if (d < 0) return shape_fail(g, n, "shape[%d] = %lld is invalid", i, (long long)d);
+        if (d < 0 || d > SC_SHAPE_MAX_DIM) return shape_fail(g, n, "shape[%d] = %lld is invalid", i, (long long)d);
         out.dims[i] = d;
+        if (d && known > SC_SHAPE_MAX_DIM / d) return shape_fail(g, n, "shape has more than 2^40 elements");
         known *= d;
     }
     int64_t total = sc_desc_numel(x);
@@ -162,7 +163,8 @@ sc_status shape_split(sc_graph *g, sc_node *n) {
         if (cnt != n->n_out) return shape_fail(g, n, "split has %d sizes for %d outputs", cnt, n->n_out);
         int64_t sum = 0;
         for (int i = 0; i < cnt; i++) {
-            if (sizes[i] < 0) return shape_fail(g, n, "split[%d] = %lld is negative", i, (long long)sizes[i]);
+            if (sizes[i] < 0 || sizes[i] > dim)
+                return shape_fail(g, n, "split[%d] = %lld is outside [0, %lld]", i, (long long)sizes[i], (long long)dim);
             sum += sizes[i];
         }
         if (sum != dim) return shape_fail(g, n, "split sizes sum to %lld, axis %d has %lld", (long long)sum, axis, (long long)dim);
@@ -193,11 +195,12 @@ static int64_t slice_len(int64_t dim, int64_t start, int64_t end, int64_t step) 
     if (step > 0) {
         start = start < 0 ? 0 : start > dim ? dim : start;
         end = end < 0 ? 0 : end > dim ? dim : end;
-        return end > start ? (end - start + step - 1) / step : 0;
+        return end > start ? 1 + (end - start - 1) / step : 0;
     }
     start = start < 0 ? -1 : start > dim - 1 ? dim - 1 : start;
     end = end < -1 ? -1 : end > dim - 1 ? dim - 1 : end;
-    return start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    /* -step overflows for INT64_MIN; any step below -dim takes one element anyway */
+    return start > end ? (step < -dim ? 1 : 1 + (start - end - 1) / (-step)) : 0;
 }
 
 sc_status shape_slice(sc_graph *g, sc_node *n) {
@@ -281,6 +284,9 @@ sc_status shape_pad(sc_graph *g, sc_node *n) {
     for (int i = 0; i < na; i++) {
         int a;
         SC_TRY(shape_axis(g, n, axes[i], x->rank, &a));
+        if (pads[i] < -SC_SHAPE_MAX_DIM || pads[i] > SC_SHAPE_MAX_DIM || pads[i + na] < -SC_SHAPE_MAX_DIM ||
+            pads[i + na] > SC_SHAPE_MAX_DIM)
+            return shape_fail(g, n, "pads for axis %d exceed 2^40", a);
         out.dims[a] = x->dims[a] + pads[i] + pads[i + na];
         if (out.dims[a] < 0) return shape_fail(g, n, "pads make axis %d negative", a);
     }
@@ -333,7 +339,7 @@ sc_status shape_range(sc_graph *g, sc_node *n) {
     if (v[2] == 0) return shape_fail(g, n, "delta is 0");
     double len = ceil((v[1] - v[0]) / v[2]);
     if (len < 0) len = 0;
-    if (len > (double)INT64_MAX / 2) return shape_fail(g, n, "range is too long");
+    if (!(len <= (double)SC_SHAPE_MAX_DIM)) return shape_fail(g, n, "range has more than 2^40 elements (or is NaN)");
     int64_t dim = (int64_t)len;
     sc_desc out = sc_desc_make(t, 1, &dim);
     shape_set_out(g, n, 0, &out);

@@ -67,6 +67,10 @@ static sc_status window_check(const sc_graph *g, const sc_node *n, const sc_wind
             return shape_fail(g, n, "kernel_shape, strides and dilations must be positive (spatial dim %d: %lld, %lld, %lld)",
                               i, (long long)w->kernel_shape[i], (long long)w->strides[i], (long long)w->dilations[i]);
         if (w->pads[i] < 0 || w->pads[i + w->n_spatial] < 0) return shape_fail(g, n, "pads must not be negative");
+        if (w->kernel_shape[i] > SC_SHAPE_MAX_DIM || w->strides[i] > SC_SHAPE_MAX_DIM ||
+            w->dilations[i] > SC_SHAPE_MAX_DIM / w->kernel_shape[i] || w->pads[i] > SC_SHAPE_MAX_DIM ||
+            w->pads[i + w->n_spatial] > SC_SHAPE_MAX_DIM)
+            return shape_fail(g, n, "kernel_shape, strides, dilations or pads of spatial dim %d exceed 2^40", i);
     }
     return SC_OK;
 }
@@ -96,7 +100,7 @@ sc_status shape_conv(sc_graph *g, sc_node *n) {
         w->kernel_shape[i] = wd->dims[2 + i];
     }
     w->has_kernel_shape = true;
-    if (w->group <= 0 || x->dims[1] != wd->dims[1] * w->group)
+    if (w->group <= 0 || w->group > SC_SHAPE_MAX_DIM || x->dims[1] != wd->dims[1] * w->group)
         return shape_fail(g, n, "input channels %lld != W channels %lld x group %lld", (long long)x->dims[1],
                           (long long)wd->dims[1], (long long)w->group);
     if (wd->dims[0] % w->group) return shape_fail(g, n, "output channels %lld are not divisible by group %lld",
@@ -278,7 +282,10 @@ sc_status shape_resize(sc_graph *g, sc_node *n) {
         for (int i = 0; i < n_axes; i++) {
             if (!(scales[i] > 0)) return shape_fail(g, n, "scales[%d] = %g must be positive", i, scales[i]);
             double extent = crop ? roi[n_axes + i] - roi[i] : 1.0;
-            out.dims[axes[i]] = (int64_t)floor((double)x->dims[axes[i]] * extent * scales[i]);
+            double d = floor((double)x->dims[axes[i]] * extent * scales[i]);
+            if (!(d >= 0 && d <= (double)SC_SHAPE_MAX_DIM))
+                return shape_fail(g, n, "scales[%d] = %g gives an output dim of %g", i, scales[i], d);
+            out.dims[axes[i]] = (int64_t)d;
         }
     } else {
         int64_t sizes[SC_MAX_RANK];
@@ -296,7 +303,12 @@ sc_status shape_resize(sc_graph *g, sc_node *n) {
                 double s = (double)sizes[i] / (double)x->dims[axes[i]];
                 scale = not_larger ? fmin(scale, s) : fmax(scale, s);
             }
-            for (int i = 0; i < n_axes; i++) out.dims[axes[i]] = (int64_t)round(scale * (double)x->dims[axes[i]]);
+            for (int i = 0; i < n_axes; i++) {
+                double d = round(scale * (double)x->dims[axes[i]]);
+                if (!(d >= 0 && d <= (double)SC_SHAPE_MAX_DIM))
+                    return shape_fail(g, n, "sizes with keep_aspect_ratio_policy give an output dim of %g", d);
+                out.dims[axes[i]] = (int64_t)d;
+            }
         }
     }
     shape_set_out(g, n, 0, &out);

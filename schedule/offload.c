@@ -262,7 +262,7 @@ static sc_status entity_events(off_ctx *x, int e, bool *split) {
     for (int j = 1; j < n; j++) n_clusters += u[j].run - u[j - 1].run - 1 > W;
     *split = weight ? n > 0 : n_clusters > 1;
     if (!*split) return SC_OK;
-    int prev_free = -1, idx;
+    int prev_free = -1, idx = -1;
     for (int lo = 0, c = 0; lo < n; c++) {
         int hi = lo + 1;
         while (hi < n && u[hi].run - u[hi - 1].run - 1 <= W) hi++;

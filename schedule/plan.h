@@ -28,7 +28,7 @@ typedef enum { SC_STEP_RUN, SC_STEP_FREE, SC_STEP_OFFLOAD, SC_STEP_PREFETCH, SC_
 typedef struct {
     sc_step_kind kind;
     int node;     /* RUN */
-    int value;    /* FREE, OFFLOAD, PREFETCH */
+    int value;    /* FREE, OFFLOAD, PREFETCH; WAIT: the value its transfer moves (informative) */
     int transfer; /* OFFLOAD, PREFETCH: its id; WAIT: the id waited for */
     int interval; /* RUN: first interval its outputs open (one per present output, in order);
                      PREFETCH: the interval it opens; else -1 */

@@ -45,6 +45,7 @@ static int gen_finish(arg_spec *spec, const char *what, sc_status (*build)(onnxb
 static sc_status build_resnet(onnxb *b, const void *o) { return gen_resnet(b, o); }
 static sc_status build_dranet(onnxb *b, const void *o) { return gen_dranet(b, o); }
 static sc_status build_gpt(onnxb *b, const void *o) { return gen_gpt(b, o); }
+static sc_status build_densenet(onnxb *b, const void *o) { return gen_densenet(b, o); }
 
 static int gen_resnet_cmd(int argc, char **argv) {
     arg_opt opts[] = {
@@ -170,12 +171,43 @@ static int gen_gpt_cmd(int argc, char **argv) {
     return rc;
 }
 
+static int gen_densenet_cmd(int argc, char **argv) {
+    arg_opt opts[] = {
+        COMMON_OPTS,
+        OPT("blocks", 0, ARG_INT, "B", "dense blocks (default 4)"),
+        OPT("layers-per-block", 0, ARG_INT, "L", "dense layers per block (default 6)"),
+        OPT("growth", 0, ARG_INT, "K", "growth rate: channels each layer adds (default 12)"),
+        OPT("classes", 0, ARG_INT, "C", "output classes (default 10)"),
+        OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S] (default 32)"),
+    };
+    arg_spec spec = {.usage = "scorch-run gen densenet [--blocks B] [--layers-per-block L] [--growth K] [options] -o FILE.onnx",
+                     .summary = "DenseNet-BC (Huang et al. 2017): dense blocks (BN-ReLU-Conv1x1-BN-ReLU-Conv3x3, Concat),\n"
+                                "transitions (BN-ReLU-Conv1x1-AveragePool); input 'input' [batch,3,S,S], output 'logits'.",
+                     .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
+    args_result ar = args_parse(&spec, argc, argv);
+    if (ar != ARGS_OK) {
+        args_free(&spec);
+        return ar == ARGS_HELP ? 0 : 2;
+    }
+    int64_t v[5] = {4, 6, 12, 10, 32};
+    for (int i = 0; i < 5; i++)
+        if (opts[N_COMMON + i].set) v[i] = opts[N_COMMON + i].i;
+    gen_densenet_opts o = {.blocks = v[0], .layers = v[1], .growth = v[2], .classes = v[3], .image = v[4],
+                           .seed = (uint64_t)opts[OPT_SEED].i};
+    char what[96];
+    snprintf(what, sizeof what, "densenet-B%lld-L%lld-K%lld", (long long)o.blocks, (long long)o.layers, (long long)o.growth);
+    int rc = gen_finish(&spec, what, build_densenet, &o);
+    args_free(&spec);
+    return rc;
+}
+
 int cmd_gen(int argc, char **argv) {
     static const char *help = "usage: scorch-run gen MODEL [options] -o FILE.onnx\n\n"
                               "models:\n"
                               "  resnet  ResNet-18/34/50/101/152 (torchvision) or a generic depth\n"
                               "  dranet  dual-attention segmentation net on a dilated ResNet-50/101\n"
-                              "  gpt     GPT-2 small/medium/large/xl or any size\n\n"
+                              "  gpt     GPT-2 small/medium/large/xl or any size\n"
+                              "  densenet DenseNet-BC with any blocks, layers and growth rate\n\n"
                               "'scorch-run gen MODEL --help' lists a model's options.\n";
     if (argc < 1) {
         fputs(help, stderr);
@@ -188,6 +220,7 @@ int cmd_gen(int argc, char **argv) {
     if (!strcmp(argv[0], "resnet")) return gen_resnet_cmd(argc - 1, argv + 1);
     if (!strcmp(argv[0], "dranet")) return gen_dranet_cmd(argc - 1, argv + 1);
     if (!strcmp(argv[0], "gpt")) return gen_gpt_cmd(argc - 1, argv + 1);
-    args_error("gen: unknown model '%s' (resnet, dranet, gpt)", argv[0]);
+    if (!strcmp(argv[0], "densenet")) return gen_densenet_cmd(argc - 1, argv + 1);
+    args_error("gen: unknown model '%s' (resnet, dranet, gpt, densenet)", argv[0]);
     return 2;
 }

@@ -232,7 +232,7 @@ int cmd_run(int argc, char **argv) {
     if (threads->set) omp_set_num_threads((int)threads->i);
     sc_model *m;
     int usage = 0;
-    sc_status st = model_load_prepared(&spec, &m, &usage);
+    sc_status st = model_load_prepared_for(&spec, true, &m, &usage);
     if (!st) {
         st = run_model(&m->graph, &spec);
         sc_model_free(m);

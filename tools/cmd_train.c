@@ -11,6 +11,10 @@
  * On a NaN/Inf the run stops with the step and the first tensor where it appeared; nothing is
  * written then: neither the model nor a state, so the last checkpoint stays as it was.
  * --dump-grads DIR writes the gradients and the loss of the first step run (trainer.h has the layout).
+ * --memory SIZE / --strategy S / --offload O / --slots S (any of them) run every step through a plan
+ * (schedule/plan.h) with the plan executor; at the end a line compares the plan's predictions with
+ * the measurements: "plan S (offload O): K segments, peak planned P measured M bytes, step time
+ * predicted X s measured Y s (median)". An infeasible budget stops before training, naming the smallest budget.
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +25,7 @@
 
 #include "tools/args.h"
 #include "tools/cmd.h"
+#include "tools/plan_report.h"
 #include "train/trainer.h"
 
 static double now_s(void) {
@@ -45,7 +50,45 @@ typedef struct {
     const char *unit_name;
     float first_loss, last_loss;
     FILE *log;
+    int64_t peak_bytes;     /* max measured arena high-water mark (plans) */
+    double *exec_times;     /* per step of this run, for the median */
+    int64_t n_exec, cap_exec;
 } progress;
+
+static void exec_time_add(progress *p, double s) {
+    if (p->n_exec == p->cap_exec) {
+        int64_t cap = p->cap_exec ? 2 * p->cap_exec : 64;
+        double *x = realloc(p->exec_times, (size_t)cap * sizeof *x);
+        if (!x) return; /* the median then covers fewer steps */
+        p->exec_times = x, p->cap_exec = cap;
+    }
+    p->exec_times[p->n_exec++] = s;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of the steps after the first (the first pays for caches and page faults) when there are more. */
+static double exec_median(progress *p) {
+    int64_t skip = p->n_exec > 1 ? 1 : 0, n = p->n_exec - skip;
+    if (n <= 0) return 0;
+    qsort(p->exec_times + skip, (size_t)n, sizeof *p->exec_times, cmp_double);
+    return n % 2 ? p->exec_times[skip + n / 2] : 0.5 * (p->exec_times[skip + n / 2 - 1] + p->exec_times[skip + n / 2]);
+}
+
+static void plan_report_line(const sc_trainer *t, progress *p) {
+    const sc_plan *pl = sc_trainer_plan(t);
+    if (!pl) return;
+    char a[32], b[32];
+    printf("plan %s (offload %s): %d segments, peak planned %lld measured %lld bytes (%s / %s), step time predicted "
+           "%.4g s measured %.4g s (median of %lld)\n",
+           plan_strategy_name(pl->strategy), plan_offload_name(pl->offload), pl->n_segments, (long long)pl->arena_bytes,
+           (long long)p->peak_bytes,
+           fmt_bytes(pl->arena_bytes, a, sizeof a), fmt_bytes(p->peak_bytes, b, sizeof b), pl->predicted_time,
+           exec_median(p), (long long)(p->n_exec > 1 ? p->n_exec - 1 : p->n_exec));
+}
 
 static void progress_show(progress *p, const sc_trainer *t, const sc_step_result *r) {
     double el = now_s() - p->t0, rate = el > 0 ? (double)p->units / el : 0;
@@ -91,6 +134,8 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
         }
         p->last_loss = r.loss;
         p->done++;
+        if (r.peak_bytes > p->peak_bytes) p->peak_bytes = r.peak_bytes;
+        exec_time_add(p, r.exec_time);
         p->units += strcmp(p->unit_name, "tokens") ? r.samples : r.tokens;
         if (p->log) {
             fprintf(p->log, "%lld,%.9g,%.9g,%.3f,%.3f\n", (long long)r.step, r.loss, r.lr,
@@ -125,7 +170,15 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
             sc_trainer_data_desc(t), (long long)total);
     if (done) fprintf(stderr, " (resuming after step %lld)", (long long)done);
     fputc('\n', stderr);
-    progress p = {.tty = isatty(2), .t0 = now_s(), .print_every = print_every, .unit_name = "samples"};
+    const sc_plan *pl = sc_trainer_plan(t);
+    if (pl) {
+        char a[32], b[32];
+        fprintf(stderr, "plan %s (offload %s): %d segments, %d steps, arena %s (budget %s)\n",
+                plan_strategy_name(pl->strategy), plan_offload_name(pl->offload), pl->n_segments, pl->n_steps,
+                fmt_bytes(pl->arena_bytes, a, sizeof a),
+                cfg->plan.budget ? fmt_bytes(cfg->plan.budget, b, sizeof b) : "unlimited");
+    }
+    progress p = {.tty = isatty(2), .t0 = now_s(), .print_every = print_every, .unit_name = "samples", .peak_bytes = -1};
     if (p.print_every <= 0) p.print_every = total > 20 ? total / 20 : 1;
     sc_status st = log ? log_open(&p, log, cfg->resume_dir != NULL) : SC_OK;
     if (!st) st = train_loop(t, o, &p);
@@ -135,7 +188,9 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
         if (p.done) printf("loss %.4f -> %.4f over %lld steps\n", p.first_loss, p.last_loss, (long long)p.done);
         else printf("nothing to do: the state is already at step %lld of %lld\n", (long long)done, (long long)total);
         printf("wrote %s\n", o->out);
+        if (p.done) plan_report_line(t, &p);
     }
+    free(p.exec_times);
     sc_trainer_free(t);
     return st;
 }
@@ -201,6 +256,9 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
     c->resume_dir = args_get(s, "resume")->s;
     if ((a = args_get(s, "threads"))->set && (c->threads = (int)a->i) < 1) return "--threads must be at least 1";
     c->train.keep_grads = args_get(s, "dump-grads")->set;
+    const char *sn, *on;
+    const char *u = plan_options_from_args(s, &c->plan, &c->use_plan, &sn, &on);
+    if (u) return u;
     return NULL;
 }
 
@@ -233,13 +291,15 @@ int cmd_train(int argc, char **argv) {
         {.name = "print-every", .kind = ARG_INT, .metavar = "N", .help = "plain progress lines every N steps (not a terminal)"},
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},
         {.name = "dump-grads", .kind = ARG_STR, .metavar = "DIR", .help = "write step 1's gradients and loss as .npy"},
+        PLAN_CLI_OPTS,
     };
     arg_spec spec = {
         .usage = "scorch-run train MODEL.onnx [-o FILE] [--batch N] [--seq N] [--steps N | --epochs N] [--lr X] "
                  "[--optimizer sgd|adamw] [--momentum X] [--weight-decay X] [--nesterov] [--schedule constant|cosine] "
                  "[--warmup N] [--clip X] [--seed N] [--freeze REGEX] [--loss auto|ce|mse] "
                  "[--data X.npy --labels Y.npy | --tokens FILE [--token-dtype uint16|int32]] "
-                 "[--save-every N --state DIR] [--resume DIR] [--log FILE.csv] [--threads N] [--dump-grads DIR]",
+                 "[--save-every N --state DIR] [--resume DIR] [--log FILE.csv] [--threads N] [--dump-grads DIR] "
+                 "[--memory SIZE] [--strategy none|sqrt|dc|optimal|auto] [--offload O] [--slots S]",
         .summary = "Trains the model on the CPU (forward, loss, backward, optimizer update) and writes it back as ONNX.\n"
                    "Without --data or --tokens it trains on seeded synthetic data shaped for the model.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};

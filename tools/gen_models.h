@@ -34,6 +34,9 @@ typedef struct {
 sc_status gen_resnet(onnxb *b, const gen_resnet_opts *o);
 sc_status gen_dranet(onnxb *b, const gen_dranet_opts *o);
 sc_status gen_gpt(onnxb *b, const gen_gpt_opts *o);
+/* DenseNet-BC style (gen_densenet.c): dense blocks of BN-ReLU-Conv layers whose outputs are concatenated. */
+typedef struct { int64_t blocks, layers, growth, classes, image; uint64_t seed; } gen_densenet_opts;
+sc_status gen_densenet(onnxb *b, const gen_densenet_opts *o);
 
 /* torchvision ResNet stem + layer1..4 (depth in 18/34/50/101/152). With `dilated`, layer3 and layer4
  * keep stride 1 and dilate by 2 and 4 (output stride 8, torchvision replace_stride_with_dilation =

@@ -6,6 +6,10 @@
 #include <string.h>
 
 sc_status model_load_prepared(arg_spec *spec, sc_model **out, int *usage_error) {
+    return model_load_prepared_for(spec, false, out, usage_error);
+}
+
+sc_status model_load_prepared_for(arg_spec *spec, bool inference, sc_model **out, int *usage_error) {
     *out = NULL;
     *usage_error = 0;
     arg_opt *batch = args_get(spec, "batch"), *seq = args_get(spec, "seq"), *dim = args_get(spec, "dim");
@@ -37,7 +41,7 @@ sc_status model_load_prepared(arg_spec *spec, sc_model **out, int *usage_error) 
     if (!st) st = sc_model_load(spec->pos[0], &m);
     if (!st) {
         sc_bind_options bo = {.batch = batch->set ? batch->i : 0, .seq = seq->set ? seq->i : 0, .dims = binds,
-                              .n_dims = dim->n_list};
+                              .n_dims = dim->n_list, .inference = inference};
         st = sc_status_prefix(graph_prepare(&m->graph, &bo), "%s: ", spec->pos[0]);
     }
     for (int i = 0; names && i < dim->n_list; i++) free(names[i]);

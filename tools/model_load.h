@@ -14,5 +14,8 @@
 /* Loads and prepares spec's first positional argument with the options above. Returns a status with
  * a usage-style message for a malformed --dim (sets *usage_error). */
 sc_status model_load_prepared(arg_spec *spec, sc_model **out, int *usage_error);
+/* Added (perf helper): as above; inference also runs the inference-only fusions of graph_prepare
+ * (graph/pass_fuse.c), for a model that will only run forward (`run`). */
+sc_status model_load_prepared_for(arg_spec *spec, bool inference, sc_model **out, int *usage_error);
 
 #endif

@@ -18,6 +18,8 @@ static const command commands[] = {
     {"info", cmd_info, "op histogram, parameters, FLOPs and activation memory of a model"},
     {"run", cmd_run, "run a model's forward pass on the CPU and save its outputs as .npy"},
     {"train", cmd_train, "train a model on the CPU and write it back as ONNX"},
+    {"plan", cmd_plan, "plan a training step under a memory budget and show its predicted costs"},
+    {"bench", cmd_bench, "measure strategies and memory budgets by running training steps"},
 };
 
 int cmd_report(sc_status st) {

@@ -287,4 +287,7 @@ sc_status train_state_read(sc_trainer *t, const char *dir) {
 }
 
 sc_status sc_trainer_save_state(sc_trainer *t, const char *dir) { return train_state_write(t, dir); }
-sc_status sc_trainer_load_state(sc_trainer *t, const char *dir) { return train_state_read(t, dir); }
+sc_status sc_trainer_load_state(sc_trainer *t, const char *dir) {
+    SC_TRY(train_state_read(t, dir));
+    return train_plan_reload(t); /* with a plan, its device copy takes the loaded state too */
+}

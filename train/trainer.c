@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/cpu_rng.h"
@@ -34,6 +35,11 @@ float sc_trainer_lr_at(const sc_trainer_config *cfg, int64_t total_steps, int64_
 }
 
 /* ---- setup ---- */
+
+/* The scalar loss as a double, whatever float dtype the model trains in. */
+static double train_loss_value(const sc_tensor *t) {
+    return t->desc.dtype == SC_F64 ? *(const double *)t->data : (double)*(const float *)t->data;
+}
 
 static sc_status strings_copy(sc_trainer *t) {
     const char **fields[] = {&t->cfg.model_path, &t->cfg.data_path, &t->cfg.labels_path, &t->cfg.tokens_path,
@@ -131,6 +137,7 @@ static sc_status trainer_build(sc_trainer *t) {
     SC_TRY(feeds_alloc(t));
     SC_TRY(state_collect(t));
     if (t->cfg.resume_dir) SC_TRY(train_state_read(t, t->cfg.resume_dir));
+    if (t->cfg.use_plan) SC_TRY(sc_status_prefix(train_plan_open(t), "%s: ", t->cfg.model_path));
     return SC_OK;
 }
 
@@ -160,6 +167,7 @@ static void outs_release(sc_trainer *t) {
 
 void sc_trainer_free(sc_trainer *t) {
     if (!t) return;
+    train_plan_close(t);
     outs_release(t);
     if (t->feeds && t->model)
         for (int i = 0; i < t->model->graph.n_inputs; i++) free(t->feeds[i].data);
@@ -195,6 +203,27 @@ static void writebacks_apply(sc_trainer *t) {
     }
 }
 
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The step's graph execution: the plan's session, or the store-everything executor; *seconds is
+ * the time of the execution itself. */
+static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *seconds) {
+    *peak_bytes = -1;
+    *seconds = 0;
+    if (t->cfg.use_plan) {
+        if (!t->session) return sc_errorf("no plan to run (the last re-plan failed)");
+        return train_plan_run(t, peak_bytes, seconds);
+    }
+    double t0 = seconds_now();
+    sc_status st = sc_forward_cpu(&t->model->graph, t->feeds, t->outs);
+    *seconds = seconds_now() - t0;
+    return st;
+}
+
 sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
     if (t->step >= t->total) return sc_errorf("the run is complete (%lld steps)", (long long)t->total);
     sc_graph *g = &t->model->graph;
@@ -204,19 +233,24 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
     outs_release(t);
     cpu_params_changed(); /* the last step, a loaded state or a restore changed weights in place */
     cpu_set_dropout_rng(t->cfg.seed, (uint64_t)step); /* Dropout masks: a function of (seed, step) */
-    sc_status st = sc_forward_cpu(g, t->feeds, t->outs);
+    int64_t peak_bytes;
+    double exec_time;
+    sc_status st = step_execute(t, &peak_bytes, &exec_time);
     if (st) {
         train_snapshot_restore(t); /* updates before the failing node already ran in place */
+        sc_status_free(train_plan_reload(t));
         return sc_status_prefix(st, "step %lld: ", (long long)step);
     }
     writebacks_apply(t);
-    float loss = *(const float *)t->outs[t->loss_out].data;
+    double loss = train_loss_value(&t->outs[t->loss_out]);
     int bad = -1;
     if (!isfinite(loss) || !train_state_finite(t, &bad)) {
         char trigger[512];
         if (!isfinite(loss)) snprintf(trigger, sizeof trigger, "the loss is %g", loss);
         else snprintf(trigger, sizeof trigger, "'%s' became non-finite in the update", g->values[bad].name);
-        return train_nan_locate(t, step, trigger);
+        st = train_nan_locate(t, step, trigger);
+        sc_status_free(train_plan_reload(t)); /* the device copy returns to the restored weights */
+        return st;
     }
     train_snapshot_take(t);
     t->step = step;
@@ -227,6 +261,8 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
         r->lr = lr;
         r->samples = t->data.batch;
         r->tokens = t->data.lm ? t->data.batch * t->data.seq : t->data.batch;
+        r->exec_time = exec_time;
+        r->peak_bytes = peak_bytes;
     }
     return SC_OK;
 }
@@ -286,6 +322,6 @@ sc_status sc_trainer_dump_grads(sc_trainer *t, const char *dir) {
         grad.desc = g->values[t->tg.params[i]].desc; /* same shape; the parameter's name and dims */
         SC_TRY(npy_save(dir, g->values[t->tg.params[i]].name, &grad));
     }
-    sc_tensor loss = {.desc = sc_desc_make(SC_F32, 0, NULL), .data = t->outs[t->loss_out].data};
+    sc_tensor loss = t->outs[t->loss_out]; /* the loss's own dtype: f32, or f64 for f64 models */
     return npy_save(dir, "loss", &loss);
 }

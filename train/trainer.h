@@ -30,6 +30,7 @@
 
 #include "autodiff/autodiff.h"
 #include "import/onnx.h"
+#include "schedule/plan.h"
 
 typedef enum { SC_LR_CONSTANT, SC_LR_COSINE } sc_lr_schedule;
 
@@ -51,6 +52,11 @@ typedef struct {
     sc_dtype token_dtype;
     const char *resume_dir; /* load DIR/state.bin after building the session */
     int threads;            /* 0 = library default */
+    /* Memory-budgeted plans (issue 4): with use_plan every step runs the plan built under `plan`
+     * (schedule/plan.h) with the plan executor (backends/plan_exec.h) in an arena of exactly the
+     * planned size, instead of sc_forward_cpu. The weights are bit-identical either way. */
+    bool use_plan;
+    sc_plan_options plan;
 } sc_trainer_config;
 
 /* Defaults: batch 1, lr 0.01, constant schedule, seed 0, sc_train_options_default, u16 tokens. */
@@ -64,6 +70,8 @@ typedef struct {
     float lr;               /* the learning rate this step used */
     int64_t samples;        /* samples in the batch (sequences for language models) */
     int64_t tokens;         /* label positions in the batch (samples * seq for language models) */
+    double exec_time;       /* seconds spent executing the graph or the plan (data and checks excluded) */
+    int64_t peak_bytes;     /* with a plan: the arena high-water mark measured during the step; else -1 */
 } sc_step_result;
 
 sc_status sc_trainer_create(const sc_trainer_config *cfg, sc_trainer **out);
@@ -78,6 +86,12 @@ int64_t sc_trainer_total_steps(const sc_trainer *t);
 int64_t sc_trainer_dataset_size(const sc_trainer *t); /* samples per epoch */
 const char *sc_trainer_data_desc(const sc_trainer *t); /* "synthetic ...", "x.npy + y.npy", ... */
 float sc_trainer_lr_at(const sc_trainer_config *cfg, int64_t total_steps, int64_t step);
+
+/* With use_plan: the plan every step runs (NULL otherwise). */
+const sc_plan *sc_trainer_plan(const sc_trainer *t);
+/* Replaces the plan by one built under o (bench); with use_plan only. When o cannot be met the status
+ * is the planner's (naming the smallest feasible budget) and the current plan stays. */
+sc_status sc_trainer_replan(sc_trainer *t, const sc_plan_options *o);
 
 /* The model (for its graph and parameters) and the training graph's bookkeeping. */
 sc_model *sc_trainer_model(sc_trainer *t);

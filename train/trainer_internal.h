@@ -2,6 +2,7 @@
 #ifndef SC_TRAINER_INTERNAL_H
 #define SC_TRAINER_INTERNAL_H
 
+#include "backends/plan_exec.h"
 #include "train/train_data.h"
 #include "train/trainer.h"
 
@@ -23,6 +24,13 @@ struct sc_trainer {
     int n_state;
     int *state_ids;
     void **snapshot;
+    /* With cfg.use_plan (train_plan.c): the plan, its modelled device and the executing session.
+     * The session's device copy of parameters and optimizer state is the truth during a step; after
+     * every step it is copied back to the graph's host data, so snapshots, checks, checkpoints and
+     * saving read the host data as without a plan. */
+    sc_plan plan;
+    sc_backend *backend;
+    sc_plan_session *session;
 };
 
 /* train_state.c */
@@ -36,5 +44,13 @@ bool train_state_finite(const sc_trainer *t, int *bad);
 sc_status train_nan_locate(sc_trainer *t, int64_t step, const char *trigger);
 void train_snapshot_restore(sc_trainer *t);
 void train_snapshot_take(sc_trainer *t);
+
+/* train_plan.c: builds cfg.plan's plan and its session (after the state is loaded); runs one step of
+ * it into t->outs and applies the writebacks on the device; pushes host state to the device again
+ * (after a restore or a loaded state). */
+sc_status train_plan_open(sc_trainer *t);
+void train_plan_close(sc_trainer *t);
+sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds);
+sc_status train_plan_reload(sc_trainer *t);
 
 #endif

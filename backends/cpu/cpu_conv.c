@@ -112,6 +112,7 @@ typedef struct {
     int64_t group;
     int has_bias;
     int layout;
+    int relu; /* sc_window_attrs.fused_relu: eltwise relu post-op */
 } conv_key;
 
 typedef struct {
@@ -221,8 +222,22 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
         &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &wei_any, k->has_bias ? &bias_md : NULL,
         &dst_any, strides, dil, pl, pr);
     if (s != dnnl_success) return cpu_dnnl_error(call, "convolution descriptor", s);
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    if (k->relu) {
+        s = dnnl_primitive_attr_create(&attr);
+        if (s == dnnl_success) s = dnnl_post_ops_create(&po);
+        if (s == dnnl_success) s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+        if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
+        if (po) dnnl_post_ops_destroy(po);
+        if (s != dnnl_success) {
+            if (attr) dnnl_primitive_attr_destroy(attr);
+            return cpu_dnnl_error(call, "relu post-op", s);
+        }
+    }
     dnnl_primitive_desc_t pd;
-    s = dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL);
+    s = dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
     if (s != dnnl_success) return cpu_dnnl_error(call, "convolution primitive descriptor", s);
     const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -387,6 +402,10 @@ sc_status cpu_conv(const sc_kernel_call *call) {
     if (x->dtype == SC_F64) {
         conv_ref_f64(&w, x->dims[0], x->dims[1], wd->dims[0], G, call->in[0].data, call->in[1].data, bias,
                      call->out[0].data);
+        if (wa->fused_relu) {
+            double *yd = call->out[0].data;
+            for (int64_t i = 0; i < sc_desc_numel(y); i++) yd[i] = yd[i] > 0.0 ? yd[i] : 0.0;
+        }
         return SC_OK;
     }
     if (x->dtype != SC_F32) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
@@ -411,6 +430,7 @@ sc_status cpu_conv(const sc_kernel_call *call) {
     k.group = G;
     k.has_bias = bias != NULL;
     k.layout = conv_layout;
+    k.relu = wa->fused_relu;
     if (k.layout == CPU_CONV_LAYOUT_AUTO) {
         bool pointwise = true;
         for (int i = 0; i < ns; i++) pointwise = pointwise && wd->dims[2 + i] == 1;

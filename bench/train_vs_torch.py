@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""CPU training-step time of `scorch-run train` against PyTorch, same model, threads and optimizer.
+
+Models (issue 3's speed targets):
+  resnet18: `scorch-run gen resnet --depth 18 --image 64` (torchvision's ResNet-18 layout, 1000
+            classes) against torchvision.models.resnet18(); batch 8, 3x64x64, batch norm training.
+  gpt:      `scorch-run gen gpt --layers 4 --heads 4 --dim 256 --seq 128 --vocab 8192` against the
+            same architecture written below (pre-LayerNorm GPT-2 blocks, exact-erf GELU, causal
+            softmax attention, tied LM head); batch 4, 128 tokens. Vocabulary 8192 rather than
+            GPT-2's 50257 keeps the step dominated by the transformer blocks, not the LM head
+            (both sides pay the same head either way).
+Both sides: softmax cross-entropy loss (next-token for the GPT), SGD lr 0.01 momentum 0.9, one
+optimizer step per batch, synthetic seeded data. Weights are random on each side (generated model
+vs PyTorch's init); a step's time does not depend on their values.
+
+Timing: each round runs `scorch-run train MODEL --steps N --log FILE.csv` (per-step times from the
+elapsed_s column; the first --warmup steps dropped, median of the rest) and then N PyTorch steps in
+this process (same warm-up rule), alternating so machine noise hits both alike. The result is the
+median over rounds. Run with Debian's python (torch 1.13): /usr/bin/python3 bench/train_vs_torch.py
+"""
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# Both engines run on libgomp; its default spin-wait collapses on a loaded machine (see
+# tools/runtime_env.c), so both get the same policy: passive unless the caller chose one. It must be
+# set before torch loads libgomp.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MODELS = {
+    "resnet18": {
+        "title": "ResNet-18, batch 8, 3x64x64",
+        "gen": ["resnet", "--depth", "18", "--image", "64"],
+        "train": ["--batch", "8"],
+    },
+    "gpt": {
+        "title": "GPT-2-style L4 H4 D256, vocab 8192, batch 4, seq 128",
+        "gen": ["gpt", "--layers", "4", "--heads", "4", "--dim", "256", "--seq", "128", "--vocab", "8192"],
+        "train": ["--batch", "4", "--seq", "128"],
+    },
+}
+
+
+class Block(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.h = h
+        self.ln_1 = nn.LayerNorm(d, eps=1e-5)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d, eps=1e-5)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.mlp_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x, mask):
+        b, t, d = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
+        q = q.view(b, t, self.h, d // self.h).transpose(1, 2)
+        k = k.view(b, t, self.h, d // self.h).permute(0, 2, 3, 1)
+        v = v.view(b, t, self.h, d // self.h).transpose(1, 2)
+        att = (q @ k) * (1.0 / math.sqrt(d // self.h))
+        att = torch.where(mask[:t, :t], att, torch.tensor(torch.finfo(att.dtype).min)).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.c_proj(y)
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+
+class GPT(nn.Module):
+    """The layout of tools/gen_gpt.c (Hugging Face GPT2LMHeadModel / nanoGPT)."""
+
+    def __init__(self, layers, heads, dim, seq, vocab):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, dim)
+        self.wpe = nn.Embedding(seq, dim)
+        self.blocks = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(dim, eps=1e-5)
+        self.register_buffer("mask", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        x = self.wte(ids) + self.wpe(torch.arange(t))
+        for blk in self.blocks:
+            x = blk(x, self.mask)
+        return self.ln_f(x) @ self.wte.weight.t()
+
+
+def torch_setup(key):
+    g = torch.Generator().manual_seed(0)
+    if key == "resnet18":
+        import torchvision
+        model = torchvision.models.resnet18(num_classes=1000)
+        x = torch.randn(8, 3, 64, 64, generator=g)
+        y = torch.randint(0, 1000, (8,), generator=g)
+        loss_fn = lambda out: F.cross_entropy(out, y)
+    else:
+        model = GPT(4, 4, 256, 128, 8192)
+        x = torch.randint(0, 8192, (4, 128), generator=g)
+        y = torch.randint(0, 8192, (4, 128), generator=g)
+        loss_fn = lambda out: F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    return model, x, loss_fn, opt
+
+
+def torch_step_ms(state, steps, warmup):
+    model, x, loss_fn, opt = state
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x))
+        loss.backward()
+        opt.step()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return statistics.median(times[warmup:])
+
+
+def scorch_step_ms(args, model, spec, tmp, steps, warmup):
+    log = os.path.join(tmp, "log.csv")
+    cmd = [args.scorch_run, "train", model, *spec["train"], "--steps", str(steps), "--threads", str(args.threads),
+           "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9", "--log", log, "-o",
+           os.path.join(tmp, "trained.onnx")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"train_vs_torch: {' '.join(cmd)} failed:\n{r.stderr}")
+    with open(log) as f:
+        rows = list(csv.DictReader(f))
+    elapsed = [float(row["elapsed_s"]) for row in rows]
+    if len(elapsed) < warmup + 2:
+        sys.exit(f"train_vs_torch: {log} has {len(elapsed)} steps, need more than {warmup + 1}")
+    per_step = [(b - a) * 1000.0 for a, b in zip(elapsed, elapsed[1:])]  # step i+1's own time
+    return statistics.median(per_step[warmup:]), " ".join(cmd)
+
+
+def machine_name():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def bench(args, key, tmp):
+    spec = MODELS[key]
+    model = os.path.join(tmp, key + ".onnx")
+    subprocess.run([args.scorch_run, "gen", *spec["gen"], "-o", model], check=True, capture_output=True)
+    state = torch_setup(key)
+    ours, theirs, cmd = [], [], ""
+    for r in range(args.rounds):
+        s, cmd = scorch_step_ms(args, model, spec, tmp, args.steps, args.warmup)
+        t = torch_step_ms(state, args.steps, args.warmup)
+        ours.append(s)
+        theirs.append(t)
+        print(f"{key} round {r + 1}/{args.rounds}: scorch {s:.1f} ms/step, torch {t:.1f} ms/step, "
+              f"ratio {s / t:.2f}, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+    s, t = statistics.median(ours), statistics.median(theirs)
+    return {"model": key, "title": spec["title"], "scorch_ms": round(s, 2), "torch_ms": round(t, 2),
+            "ratio": round(s / t, 3), "scorch_rounds_ms": [round(x, 2) for x in ours],
+            "torch_rounds_ms": [round(x, 2) for x in theirs], "scorch_command": cmd}
+
+
+def write_results(args, rows, load_start):
+    date = datetime.date.today().isoformat()
+    os.makedirs(args.out_dir, exist_ok=True)
+    stem = os.path.join(args.out_dir, f"{date}-cpu-train")
+    meta = {"date": date, "machine": machine_name(), "cores": os.cpu_count(), "threads": args.threads,
+            "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds, "torch": torch.__version__,
+            "command": " ".join([sys.executable] + sys.argv), "loadavg_start": load_start,
+            "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "")}
+    with open(stem + ".json", "w") as f:
+        json.dump({"meta": meta, "results": rows}, f, indent=2)
+        f.write("\n")
+    lines = [
+        f"# CPU training step, {date}",
+        "",
+        f"Machine: {meta['machine']} ({meta['cores']} logical CPUs), {args.threads} thread(s); torch "
+        f"{torch.__version__}. Load average (1/5/15 min) at start {load_start}, at end {meta['loadavg_end']}. "
+        f"Per round: median step time of {args.steps} steps after {args.warmup} warm-up steps; the table "
+        f"gives the median over {args.rounds} alternating rounds. SGD lr 0.01 momentum 0.9.",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        "| model | Scorch (ms/step) | PyTorch (ms/step) | Scorch / PyTorch |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['title']} | {r['scorch_ms']:.1f} | {r['torch_ms']:.1f} | {r['ratio']:.2f} |")
+    lines += ["", "```json", json.dumps({"meta": meta, "results": rows}, indent=2), "```", ""]
+    with open(stem + ".md", "w") as f:
+        f.write("\n".join(lines))
+    print(f"wrote {stem}.md and {stem}.json", file=sys.stderr)
+    print("\n".join(lines[:8 + len(rows)]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scorch-run", default=os.path.join(ROOT, "build", "scorch-run"))
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--models", default="resnet18,gpt")
+    ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
+    args = ap.parse_args()
+    keys = [k for k in args.models.split(",") if k]
+    for k in keys:
+        if k not in MODELS:
+            sys.exit(f"train_vs_torch: unknown model {k} (have {', '.join(MODELS)})")
+    if not os.access(args.scorch_run, os.X_OK):
+        sys.exit(f"train_vs_torch: {args.scorch_run} not found: build first")
+    torch.set_num_threads(args.threads)
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    with tempfile.TemporaryDirectory(prefix="scorch-train-bench-") as tmp:
+        rows = [bench(args, k, tmp) for k in keys]
+    write_results(args, rows, load_start)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+/* graph_fuse_inference (graph/passes.h): rewrites for a graph that will only run forward, with its
+ * parameters frozen. graph_prepare runs it when sc_bind_options.inference is set (scorch-run run and
+ * info); the trainer never sets it, since every rewrite here treats parameters as constants or
+ * removes a node that training differentiates (BatchNormalization must train on batch statistics).
+ *
+ *   1. Parameter folding: a node whose inputs are all parameters or constants runs once now and
+ *      its outputs become constants (e.g. GPT's tied LM head Transpose(wte), 154 MB transposed on
+ *      every pass otherwise). No size limit beyond SC_FUSE_FOLD_MAX_ELEMS.
+ *   2. BatchNormalization (inference) after a Conv with constant weights, the Conv's only consumer:
+ *      with s = scale / sqrt(var + eps),  W'[m] = W[m] s[m],  b'[m] = (b[m] - mean[m]) s[m] + B[m]
+ *      (ONNX BatchNormalization: y = (x - mean) / sqrt(var + eps) * scale + B), so the pair is one
+ *      Conv with new constant weights. The arithmetic runs in double and rounds once.
+ *   3. Relu after a Conv that is its only consumer: the Conv applies it as a oneDNN post-op
+ *      (sc_window_attrs.fused_relu).
+ *   4. GELU written as ops, 0.5 x (1 + erf(x / sqrt 2)) (Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt2)), 1))
+ *      with either operand order), becomes one Gelu node (ONNX Gelu, approximate="none").
+ * Only f32 values are rewritten in 2-4. Intermediate values that a rewrite removes must have a
+ * single consumer and must not be graph outputs.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu.h"
+#include "graph/pass_internal.h"
+
+#define SC_FUSE_FOLD_MAX_ELEMS ((int64_t)1 << 28)
+
+static bool value_is_fixed(const sc_graph *g, int v) {
+    return v >= 0 && (g->values[v].kind == SC_VALUE_CONST || g->values[v].kind == SC_VALUE_PARAM) &&
+           g->values[v].data;
+}
+
+/* A value that a rewrite may drop: made by a node, read once, not a graph output. */
+static bool value_is_private(const sc_graph *g, int v) {
+    return v >= 0 && g->values[v].n_consumers == 1 && !g->values[v].is_output;
+}
+
+static int only_consumer(const sc_graph *g, int v) {
+    return value_is_private(g, v) ? g->values[v].consumers[0] : -1;
+}
+
+static bool value_is_f32(const sc_graph *g, int v) { return v >= 0 && g->values[v].desc.dtype == SC_F32; }
+
+/* ---- 1. parameter folding ---- */
+
+static bool fold_wanted(const sc_graph *g, const sc_node *n) {
+    if (!sc_cpu_kernels[n->op] || n->op == SC_OP_DROPOUT) return false;
+    int present = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        if (!value_is_fixed(g, n->in[k])) return false;
+        present++;
+    }
+    if (!present) return false; /* ConstantOfShape-like sources were folded already or stay */
+    int64_t elems = 0;
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k] < 0) continue;
+        if (g->values[n->out[k]].is_output) return false;
+        int64_t e = sc_desc_numel(&g->values[n->out[k]].desc);
+        if (e < 0) return false;
+        elems += e;
+    }
+    return elems <= SC_FUSE_FOLD_MAX_ELEMS;
+}
+
+static sc_status fold_run(sc_graph *g, const sc_node *n) {
+    sc_tensor in[16], out[8];
+    if (n->n_in > 16 || n->n_out > 8) return SC_OK;
+    for (int k = 0; k < n->n_in; k++) {
+        in[k].desc = n->in[k] >= 0 ? g->values[n->in[k]].desc : (sc_desc){0};
+        in[k].data = n->in[k] >= 0 ? g->values[n->in[k]].data : NULL;
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        out[k].desc = n->out[k] >= 0 ? g->values[n->out[k]].desc : (sc_desc){0};
+        out[k].data = NULL;
+        if (n->out[k] < 0) continue;
+        SC_TRY(graph_alloc_data(g, n->out[k]));
+        out[k].data = g->values[n->out[k]].data;
+    }
+    SC_TRY(sc_status_prefix(cpu_run_node(n, in, n->n_in, out, n->n_out), "folding parameters: "));
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0) g->values[n->out[k]].kind = SC_VALUE_CONST;
+    return SC_OK;
+}
+
+static sc_status fuse_fold_params(sc_graph *g, bool *keep, int *count) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (!keep[i] || !fold_wanted(g, &g->nodes[i]) || g->nodes[i].n_in > 16 || g->nodes[i].n_out > 8) continue;
+        SC_TRY(fold_run(g, &g->nodes[i]));
+        keep[i] = false;
+        (*count)++;
+    }
+    return SC_OK;
+}
+
+/* ---- 2. Conv + BatchNormalization ---- */
+
+static int new_const(sc_graph *g, const char *base, const sc_desc *d, sc_status *st) {
+    int id = graph_add_value(g, graph_unique_name(g, base), SC_VALUE_CONST, d, st);
+    if (id >= 0) *st = graph_alloc_data(g, id);
+    return *st ? -1 : id;
+}
+
+static bool bn_foldable(const sc_graph *g, const sc_node *conv, const sc_node *bn) {
+    if (bn->op != SC_OP_BATCH_NORM || bn->attrs.batch_norm.training_mode || bn->n_in != 5) return false;
+    for (int k = 1; k < bn->n_out; k++)
+        if (bn->out[k] >= 0) return false;
+    for (int k = 1; k < 5; k++)
+        if (!value_is_fixed(g, bn->in[k]) || !value_is_f32(g, bn->in[k])) return false;
+    if (!value_is_fixed(g, conv->in[1]) || !value_is_f32(g, conv->in[1])) return false;
+    if (node_has_input(conv, 2) && !value_is_fixed(g, conv->in[2])) return false;
+    int64_t m = g->values[conv->in[1]].desc.dims[0];
+    for (int k = 1; k < 5; k++)
+        if (sc_desc_numel(&g->values[bn->in[k]].desc) != m) return false;
+    return true;
+}
+
+/* Writes W' and b' into new constants and points the Conv at them and at BN's output. */
+static sc_status bn_fold(sc_graph *g, int ci, int bi) {
+    sc_status st = SC_OK;
+    int w_id = g->nodes[ci].in[1], b_id = node_has_input(&g->nodes[ci], 2) ? g->nodes[ci].in[2] : -1;
+    sc_desc wd = g->values[w_id].desc, bd = g->values[g->nodes[bi].in[1]].desc;
+    bd.rank = 1;
+    bd.dims[0] = wd.dims[0];
+    int nw = new_const(g, "bn_folded.W", &wd, &st);
+    if (st) return st;
+    int nb = new_const(g, "bn_folded.B", &bd, &st);
+    if (st) return st;
+    sc_node *conv = &g->nodes[ci], *bn = &g->nodes[bi];
+    const float *w = g->values[w_id].data, *b = b_id >= 0 ? g->values[b_id].data : NULL;
+    const float *scale = g->values[bn->in[1]].data, *beta = g->values[bn->in[2]].data;
+    const float *mean = g->values[bn->in[3]].data, *var = g->values[bn->in[4]].data;
+    float *w2 = g->values[nw].data, *b2 = g->values[nb].data;
+    int64_t m = wd.dims[0], per = sc_desc_numel(&wd) / m;
+    double eps = bn->attrs.batch_norm.epsilon;
+    for (int64_t o = 0; o < m; o++) {
+        double s = (double)scale[o] / sqrt((double)var[o] + eps);
+        for (int64_t j = 0; j < per; j++) w2[o * per + j] = (float)(w[o * per + j] * s);
+        b2[o] = (float)(((b ? (double)b[o] : 0.0) - mean[o]) * s + beta[o]);
+    }
+    if (conv->n_in < 3) {
+        int *in = sc_arena_alloc_array(&g->arena, 3, sizeof *in);
+        if (!in) return sc_errorf("out of memory folding BatchNormalization '%s'", bn->name);
+        in[0] = conv->in[0];
+        conv->in = in;
+        conv->n_in = 3;
+    }
+    conv->in[1] = nw;
+    conv->in[2] = nb;
+    conv->out[0] = bn->out[0];
+    return SC_OK;
+}
+
+static sc_status fuse_conv_bn(sc_graph *g, bool *keep, int *count) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        sc_node *c = &g->nodes[i];
+        if (!keep[i] || c->op != SC_OP_CONV || !value_is_f32(g, c->out[0])) continue;
+        int j = only_consumer(g, c->out[0]);
+        if (j < 0 || !keep[j] || !bn_foldable(g, c, &g->nodes[j]) || g->nodes[j].in[0] != c->out[0]) continue;
+        SC_TRY(bn_fold(g, i, j));
+        keep[j] = false;
+        (*count)++;
+    }
+    return SC_OK;
+}
+
+/* ---- 3. Conv + Relu ---- */
+
+static void fuse_conv_relu(sc_graph *g, bool *keep, int *count) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        sc_node *c = &g->nodes[i];
+        if (!keep[i] || c->op != SC_OP_CONV || c->attrs.window.fused_relu || !value_is_f32(g, c->out[0])) continue;
+        int j = only_consumer(g, c->out[0]);
+        if (j < 0 || !keep[j] || g->nodes[j].op != SC_OP_RELU) continue;
+        c->out[0] = g->nodes[j].out[0];
+        c->attrs.window.fused_relu = true;
+        keep[j] = false;
+        (*count)++;
+    }
+}
+
+/* ---- 4. GELU from Erf ---- */
+
+static bool scalar_is(const sc_graph *g, int v, double want) {
+    if (!value_is_fixed(g, v) || g->values[v].desc.dtype != SC_F32 || sc_desc_numel(&g->values[v].desc) != 1)
+        return false;
+    double x = *(const float *)g->values[v].data;
+    return fabs(x - want) <= 1e-6 * fabs(want);
+}
+
+/* The node producing v when v is private to its consumer and made by op, else NULL. */
+static const sc_node *private_producer(const sc_graph *g, const bool *keep, int v, sc_op op) {
+    if (!value_is_private(g, v) || g->values[v].producer < 0 || !keep[g->values[v].producer]) return NULL;
+    const sc_node *n = &g->nodes[g->values[v].producer];
+    return n->op == op ? n : NULL;
+}
+
+/* Operand of the binary node n that is not the scalar `want`; -1 when neither is. */
+static int other_than_scalar(const sc_graph *g, const sc_node *n, double want) {
+    if (n->n_in != 2) return -1;
+    if (scalar_is(g, n->in[1], want)) return n->in[0];
+    if (scalar_is(g, n->in[0], want)) return n->in[1];
+    return -1;
+}
+
+/* x when e = Add(Erf(Div(x, sqrt 2)), 1), else -1; marks the three nodes in drop[]. */
+static int gelu_erf_branch(const sc_graph *g, const bool *keep, int e, int drop[3]) {
+    const sc_node *add = private_producer(g, keep, e, SC_OP_ADD);
+    int erf_out = add ? other_than_scalar(g, add, 1.0) : -1;
+    const sc_node *erf = erf_out >= 0 ? private_producer(g, keep, erf_out, SC_OP_ERF) : NULL;
+    const sc_node *div = erf ? private_producer(g, keep, erf->in[0], SC_OP_DIV) : NULL;
+    if (!div || !scalar_is(g, div->in[1], 1.4142135623730951)) return -1;
+    drop[0] = (int)(add - g->nodes);
+    drop[1] = (int)(erf - g->nodes);
+    drop[2] = (int)(div - g->nodes);
+    return div->in[0];
+}
+
+static bool gelu_match(const sc_graph *g, const bool *keep, const sc_node *mul, int *x, int drop[4]) {
+    if (mul->op != SC_OP_MUL || mul->n_in != 2 || !value_is_f32(g, mul->out[0])) return false;
+    for (int side = 0; side < 2; side++) {
+        const sc_node *half = private_producer(g, keep, mul->in[side], SC_OP_MUL);
+        int hx = half ? other_than_scalar(g, half, 0.5) : -1;
+        if (hx < 0) continue;
+        int ex = gelu_erf_branch(g, keep, mul->in[1 - side], drop);
+        if (ex != hx) continue;
+        drop[3] = (int)(half - g->nodes);
+        *x = hx;
+        return true;
+    }
+    return false;
+}
+
+static void fuse_gelu(sc_graph *g, bool *keep, int *count) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        sc_node *n = &g->nodes[i];
+        int x, drop[4];
+        if (!keep[i] || !gelu_match(g, keep, n, &x, drop)) continue;
+        for (int k = 0; k < 4; k++) keep[drop[k]] = false;
+        n->op = SC_OP_GELU;
+        n->n_in = 1;
+        n->in[0] = x;
+        memset(&n->attrs, 0, sizeof n->attrs);
+        n->attrs.gelu.tanh_approx = false;
+        (*count)++;
+    }
+}
+
+/* ---- driver ---- */
+
+static sc_status fuse_compact(sc_graph *g, bool *keep) {
+    sc_status st = graph_compact_nodes(g, keep);
+    for (int i = 0; i < g->n_nodes; i++) keep[i] = true;
+    return st;
+}
+
+sc_status graph_fuse_inference(sc_graph *g) {
+    SC_TRY(graph_link(g));
+    bool *keep = malloc(sizeof *keep * (size_t)(g->n_nodes + 1));
+    if (!keep) return sc_errorf("out of memory fusing the graph");
+    for (int i = 0; i < g->n_nodes; i++) keep[i] = true;
+    int folded = 0, bn = 0, relu = 0, gelu = 0;
+    sc_status st = fuse_fold_params(g, keep, &folded);
+    if (!st) st = fuse_compact(g, keep);
+    if (!st) st = fuse_conv_bn(g, keep, &bn);
+    if (!st) st = fuse_compact(g, keep);
+    if (!st) fuse_conv_relu(g, keep, &relu);
+    if (!st) st = fuse_compact(g, keep);
+    if (!st) fuse_gelu(g, keep, &gelu);
+    if (!st) st = fuse_compact(g, keep);
+    free(keep);
+    if (!st)
+        sc_log(SC_LOG_DEBUG, "inference fusion: %d nodes folded, %d BatchNormalization into Conv, %d Relu into Conv, %d GELU",
+               folded, bn, relu, gelu);
+    return st;
+}

@@ -1,0 +1,173 @@
+/* graph_fuse_inference (graph/pass_fuse.c) keeps what a graph computes: each graph is prepared twice,
+ * once as written and once with the inference rewrites, and both run on the CPU backend. The
+ * unfused run goes through the separate Conv, BatchNormalization, Relu and Erf/Mul/Add kernels, so
+ * it is an independent reference for the folded weights, the oneDNN Relu post-op and the Gelu
+ * kernel. The test also checks each rewrite actually fired (fewer nodes of the fused kinds). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/executor.h"
+#include "graph/passes.h"
+
+static int failures;
+static uint64_t rng = 99;
+
+static float urand(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) * 0x1.0p-24) * 2.0f - 1.0f;
+}
+
+static int add_value(sc_graph *g, const char *name, sc_value_kind kind, int rank, const int64_t *dims,
+                     float lo, float hi) {
+    sc_status st = SC_OK;
+    sc_desc d = sc_desc_make(SC_F32, rank, dims);
+    int id = graph_add_value(g, name, kind, &d, &st);
+    SC_ASSERT(id >= 0 && !st);
+    if (kind == SC_VALUE_PARAM || kind == SC_VALUE_CONST) {
+        SC_ASSERT(!graph_alloc_data(g, id));
+        float *p = g->values[id].data;
+        for (int64_t i = 0; i < sc_desc_numel(&d); i++) p[i] = lo + (hi - lo) * 0.5f * (urand() + 1.0f);
+    }
+    return id;
+}
+
+static int add_scalar(sc_graph *g, const char *name, float v) {
+    int id = add_value(g, name, SC_VALUE_CONST, 0, NULL, 0, 0);
+    *(float *)g->values[id].data = v;
+    return id;
+}
+
+static void add_node(sc_graph *g, sc_op op, const char *name, const int *in, int n_in, int out) {
+    sc_status st = SC_OK;
+    int id = graph_add_node(g, op, name, in, n_in, &out, 1, &st);
+    SC_ASSERT(id >= 0 && !st);
+}
+
+static void mark_io(sc_graph *g, int in, int out) {
+    g->inputs = sc_arena_alloc(&g->arena, sizeof(int));
+    g->outputs = sc_arena_alloc(&g->arena, sizeof(int));
+    g->inputs[0] = in;
+    g->n_inputs = 1;
+    g->outputs[0] = out;
+    g->n_outputs = 1;
+    g->values[out].is_output = true;
+    g->opset = 17;
+}
+
+/* Conv(x, W, b) -> BatchNormalization (inference) -> Relu, seeded so both copies are identical. */
+static void build_conv_bn_relu(sc_graph *g) {
+    rng = 7;
+    graph_init(g);
+    int64_t xd[] = {2, 3, 9, 9}, wd[] = {8, 3, 3, 3}, cd[] = {8}, yd[] = {2, 8, 9, 9};
+    int x = add_value(g, "x", SC_VALUE_INPUT, 4, xd, 0, 0);
+    int w = add_value(g, "W", SC_VALUE_PARAM, 4, wd, -0.5f, 0.5f), b = add_value(g, "b", SC_VALUE_PARAM, 1, cd, -0.2f, 0.2f);
+    int sc = add_value(g, "bn.scale", SC_VALUE_PARAM, 1, cd, 0.5f, 1.5f), bb = add_value(g, "bn.B", SC_VALUE_PARAM, 1, cd, -0.3f, 0.3f);
+    int mean = add_value(g, "bn.mean", SC_VALUE_PARAM, 1, cd, -0.2f, 0.2f), var = add_value(g, "bn.var", SC_VALUE_PARAM, 1, cd, 0.3f, 2.0f);
+    int c = add_value(g, "c", SC_VALUE_ACT, 4, yd, 0, 0), n = add_value(g, "n", SC_VALUE_ACT, 4, yd, 0, 0);
+    int y = add_value(g, "y", SC_VALUE_ACT, 4, yd, 0, 0);
+    int cin[] = {x, w, b}, bin[] = {c, sc, bb, mean, var};
+    add_node(g, SC_OP_CONV, "conv", cin, 3, c);
+    sc_window_attrs *wa = &g->nodes[0].attrs.window;
+    wa->n_spatial = 2;
+    for (int i = 0; i < 2; i++) wa->strides[i] = wa->dilations[i] = 1, wa->pads[i] = wa->pads[2 + i] = 1;
+    wa->group = 1;
+    add_node(g, SC_OP_BATCH_NORM, "bn", bin, 5, n);
+    g->nodes[1].attrs.batch_norm.epsilon = 1e-5f;
+    g->nodes[1].attrs.batch_norm.momentum = 0.9f;
+    add_node(g, SC_OP_RELU, "relu", &n, 1, y);
+    mark_io(g, x, y);
+}
+
+/* 0.5 * x * (1 + erf(x / sqrt 2)) as GPT's generator writes it: Mul(Mul(x, 0.5), Add(Erf(Div(x, s)), 1)). */
+static void build_gelu(sc_graph *g) {
+    rng = 11;
+    graph_init(g);
+    int64_t d[] = {4, 33};
+    int x = add_value(g, "x", SC_VALUE_INPUT, 2, d, 0, 0);
+    int s2 = add_scalar(g, "sqrt2", (float)M_SQRT2), one = add_scalar(g, "one", 1.0f), half = add_scalar(g, "half", 0.5f);
+    int q = add_value(g, "q", SC_VALUE_ACT, 2, d, 0, 0), e = add_value(g, "e", SC_VALUE_ACT, 2, d, 0, 0);
+    int a = add_value(g, "a", SC_VALUE_ACT, 2, d, 0, 0), h = add_value(g, "h", SC_VALUE_ACT, 2, d, 0, 0);
+    int y = add_value(g, "y", SC_VALUE_ACT, 2, d, 0, 0);
+    add_node(g, SC_OP_DIV, "div", (int[]){x, s2}, 2, q);
+    add_node(g, SC_OP_ERF, "erf", &q, 1, e);
+    add_node(g, SC_OP_ADD, "add", (int[]){e, one}, 2, a);
+    add_node(g, SC_OP_MUL, "half", (int[]){x, half}, 2, h);
+    add_node(g, SC_OP_MUL, "mul", (int[]){h, a}, 2, y);
+    mark_io(g, x, y);
+}
+
+static int count_op(const sc_graph *g, sc_op op) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].op == op;
+    return n;
+}
+
+/* Prepares g (fused or not) and runs it on x; returns the malloc'd output. */
+static float *prepare_and_run(sc_graph *g, bool inference, const float *x) {
+    sc_bind_options opt = {.batch = 0, .inference = inference};
+    sc_status st = graph_prepare(g, &opt);
+    if (st) {
+        fprintf(stderr, "FAIL prepare (inference=%d): %s\n", inference, sc_status_message(st));
+        sc_status_free(st);
+        failures++;
+        return NULL;
+    }
+    sc_tensor in = {g->values[g->inputs[0]].desc, (void *)x}, out;
+    st = sc_forward_cpu(g, &in, &out);
+    if (st) {
+        fprintf(stderr, "FAIL run (inference=%d): %s\n", inference, sc_status_message(st));
+        sc_status_free(st);
+        failures++;
+        return NULL;
+    }
+    return out.data;
+}
+
+static void check_case(const char *what, void (*build)(sc_graph *), sc_op gone, sc_op fused_into, int64_t n_x) {
+    float *x = malloc(sizeof(float) * (size_t)n_x);
+    rng = 1234;
+    for (int64_t i = 0; i < n_x; i++) x[i] = 2.0f * urand();
+    sc_graph plain, fused;
+    build(&plain);
+    build(&fused);
+    float *want = prepare_and_run(&plain, false, x), *got = prepare_and_run(&fused, true, x);
+    if (want && got) {
+        if (count_op(&fused, gone) != 0 || count_op(&plain, gone) == 0) {
+            fprintf(stderr, "FAIL %s: %s nodes %d -> %d, expected the rewrite to remove them\n", what,
+                    sc_op_name(gone), count_op(&plain, gone), count_op(&fused, gone));
+            failures++;
+        }
+        if (count_op(&fused, fused_into) == 0) {
+            fprintf(stderr, "FAIL %s: no %s node after fusion\n", what, sc_op_name(fused_into));
+            failures++;
+        }
+        int64_t n = sc_desc_numel(&plain.values[plain.outputs[0]].desc);
+        double worst = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double d = fabs((double)got[i] - want[i]) / (1e-5 + fabs(want[i]));
+            if (d > worst) worst = d;
+        }
+        if (worst > 1e-4) {
+            fprintf(stderr, "FAIL %s: fused output differs, worst relative difference %.3g\n", what, worst);
+            failures++;
+        } else {
+            printf("ok   %s (worst relative difference %.2g)\n", what, worst);
+        }
+    }
+    free(want);
+    free(got);
+    free(x);
+    graph_free(&plain);
+    graph_free(&fused);
+}
+
+int main(void) {
+    check_case("Conv + BatchNormalization + Relu", build_conv_bn_relu, SC_OP_BATCH_NORM, SC_OP_CONV, 2 * 3 * 9 * 9);
+    check_case("Conv + BatchNormalization + Relu (Relu post-op)", build_conv_bn_relu, SC_OP_RELU, SC_OP_CONV, 2 * 3 * 9 * 9);
+    check_case("GELU pattern", build_gelu, SC_OP_ERF, SC_OP_GELU, 4 * 33);
+    if (failures) printf("%d failure(s)\n", failures);
+    else printf("test_pass_fuse: all passed\n");
+    return failures ? 1 : 0;
+}

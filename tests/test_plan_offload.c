@@ -1,0 +1,405 @@
+/* Streaming plans (schedule/offload.c) executed by backends/plan_exec on the CPU backend, whose
+ * copy thread runs the transfers asynchronously, against the store-everything executor:
+ *   - for the mlp, residual and dense training graphs (plan_test_graphs.h), offload weights /
+ *     activations / both under every strategy (none, sqrt, dc, optimal, auto): 3 SGD-with-momentum
+ *     steps give losses, parameters and optimizer state BIT-IDENTICAL (memcmp) to 3 steps of
+ *     sc_forward_cpu; the measured arena high-water mark equals plan.arena_bytes; the bytes the
+ *     session moved equal the plan's bytes_h2d / bytes_d2h (plus the inputs and outputs);
+ *   - the same for every look-ahead window W = 0 .. R through plan_offload directly;
+ *   - weights streaming removes parameters and optimizer state from the fixed region, and a budget
+ *     smaller than parameters + optimizer state is refused without weights streaming and met (and
+ *     run, with the device capped at the budget) with it; offload auto meets it too.
+ * Debug builds also run plan_exec's in-flight transfer assert on every step. Fails through the exit
+ * code.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backends/executor.h"
+#include "backends/plan_exec.h"
+#include "plan_test_graphs.h"
+#include "schedule/sched_internal.h"
+
+static int failures;
+
+/* A fourth graph where parameters dominate (the plan_test_graphs ones are activation-heavy), so a
+ * budget below parameters + optimizer state can be met by streaming them:
+ *   wide: x -> Gemm(W0 [64,4]) -> Relu -> 4 x (Gemm([64,64]) -> Relu) -> Gemm([3,64]) */
+enum { PT_WIDE = 3, WIDE_H = 64, WIDE_L = 4 };
+
+static const char *model_name(int kind) { return kind == PT_WIDE ? "wide" : pt_kind_name((pt_kind)kind); }
+
+static void model_build(pt_model *m, int kind) {
+    if (kind != PT_WIDE) {
+        pt_build(m, (pt_kind)kind);
+        return;
+    }
+    sc_graph *g = &m->g;
+    graph_init(g);
+    pt_rng = 777;
+    int h = m->x = pt_input(g, "x", PT_N, PT_IN);
+    char name[32];
+    for (int l = 0; l <= WIDE_L; l++) {
+        snprintf(name, sizeof name, "W%d", l);
+        int w = pt_param(g, name, WIDE_H, l ? WIDE_H : PT_IN, 0.3);
+        snprintf(name, sizeof name, "b%d", l);
+        int b = pt_param(g, name, WIDE_H, 0, 0.1);
+        snprintf(name, sizeof name, "g%d", l);
+        h = pt_gemm(g, h, w, b, name);
+        snprintf(name, sizeof name, "r%d", l);
+        h = pt_relu(g, h, name);
+    }
+    int w = pt_param(g, "Wout", PT_C, WIDE_H, 0.3);
+    pt_output(g, pt_gemm(g, h, w, -1, "logits"));
+    sc_train_options o;
+    sc_train_options_default(&o);
+    o.optim = SC_OPTIM_SGD;
+    o.momentum = 0.9f;
+    sc_status st = graph_link(g);
+    if (!st) st = autodiff_build_training(g, &o, &m->tg);
+    if (st) printf("building wide: %s\n", sc_status_message(st));
+    SC_ASSERT(!st);
+}
+
+#define CHECK(cond, ...)                                                                                   \
+    do {                                                                                                   \
+        if (!(cond)) {                                                                                     \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
+            printf(__VA_ARGS__);                                                                           \
+            printf("\n");                                                                                  \
+            failures++;                                                                                    \
+        }                                                                                                  \
+    } while (0)
+
+enum { STEPS = 3 };
+
+typedef struct {
+    pt_model m;             /* the store-everything run, after STEPS steps */
+    float loss[STEPS];
+    int64_t io_h2d, io_d2h; /* bytes a session moves for inputs and outputs alone (the none plan) */
+    int64_t none_fixed;     /* the none plan's fixed region */
+} reference;
+
+static float loss_of(const pt_model *m, const sc_tensor *outs) {
+    for (int i = 0; i < m->g.n_outputs; i++)
+        if (m->g.outputs[i] == m->tg.loss) return *(const float *)outs[i].data;
+    SC_ASSERT(0);
+    return 0;
+}
+
+static void reference_run(pt_model *ref, float *losses) {
+    for (int s = 1; s <= STEPS; s++) {
+        pt_feeds f;
+        pt_feeds_fill(ref, s, &f);
+        sc_tensor outs[16];
+        SC_ASSERT(ref->g.n_outputs <= 16);
+        sc_status st = sc_forward_cpu(&ref->g, f.t, outs);
+        if (st) printf("reference: %s\n", sc_status_message(st));
+        SC_ASSERT(!st);
+        losses[s - 1] = loss_of(ref, outs);
+        for (int i = 0; i < ref->g.n_outputs; i++) sc_tensor_free_data(&outs[i]);
+    }
+}
+
+static void compare_state(const char *what, const pt_model *a, const pt_model *b) {
+    int n = 0;
+    for (int v = 0; v < a->g.n_values; v++) {
+        const sc_value *x = &a->g.values[v], *y = &b->g.values[v];
+        if (x->kind != SC_VALUE_PARAM && x->kind != SC_VALUE_OPT_STATE) continue;
+        n++;
+        CHECK(strcmp(x->name, y->name) == 0 && x->data && y->data &&
+                  memcmp(x->data, y->data, (size_t)sc_desc_bytes(&x->desc)) == 0,
+              "%s: '%s' differs from the store-everything run", what, x->name);
+    }
+    CHECK(n > 0, "%s: nothing compared", what);
+}
+
+/* Transfers per kind in a plan. */
+static void count_steps(const sc_plan *p, int *prefetch, int *offload) {
+    *prefetch = *offload = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        *prefetch += p->steps[i].kind == SC_STEP_PREFETCH;
+        *offload += p->steps[i].kind == SC_STEP_OFFLOAD;
+    }
+}
+
+/* Runs plan p on m (fresh) for STEPS steps with the device capped at capacity (0: the plan's size)
+ * and checks it against the reference. Returns the measured bytes of the last step in *h2d and *d2h. */
+static void run_plan(const char *what, pt_model *m, const sc_plan *p, int64_t capacity, const reference *ref,
+                     int64_t *h2d, int64_t *d2h) {
+    sc_backend *be = NULL;
+    sc_plan_session *s = NULL;
+    sc_status st = backend_cpu_create(capacity > 0 ? capacity : p->arena_bytes, &be);
+    if (!st) st = plan_session_create(be, &m->g, p, &s);
+    for (int step = 1; !st && step <= STEPS; step++) {
+        pt_feeds f;
+        pt_feeds_fill(m, step, &f);
+        sc_tensor outs[16];
+        st = plan_session_step(s, f.t, outs);
+        if (st) break;
+        float loss = loss_of(m, outs);
+        CHECK(memcmp(&loss, &ref->loss[step - 1], sizeof loss) == 0, "%s: step %d loss %.9g, store-everything %.9g",
+              what, step, loss, ref->loss[step - 1]);
+        for (int i = 0; i < m->g.n_outputs; i++) sc_tensor_free_data(&outs[i]);
+        sc_plan_stats ps;
+        plan_session_stats(s, &ps);
+        CHECK(ps.peak_bytes == p->arena_bytes, "%s: step %d measured peak %lld, planned %lld", what, step,
+              (long long)ps.peak_bytes, (long long)p->arena_bytes);
+        *h2d = ps.bytes_h2d, *d2h = ps.bytes_d2h;
+        /* writebacks (none in these graphs) and the host copy, as the trainer does */
+        for (int i = 0; !st && i < m->tg.n_writebacks; i++)
+            st = plan_session_copy_value(s, m->tg.wb_src[i], m->tg.wb_dst[i]);
+    }
+    if (!st) st = plan_exec_sync_params_to_host(s);
+    CHECK(!st, "%s: %s", what, st ? sc_status_message(st) : "");
+    if (!st) compare_state(what, &ref->m, m);
+    sc_status_free(st);
+    plan_session_free(s);
+    backend_destroy(be);
+}
+
+/* A plan from plan_build, run and checked; returns false when plan_build failed. */
+static bool build_and_run(int kind, const sc_plan_options *o, const reference *ref, const char *what,
+                          sc_plan *keep) {
+    pt_model m;
+    model_build(&m, kind);
+    sc_plan p;
+    sc_status st = plan_build(&m.g, &m.tg, o, &p);
+    CHECK(!st, "%s: plan_build: %s", what, st ? sc_status_message(st) : "");
+    if (st) {
+        sc_status_free(st);
+        graph_free(&m.g);
+        return false;
+    }
+    int64_t h2d = 0, d2h = 0;
+    run_plan(what, &m, &p, o->budget, ref, &h2d, &d2h);
+    CHECK(h2d == ref->io_h2d + p.bytes_h2d && d2h == ref->io_d2h + p.bytes_d2h,
+          "%s: moved %lld/%lld bytes h2d/d2h, the plan says %lld/%lld plus %lld/%lld for inputs/outputs", what,
+          (long long)h2d, (long long)d2h, (long long)p.bytes_h2d, (long long)p.bytes_d2h, (long long)ref->io_h2d,
+          (long long)ref->io_d2h);
+    int npf, nof;
+    count_steps(&p, &npf, &nof);
+    printf("%-40s %-11s W=%-3d arena %6lld fixed %5lld  %3d prefetch %3d offload  h2d %6lld d2h %6lld  "
+           "time %.3g us (stall %.3g)\n",
+           what, plan_offload_name(p.offload), p.offload_window, (long long)p.arena_bytes, (long long)p.fixed_bytes,
+           npf, nof, (long long)p.bytes_h2d, (long long)p.bytes_d2h, 1e6 * p.predicted_time, 1e6 * p.stall_time);
+    if (keep) *keep = p;
+    else plan_free(&p);
+    graph_free(&m.g);
+    return true;
+}
+
+static int64_t params_state_bytes(const sc_graph *g) {
+    int64_t b = 0;
+    for (int v = 0; v < g->n_values; v++)
+        if (sched_needs_fixed(g, v) && (g->values[v].kind == SC_VALUE_PARAM || g->values[v].kind == SC_VALUE_OPT_STATE))
+            b += sched_value_bytes(g, v);
+    return b;
+}
+
+/* offload x strategy under no budget (look-ahead limited to 2 RUNs so streaming is exercised). */
+static void test_modes(int kind, const reference *ref) {
+    static const sc_offload modes[] = {SC_OFFLOAD_WEIGHTS, SC_OFFLOAD_ACTIVATIONS, SC_OFFLOAD_BOTH, SC_OFFLOAD_AUTO};
+    int F = ref->m.tg.n_forward_nodes;
+    struct {
+        sc_strategy s;
+        int segments;
+    } strategies[] = {{SC_STRATEGY_NONE, 0},  {SC_STRATEGY_SQRT, 0},    {SC_STRATEGY_SQRT, 3},
+                      {SC_STRATEGY_DC, 0},    {SC_STRATEGY_OPTIMAL, 0}, {SC_STRATEGY_AUTO, 0}};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+        for (size_t j = 0; j < sizeof strategies / sizeof *strategies; j++) {
+            sc_plan_options o = {0};
+            o.strategy = strategies[j].s;
+            o.segments = strategies[j].segments ? strategies[j].segments : F;
+            o.offload = modes[i];
+            o.window_max = 2;
+            char what[96];
+            snprintf(what, sizeof what, "%s/%s/%d/offload-%s", model_name(kind), plan_strategy_name(o.strategy),
+                     o.segments, plan_offload_name(o.offload));
+            sc_plan p;
+            if (!build_and_run(kind, &o, ref, what, &p)) continue;
+            int npf, nof;
+            count_steps(&p, &npf, &nof);
+            if (modes[i] == SC_OFFLOAD_WEIGHTS || modes[i] == SC_OFFLOAD_BOTH) {
+                CHECK(npf > 0 && nof > 0, "%s: weights streaming moved nothing", what);
+                CHECK(p.fixed_bytes == ref->none_fixed - params_state_bytes(&ref->m.g),
+                      "%s: fixed region %lld bytes, the none plan's %lld less parameters and state %lld", what,
+                      (long long)p.fixed_bytes, (long long)ref->none_fixed, (long long)params_state_bytes(&ref->m.g));
+            }
+            if (modes[i] == SC_OFFLOAD_ACTIVATIONS && o.strategy == SC_STRATEGY_NONE)
+                CHECK(nof > 0 && p.bytes_d2h > 0, "%s: no activation was offloaded", what);
+            plan_free(&p);
+        }
+}
+
+/* Every look-ahead window through plan_offload directly, on the none and sqrt plans. */
+static void test_windows(int kind, const reference *ref) {
+    for (int strat = 0; strat < 2; strat++)
+        for (int mode = 1; mode <= 3; mode++) {
+            pt_model m;
+            model_build(&m, kind);
+            sc_plan_options o = {0};
+            o.strategy = strat ? SC_STRATEGY_SQRT : SC_STRATEGY_NONE;
+            o.segments = m.tg.n_forward_nodes;
+            sc_plan lowered;
+            sc_status st = plan_build(&m.g, &m.tg, &o, &lowered);
+            SC_ASSERT(!st);
+            int R = 0;
+            for (int i = 0; i < lowered.n_steps; i++) R += lowered.steps[i].kind == SC_STEP_RUN;
+            graph_free(&m.g);
+            for (int W = 0; W <= R + 1; W += W < 4 ? 1 : 3) {
+                model_build(&m, kind);
+                sc_plan p;
+                sc_cost_model cm;
+                cost_model_default(&cm, 0, NULL);
+                st = plan_offload(&m.g, &lowered, mode & 1, mode & 2, W, &p);
+                if (!st) st = plan_alloc(&m.g, &p);
+                if (!st) st = plan_predict(&m.g, &cm, &p);
+                char what[96];
+                snprintf(what, sizeof what, "%s/%s/W=%d/%s", model_name(kind), plan_strategy_name(o.strategy), W,
+                         mode == 1 ? "weights" : mode == 2 ? "activations" : "both");
+                CHECK(!st, "%s: %s", what, st ? sc_status_message(st) : "");
+                if (!st) {
+                    int64_t h2d = 0, d2h = 0;
+                    run_plan(what, &m, &p, 0, ref, &h2d, &d2h);
+                    CHECK(h2d == ref->io_h2d + p.bytes_h2d && d2h == ref->io_d2h + p.bytes_d2h,
+                          "%s: moved bytes differ from the plan's", what);
+                    if (mode & 1)
+                        CHECK(p.fixed_bytes == lowered.fixed_bytes - params_state_bytes(&m.g),
+                              "%s: fixed region %lld, expected %lld without parameters and state", what,
+                              (long long)p.fixed_bytes, (long long)(lowered.fixed_bytes - params_state_bytes(&m.g)));
+                    if (mode == 2 && W == 0)
+                        CHECK(p.bytes_d2h > 0, "%s: no activation offloaded with a zero window", what);
+                    plan_free(&p);
+                }
+                sc_status_free(st);
+                graph_free(&m.g);
+            }
+            plan_free(&lowered);
+        }
+}
+
+/* A budget below parameters + optimizer state: infeasible unless weights are streamed (refused
+ * on every graph; met with weights streaming on the parameter-heavy one). */
+static void test_budget(int kind, const reference *ref) {
+    int64_t ps = params_state_bytes(&ref->m.g);
+    int64_t budget = ps - 64;
+    char what[96];
+    static const sc_offload without[] = {SC_OFFLOAD_NONE, SC_OFFLOAD_ACTIVATIONS};
+    for (size_t i = 0; i < 2; i++) {
+        pt_model m;
+        model_build(&m, kind);
+        sc_plan_options o = {0};
+        o.strategy = SC_STRATEGY_AUTO;
+        o.segments = m.tg.n_forward_nodes;
+        o.offload = without[i];
+        o.budget = budget;
+        sc_plan p;
+        sc_status st = plan_build(&m.g, &m.tg, &o, &p);
+        CHECK(st && strstr(sc_status_message(st), "budget"),
+              "%s: offload %s met a budget of %lld below the %lld bytes of parameters and state: %s", model_name(kind),
+              plan_offload_name(o.offload), (long long)budget, (long long)ps, st ? sc_status_message(st) : "ok");
+        if (st) printf("%s offload %s at %lld: refused (%s)\n", model_name(kind), plan_offload_name(o.offload),
+                       (long long)budget, sc_status_message(st));
+        if (!st) plan_free(&p);
+        sc_status_free(st);
+        graph_free(&m.g);
+    }
+    if (kind != PT_WIDE) return; /* activations alone exceed parameters + state there */
+    static const sc_offload with[] = {SC_OFFLOAD_WEIGHTS, SC_OFFLOAD_BOTH, SC_OFFLOAD_AUTO};
+    static const sc_strategy strategies[] = {SC_STRATEGY_NONE, SC_STRATEGY_DC, SC_STRATEGY_AUTO};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 3; j++) {
+            sc_plan_options o = {0};
+            o.strategy = strategies[j];
+            o.segments = ref->m.tg.n_forward_nodes;
+            o.offload = with[i];
+            o.budget = budget;
+            snprintf(what, sizeof what, "%s/%s/budget %lld/offload-%s", model_name(kind),
+                     plan_strategy_name(o.strategy), (long long)budget, plan_offload_name(o.offload));
+            sc_plan p;
+            if (!build_and_run(kind, &o, ref, what, &p)) continue;
+            CHECK(p.arena_bytes <= budget, "%s: arena %lld over the budget", what, (long long)p.arena_bytes);
+            CHECK(p.offload == SC_OFFLOAD_WEIGHTS || p.offload == SC_OFFLOAD_BOTH, "%s: resolved to offload %s", what,
+                  plan_offload_name(p.offload));
+            plan_free(&p);
+        }
+}
+
+/* Debug builds: a plan whose RUN reads a prefetched value before its WAIT (the WAIT moved past the
+ * RUN) must trip plan_exec's in-flight assert. Run in a child process, which must abort. */
+static void test_inflight_assert(void) {
+#ifndef NDEBUG
+    pt_model m;
+    model_build(&m, PT_MLP);
+    sc_plan_options o = {0};
+    o.offload = SC_OFFLOAD_WEIGHTS;
+    o.window_max = 1;
+    sc_plan p;
+    sc_status st = plan_build(&m.g, &m.tg, &o, &p);
+    SC_ASSERT(!st);
+    int w = -1;
+    for (int i = 0; i + 1 < p.n_steps && w < 0; i++)
+        if (p.steps[i].kind == SC_STEP_WAIT && p.steps[i + 1].kind == SC_STEP_RUN) w = i;
+    CHECK(w >= 0, "no WAIT right before a RUN in a weights plan");
+    if (w >= 0) {
+        sc_step t = p.steps[w];
+        p.steps[w] = p.steps[w + 1];
+        p.steps[w + 1] = t;
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (!freopen("/dev/null", "w", stderr)) _exit(2);
+            int64_t h2d, d2h;
+            reference dummy;
+            memset(&dummy, 0, sizeof dummy);
+            model_build(&dummy.m, PT_MLP);
+            run_plan("bad", &m, &p, 0, &dummy, &h2d, &d2h);
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+              "a RUN reading bytes under a transfer in flight was not caught (status %d)", status);
+        printf("in-flight assert: a RUN before its WAIT %s\n",
+               WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT ? "aborts as it must" : "WAS NOT CAUGHT");
+    }
+    plan_free(&p);
+    graph_free(&m.g);
+#endif
+}
+
+int main(void) {
+    int kinds[] = {PT_MLP, PT_RESIDUAL, PT_DENSE, PT_WIDE};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        reference ref;
+        model_build(&ref.m, kinds[k]);
+        reference_run(&ref.m, ref.loss);
+        /* the none plan: its session moves only inputs and outputs */
+        {
+            pt_model m;
+            model_build(&m, kinds[k]);
+            sc_plan_options o = {0};
+            sc_plan p;
+            sc_status st = plan_build(&m.g, &m.tg, &o, &p);
+            SC_ASSERT(!st);
+            ref.io_h2d = ref.io_d2h = 0;
+            run_plan("none", &m, &p, 0, &ref, &ref.io_h2d, &ref.io_d2h);
+            ref.none_fixed = p.fixed_bytes;
+            plan_free(&p);
+            graph_free(&m.g);
+        }
+        test_modes(kinds[k], &ref);
+        test_windows(kinds[k], &ref);
+        test_budget(kinds[k], &ref);
+        graph_free(&ref.m.g);
+    }
+    test_inflight_assert();
+    if (failures) printf("%d failures\n", failures);
+    else printf("ok\n");
+    return failures ? 1 : 0;
+}

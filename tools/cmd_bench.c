@@ -1,0 +1,312 @@
+/* `scorch-run bench MODEL.onnx --batch N --memories a,b,c --strategies none,sqrt,dc,optimal`: measures
+ * the memory/time trade-off of strategies by running training steps with their plans (train/trainer.h
+ * with use_plan; one session, re-planned per point, learning rate 0 so every point trains the same
+ * weights and nothing diverges).
+ *
+ * Baseline: the store-everything plan (strategy none, no budget). For every (strategy, memory) pair
+ * whose plan fits: one warm-up step, then --steps measured steps; the step time is the median of the
+ * plan executions (host-side data filling and the NaN check excluded), the peak is the executor's
+ * measured arena high-water mark. Reported per point: planned and measured peak, activation memory
+ * (measured peak - fixed bytes) and its cut vs none, step time and overhead vs none, recompute factor
+ * (forward FLOPs run / forward FLOPs of one pass). Memories are sizes (256MiB, 1.5GiB, bytes) or
+ * percentages of the none plan's peak ("60%"). Output: a markdown table on stdout, --csv FILE,
+ * --svg FILE (overhead against activation memory per strategy, tools/plan_report.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "import/onnx.h"
+#include "schedule/cost.h"
+#include "tools/cmd.h"
+#include "tools/plan_report.h"
+#include "train/trainer.h"
+
+typedef struct {
+    const char *strategy;
+    int64_t budget;          /* 0 = unlimited (the baseline) */
+    bool feasible;
+    char why[512];           /* infeasible: the planner's message */
+    sc_strategy used;
+    int segments;
+    int64_t planned_peak, measured_peak, fixed;
+    double time, predicted, recompute_factor;
+} bench_row;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double forward_flops(const sc_graph *g, const sc_training_graph *tg) {
+    double f = 0;
+    for (int i = 0; i < tg->n_forward_nodes; i++) f += cost_node_flops(g, i);
+    return f;
+}
+
+/* Replans t under (strategy, budget) and runs warm-up + steps; fills r. Infeasible plans are not an
+ * error: r->feasible = false with the planner's message. */
+static sc_status bench_point_run(sc_trainer *t, const sc_plan_options *base, bench_row *r, int steps, double fwd_flops) {
+    sc_plan_options o = *base;
+    o.strategy = (sc_strategy)plan_strategy_parse(r->strategy);
+    o.budget = r->budget;
+    if (o.strategy != SC_STRATEGY_DC) o.slots = 0;
+    sc_status st = sc_trainer_replan(t, &o);
+    if (st) {
+        snprintf(r->why, sizeof r->why, "%s", sc_status_message(st));
+        sc_status_free(st);
+        r->feasible = false;
+        return SC_OK;
+    }
+    r->feasible = true;
+    const sc_plan *p = sc_trainer_plan(t);
+    r->used = p->strategy;
+    r->segments = p->n_segments;
+    r->planned_peak = p->arena_bytes;
+    r->fixed = p->fixed_bytes;
+    r->predicted = p->predicted_time;
+    r->recompute_factor = fwd_flops > 0 ? 1.0 + p->recompute_flops / fwd_flops : 1.0;
+    double *times = calloc((size_t)steps + 1, sizeof *times);
+    if (!times) return sc_errorf("out of memory");
+    r->measured_peak = 0;
+    for (int i = 0; i <= steps && !st; i++) {
+        sc_step_result sr;
+        st = sc_trainer_step(t, &sr);
+        if (st) break;
+        if (sr.peak_bytes > r->measured_peak) r->measured_peak = sr.peak_bytes;
+        if (i > 0) times[i - 1] = sr.exec_time;
+    }
+    if (!st) {
+        qsort(times, (size_t)steps, sizeof *times, cmp_double);
+        r->time = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
+    }
+    free(times);
+    return st ? sc_status_prefix(st, "%s at %lld bytes: ", r->strategy, (long long)r->budget) : SC_OK;
+}
+
+/* ---- output ---- */
+
+static void row_cells(const bench_row *r, const bench_row *none, char cells[9][48]) {
+    char a[32];
+    snprintf(cells[0], 48, "%s", r->strategy);
+    snprintf(cells[1], 48, "%s", r->budget ? fmt_bytes(r->budget, a, sizeof a) : "unlimited");
+    if (!r->feasible) {
+        snprintf(cells[2], 48, "infeasible");
+        for (int i = 3; i < 9; i++) snprintf(cells[i], 48, "-");
+        return;
+    }
+    int64_t act = r->measured_peak - r->fixed, act0 = none->measured_peak - none->fixed;
+    snprintf(cells[2], 48, "%s", fmt_bytes(r->planned_peak, a, sizeof a));
+    snprintf(cells[3], 48, "%s", fmt_bytes(r->measured_peak, a, sizeof a));
+    snprintf(cells[4], 48, "%s", fmt_bytes(act, a, sizeof a));
+    snprintf(cells[5], 48, "%.1f%%", act0 > 0 ? 100.0 * (1.0 - (double)act / (double)act0) : 0.0);
+    snprintf(cells[6], 48, "%.2f", r->time * 1e3);
+    snprintf(cells[7], 48, "%+.1f%%", none->time > 0 ? 100.0 * (r->time / none->time - 1.0) : 0.0);
+    snprintf(cells[8], 48, "%.2f", r->recompute_factor);
+}
+
+static void table_print(const bench_row *rows, int n, const bench_row *none) {
+    static const char *const head[9] = {"strategy", "budget", "planned peak", "measured peak", "activations",
+                                        "act. cut", "step ms", "overhead", "recompute"};
+    printf("|");
+    for (int i = 0; i < 9; i++) printf(" %s |", head[i]);
+    printf("\n|");
+    for (int i = 0; i < 9; i++) printf("%s|", i < 2 ? "---" : "---:");
+    printf("\n");
+    for (int k = -1; k < n; k++) {
+        char cells[9][48];
+        const bench_row *r = k < 0 ? none : &rows[k];
+        row_cells(r, none, cells);
+        printf("|");
+        for (int i = 0; i < 9; i++) printf(" %s%s |", cells[i], k < 0 && i == 0 ? " (baseline)" : "");
+        printf("\n");
+    }
+    for (int k = 0; k < n; k++)
+        if (!rows[k].feasible) printf("\n%s at %lld bytes: %s", rows[k].strategy, (long long)rows[k].budget, rows[k].why);
+    printf("\n");
+}
+
+static sc_status csv_write(const char *path, const char *model, const bench_row *rows, int n, const bench_row *none) {
+    size_t cap = 512 + (size_t)(n + 1) * 400, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) return sc_errorf("out of memory");
+    len += (size_t)snprintf(buf + len, cap - len,
+                            "model,strategy,used,budget,feasible,segments,planned_peak,measured_peak,fixed_bytes,"
+                            "activation_bytes,activation_cut,step_time_s,overhead,recompute_factor,predicted_time_s\n");
+    int64_t act0 = none->measured_peak - none->fixed;
+    for (int k = -1; k < n; k++) {
+        const bench_row *r = k < 0 ? none : &rows[k];
+        int64_t act = r->measured_peak - r->fixed;
+        if (!r->feasible)
+            len += (size_t)snprintf(buf + len, cap - len, "%s,%s,,%lld,0,,,,,,,,,,\n", model, r->strategy,
+                                    (long long)r->budget);
+        else
+            len += (size_t)snprintf(buf + len, cap - len, "%s,%s,%s,%lld,1,%d,%lld,%lld,%lld,%lld,%.6f,%.9g,%.6f,%.6f,%.9g\n",
+                                    model, r->strategy, plan_strategy_name(r->used), (long long)r->budget, r->segments,
+                                    (long long)r->planned_peak, (long long)r->measured_peak, (long long)r->fixed,
+                                    (long long)act, act0 > 0 ? 1.0 - (double)act / (double)act0 : 0.0, r->time,
+                                    none->time > 0 ? r->time / none->time - 1.0 : 0.0, r->recompute_factor, r->predicted);
+    }
+    sc_status st = sc_write_file_atomic(path, buf, len);
+    free(buf);
+    return st;
+}
+
+static sc_status svg_write(const char *path, const char *model, const bench_row *rows, int n, const bench_row *none) {
+    bench_point *pts = calloc((size_t)n + 1, sizeof *pts);
+    if (!pts) return sc_errorf("out of memory");
+    int m = 0;
+    pts[m++] = (bench_point){"none", 0, none->measured_peak - none->fixed, 0.0};
+    for (int k = 0; k < n; k++)
+        if (rows[k].feasible)
+            pts[m++] = (bench_point){rows[k].strategy, rows[k].budget, rows[k].measured_peak - rows[k].fixed,
+                                     none->time > 0 ? rows[k].time / none->time - 1.0 : 0.0};
+    char title[512];
+    snprintf(title, sizeof title, "%s: time overhead vs activation memory (measured)", model);
+    sc_status st = bench_svg_write(path, title, pts, m);
+    free(pts);
+    return st;
+}
+
+/* ---- arguments ---- */
+
+/* Splits a comma list in place into at most max items. */
+static int split(char *s, char **items, int max) {
+    int n = 0;
+    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ",")) items[n++] = tok;
+    return n;
+}
+
+typedef struct {
+    char *strategies_buf, *memories_buf;
+    char *strategies[8], *memories[64];
+    int n_strategies, n_memories, steps;
+    const char *csv, *svg;
+} bench_args;
+
+static sc_status bench_run(sc_trainer_config *cfg, const sc_plan_options *base, bench_args *a) {
+    sc_trainer *t = NULL;
+    SC_TRY(sc_trainer_create(cfg, &t));
+    sc_model *model = sc_trainer_model(t);
+    double fwd = forward_flops(&model->graph, sc_trainer_graph(t));
+    bench_row none = {.strategy = "none", .budget = 0};
+    sc_status st = bench_point_run(t, base, &none, a->steps, fwd);
+    if (!st && !none.feasible) st = sc_errorf("the store-everything plan failed: %s", none.why);
+    int n = a->n_strategies * a->n_memories;
+    bench_row *rows = calloc((size_t)n + 1, sizeof *rows);
+    if (!st && !rows) st = sc_errorf("out of memory");
+    for (int i = 0; !st && i < a->n_strategies; i++)
+        for (int j = 0; !st && j < a->n_memories; j++) {
+            bench_row *r = &rows[i * a->n_memories + j];
+            r->strategy = a->strategies[i];
+            const char *m = a->memories[j];
+            size_t len = strlen(m);
+            if (len > 1 && m[len - 1] == '%') r->budget = (int64_t)(atof(m) / 100.0 * (double)none.planned_peak);
+            else r->budget = parse_size(m);
+            st = bench_point_run(t, base, r, a->steps, fwd);
+            if (!st)
+                fprintf(stderr, "bench: %s at %s: %s\n", r->strategy, m,
+                        r->feasible ? "measured" : "infeasible");
+        }
+    if (!st) {
+        printf("%s, %s, %d measured steps per point (median), %d threads\n\n", cfg->model_path,
+               sc_trainer_data_desc(t), a->steps, cfg->threads);
+        table_print(rows, n, &none);
+    }
+    if (!st && a->csv) st = csv_write(a->csv, cfg->model_path, rows, n, &none);
+    if (!st && a->svg) st = svg_write(a->svg, cfg->model_path, rows, n, &none);
+    if (!st && a->csv) printf("wrote %s\n", a->csv);
+    if (!st && a->svg) printf("wrote %s\n", a->svg);
+    free(rows);
+    sc_trainer_free(t);
+    return st;
+}
+
+static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_options *base, bench_args *a) {
+    arg_opt *o;
+    cfg->model_path = s->pos[0];
+    cfg->lr = 0.0f; /* every point trains the same weights; nothing can diverge */
+    cfg->train.momentum = 0.9f;
+    if ((o = args_get(s, "batch"))->set && (cfg->batch = o->i) < 1) return "--batch must be at least 1";
+    if ((o = args_get(s, "seq"))->set && (cfg->seq = o->i) < 1) return "--seq must be at least 1";
+    if ((o = args_get(s, "threads"))->set && (cfg->threads = (int)o->i) < 1) return "--threads must be at least 1";
+    if ((o = args_get(s, "optimizer"))->set) {
+        if (!strcmp(o->s, "adamw")) cfg->train.optim = SC_OPTIM_ADAMW, cfg->train.momentum = 0;
+        else if (strcmp(o->s, "sgd")) return "--optimizer must be sgd or adamw";
+    }
+    a->steps = 3;
+    if ((o = args_get(s, "steps"))->set && (a->steps = (int)o->i) < 1) return "--steps must be at least 1";
+    a->csv = args_get(s, "csv")->s;
+    a->svg = args_get(s, "svg")->s;
+    const char *mem = args_get(s, "memories")->s, *str = args_get(s, "strategies")->s;
+    if (!mem) return "--memories a,b,c is required";
+    a->strategies_buf = strdup(str ? str : "none,sqrt,dc,optimal");
+    a->memories_buf = strdup(mem);
+    if (!a->strategies_buf || !a->memories_buf) return "out of memory";
+    a->n_strategies = split(a->strategies_buf, a->strategies, 8);
+    a->n_memories = split(a->memories_buf, a->memories, 64);
+    if (!a->n_strategies || !a->n_memories) return "--memories and --strategies must not be empty";
+    for (int i = 0; i < a->n_strategies; i++)
+        if (plan_strategy_parse(a->strategies[i]) < 0) return "--strategies takes none, sqrt, dc, optimal, auto";
+    for (int i = 0; i < a->n_memories; i++) {
+        size_t len = strlen(a->memories[i]);
+        bool pct = len > 1 && a->memories[i][len - 1] == '%' && atof(a->memories[i]) > 0;
+        if (!pct && parse_size(a->memories[i]) <= 0) return "--memories takes sizes (256MiB, 1.5GiB, bytes) or N%";
+    }
+    bool given;
+    const char *sn, *on;
+    const char *u = plan_options_from_args(s, base, &given, &sn, &on);
+    if (u) return u;
+    /* a run of 1 + steps per point plus the baseline, never reaching the end of the schedule */
+    cfg->steps = (int64_t)(a->steps + 1) * (a->n_strategies * a->n_memories + 1) + 1;
+    cfg->use_plan = true;
+    cfg->plan = *base;
+    cfg->plan.strategy = SC_STRATEGY_NONE;
+    cfg->plan.budget = 0;
+    return NULL;
+}
+
+int cmd_bench(int argc, char **argv) {
+    arg_opt opts[] = {
+        {.name = "batch", .kind = ARG_INT, .metavar = "N", .help = "batch size (default 1)"},
+        {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs"},
+        {.name = "memories", .kind = ARG_STR, .metavar = "a,b,c", .help = "budgets: sizes or N% of the none peak"},
+        {.name = "strategies", .kind = ARG_STR, .metavar = "s,t,...", .help = "default none,sqrt,dc,optimal"},
+        {.name = "steps", .kind = ARG_INT, .metavar = "N", .help = "measured steps per point after one warm-up (default 3)"},
+        {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "as train (default sgd, momentum 0.9)"},
+        {.name = "offload", .kind = ARG_STR, .metavar = "auto|weights|activations|none", .help = "as plan (default none)"},
+        {.name = "slots", .kind = ARG_INT, .metavar = "S", .help = "dc points: at most S snapshot slots"},
+        {.name = "memory", .kind = ARG_STR, .metavar = "SIZE", .help = "(unused by bench; see --memories)"},
+        {.name = "strategy", .kind = ARG_STR, .metavar = "S", .help = "(unused by bench; see --strategies)"},
+        {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},
+        {.name = "csv", .kind = ARG_STR, .metavar = "FILE.csv", .help = "write the table as CSV"},
+        {.name = "svg", .kind = ARG_STR, .metavar = "FILE.svg", .help = "plot time overhead against activation memory"},
+    };
+    arg_spec spec = {
+        .usage = "scorch-run bench MODEL.onnx --batch N [--seq N] --memories a,b,c [--strategies none,sqrt,dc,optimal] "
+                 "[--steps 3] [--csv out.csv] [--svg out.svg]",
+        .summary = "Runs training steps under every (strategy, memory) plan that fits and reports the measured peak,\n"
+                   "activation memory cut and step time overhead against the store-everything plan.",
+        .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
+    args_result ar = args_parse(&spec, argc, argv);
+    if (ar != ARGS_OK) {
+        args_free(&spec);
+        return ar == ARGS_HELP ? 0 : 2;
+    }
+    sc_trainer_config cfg;
+    sc_trainer_config_default(&cfg);
+    sc_plan_options base;
+    bench_args a = {0};
+    const char *usage = bench_parse(&spec, &cfg, &base, &a);
+    if (!usage && (args_get(&spec, "memory")->set || args_get(&spec, "strategy")->set))
+        usage = "bench takes --memories and --strategies (lists), not --memory/--strategy";
+    sc_status st = SC_OK;
+    if (usage) args_error("%s", usage);
+    else st = bench_run(&cfg, &base, &a);
+    free(a.strategies_buf);
+    free(a.memories_buf);
+    args_free(&spec);
+    return usage ? 2 : cmd_report(st);
+}

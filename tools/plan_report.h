@@ -1,0 +1,97 @@
+/* What `scorch-run plan`, `train --memory` and `bench` show about a plan (schedule/plan.h): the summary
+ * (text table or one JSON object), a Chrome/Perfetto trace and an SVG memory timeline, plus the SVG
+ * plot of a bench sweep. Nothing here executes a plan; every figure comes from the plan and the cost
+ * model (schedule/cost.h).
+ *
+ * Timeline model (trace and summary), plan_predict's (schedule/offload.c): one compute stream runs
+ * RUN steps back to back, each lasting its node's predicted time; OFFLOAD (d2h) and PREFETCH (h2d)
+ * go through one FIFO link, starting when issued or when the link frees up, and last bytes / link
+ * bandwidth (the trace shows them on an h2d and a d2h track); WAIT holds the compute stream until
+ * its transfer has finished; the step ends when both are idle. Device memory at step s is the fixed region plus every
+ * interval with begin <= s <= end, split by value kind: "fixed" (the fixed region and intervals of
+ * persistent values that are streamed in), "activations" (values of forward nodes, recomputations
+ * included) and "gradients" (values of backward and optimizer nodes).
+ * All files are written with sc_write_file_atomic.
+ */
+#ifndef SC_PLAN_REPORT_H
+#define SC_PLAN_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "autodiff/autodiff.h"
+#include "graph/graph.h"
+#include "schedule/cost.h"
+#include "schedule/plan.h"
+#include "tools/args.h"
+
+/* The plan options shared by `plan`, `train` and `bench` (with these help texts). */
+#define PLAN_CLI_OPTS                                                                                       \
+    {.name = "memory", .kind = ARG_STR, .metavar = "SIZE",                                                  \
+     .help = "device memory budget: 256MiB, 1.5GiB, 500MB or plain bytes (K/M/G/T are binary)"},          \
+        {.name = "strategy", .kind = ARG_STR, .metavar = "none|sqrt|dc|optimal|auto",                       \
+         .help = "checkpointing strategy (default auto with --memory, else none)"},                         \
+        {.name = "offload", .kind = ARG_STR, .metavar = "auto|weights|activations|both|none",               \
+         .help = "stream parameters/state or checkpointed activations through host memory (default none)"}, \
+        {.name = "slots", .kind = ARG_INT, .metavar = "S", .help = "dc: at most S snapshot slots (binomial placement)"}
+
+/* Reads PLAN_CLI_OPTS into *o. *given is set when any of them appeared. Returns NULL, or a usage
+ * message. strategy_name/offload_name receive the names as given (or the defaults). */
+const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *given, const char **strategy_name,
+                                   const char **offload_name);
+/* "none", "sqrt", ... -> strategy; -1 when unknown. */
+int plan_strategy_parse(const char *name);
+
+typedef struct {
+    const char *model;          /* path, for titles */
+    int64_t batch, seq;         /* seq 0 = the model's own */
+    int64_t budget;             /* requested device bytes, 0 = unlimited */
+    const char *requested;      /* strategy asked for ("auto", "dc", ...) */
+    const char *offload;        /* "none", "weights", ... */
+    int slots;
+    int64_t none_peak;          /* arena bytes of the store-everything plan, -1 unknown */
+    int64_t none_fixed;         /* its fixed region */
+    /* derived by plan_summary_fill */
+    int64_t param_bytes, state_bytes;  /* trainable parameters and optimizer state */
+    double compute_time;        /* predicted seconds of every RUN */
+    double recompute_time;      /* of RUNs of forward nodes run before in the step */
+    int64_t recompute_runs;
+    double timeline_time;       /* step time of the timeline model (transfers overlapping compute) */
+    int64_t peak_live;          /* max over steps of the sum of resident bytes (<= arena_bytes) */
+    int64_t peak_activations;   /* arena_bytes - fixed_bytes */
+} plan_summary;
+
+/* Fills the derived fields of s (the caller sets the descriptive ones first). */
+sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, const sc_plan *p, const sc_cost_model *m,
+                            plan_summary *s);
+
+/* Human-readable summary table. */
+void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p);
+/* The same figures as one JSON object followed by a newline. */
+void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p);
+
+/* Chrome trace JSON ({"traceEvents": [...]}, times in microseconds). */
+sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_training_graph *tg, const sc_plan *p,
+                           const sc_cost_model *m);
+/* SVG stacked-area memory timeline over the steps; title names model, strategy and budget. */
+sc_status plan_svg_write(const char *path, const sc_graph *g, const sc_training_graph *tg, const sc_plan *p,
+                         const plan_summary *s);
+
+/* One measured bench point. */
+typedef struct {
+    const char *strategy;
+    int64_t budget;
+    int64_t activation_bytes; /* measured peak minus fixed */
+    double overhead;          /* measured step time / none's - 1 */
+} bench_point;
+
+/* SVG plot of time overhead (%) against activation memory (MiB), one polyline per strategy. */
+sc_status bench_svg_write(const char *path, const char *title, const bench_point *pts, int n);
+
+/* "1.50 GiB" style (static buffer per call site: pass one). */
+const char *fmt_bytes(int64_t b, char *buf, size_t n);
+/* Parses 256MiB, 1.5GiB, 500MB, 1e9, plain bytes (KiB/MiB/GiB/TiB binary, kB/MB/GB/TB decimal,
+ * K/M/G/T binary, B bytes). Returns -1 on a malformed size. */
+int64_t parse_size(const char *s);
+
+#endif
