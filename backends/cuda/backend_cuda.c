@@ -1,0 +1,431 @@
+/* The CUDA backend (contract in backend_cuda.h and backends/backend.h).
+ *
+ * Streams: kernels run on one compute stream; host-to-device copies on an H2D stream and
+ * device-to-host copies on a D2H stream, so OFFLOAD and PREFETCH overlap the RUN steps that follow
+ * them. Ordering with events: a copy first waits (on its own stream) for an event recorded on the
+ * compute stream when the copy is started, so it sees every kernel enqueued before it (the value it
+ * offloads is computed; the memory it prefetches into is no longer read). wait(t) makes the compute
+ * stream wait for transfers <= t and blocks the host until they finished, as the contract says.
+ *
+ * Pinned memory: the plan executor hands us pageable host buffers, which the driver can only copy
+ * synchronously. Every transfer therefore goes through pinned staging buffers (cudaHostAlloc, kept
+ * in a pool and reused): H2D copies the host data into staging before the async copy; D2H copies
+ * from staging into the host buffer when the transfer is waited for (or at synchronize).
+ *
+ * Memory: one cudaMalloc per plan arena, refused with the bytes asked and free when it exceeds the
+ * capacity or the device's free memory (cudaMemGetInfo). Kernels' scratch (cu_scratch) is separate,
+ * grown on demand and bounded by what the arena leaves of the capacity (at least 256 MiB).
+ * SCORCH_CUDA_SYNC=1 synchronises after every node, so an asynchronous fault names its node.
+ */
+#include "backends/cuda/backend_cuda.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_common.h"
+
+typedef struct {
+    void *p;
+    int64_t cap;
+    bool busy;
+} pinned_buf;
+
+typedef struct {
+    int64_t id;
+    cudaEvent_t done;
+    bool d2h;
+    void *host_dst;   /* D2H: the caller's buffer, filled from staging on completion */
+    int staging;      /* index into the pinned pool */
+    int64_t bytes;
+} transfer;
+
+typedef struct {
+    cu_ctx cu;
+    int64_t capacity;
+    void *arena;
+    int64_t arena_bytes;
+    cudaStream_t h2d_stream, d2h_stream;
+    cudaEvent_t compute_mark;
+    pinned_buf *pool;
+    int n_pool, cap_pool;
+    transfer *pend; /* started and not yet completed, in id order */
+    int n_pend, cap_pend;
+    int64_t issued;
+    int64_t h2d, d2h;
+    bool sync_each_node;
+} cuda_backend;
+
+/* ---- errors and helpers shared with the kernels (cuda_common.h) ---- */
+
+sc_status cu_errorf(const cu_call *c, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!c || !c->node) return sc_errorf("cuda backend: %s", msg);
+    return sc_errorf("node '%s' (%s): %s", c->node->name, sc_op_name(c->node->op), msg);
+}
+
+sc_status cu_fail(const cu_call *c, const char *lib, const char *expr, const char *file, int line, const char *text) {
+    return cu_errorf(c, "%s error '%s' in %s (%s:%d)", lib, text, expr, file, line);
+}
+
+static int64_t device_free_bytes(void) {
+    size_t fr = 0, total = 0;
+    if (cudaMemGetInfo(&fr, &total) != cudaSuccess) return -1;
+    return (int64_t)fr;
+}
+
+sc_status cu_scratch(const cu_call *c, int64_t bytes, void **p) {
+    cu_ctx *x = c->ctx;
+    if (bytes <= x->scratch_bytes) {
+        *p = x->scratch;
+        return SC_OK;
+    }
+    if (x->scratch_limit > 0 && bytes > x->scratch_limit)
+        return cu_errorf(c, "needs %lld bytes of workspace, over the %lld the memory cap leaves", (long long)bytes,
+                         (long long)x->scratch_limit);
+    CU_CHECK(c, cudaStreamSynchronize(x->stream)); /* kernels may still use the old buffer */
+    if (x->scratch) CU_CHECK(c, cudaFree(x->scratch));
+    x->scratch = NULL;
+    x->scratch_bytes = 0;
+    int64_t want = bytes + bytes / 4; /* some headroom so growth is rare */
+    if (cudaMalloc(&x->scratch, (size_t)want) != cudaSuccess) {
+        cudaGetLastError();
+        if (cudaMalloc(&x->scratch, (size_t)bytes) != cudaSuccess) {
+            cudaError_t e = cudaGetLastError();
+            x->scratch = NULL;
+            return cu_errorf(c, "cudaMalloc of %lld bytes of workspace failed (%s); %lld bytes free", (long long)bytes,
+                             cudaGetErrorString(e), (long long)device_free_bytes());
+        }
+        want = bytes;
+    }
+    x->scratch_bytes = want;
+    *p = x->scratch;
+    return SC_OK;
+}
+
+static sc_status read_small(const cu_call *c, int i, int64_t max_bytes) {
+    const sc_tensor *t = &c->in[i];
+    if (i >= c->n_in || !t->data) return cu_errorf(c, "input %d is missing", i);
+    int64_t b = sc_desc_bytes(&t->desc);
+    if (b < 0 || b > max_bytes) return cu_errorf(c, "input %d is too large to read back (%lld bytes)", i, (long long)b);
+    CU_CHECK(c, cudaMemcpyAsync(c->ctx->pinned_small, t->data, (size_t)b, cudaMemcpyDeviceToHost, c->ctx->stream));
+    CU_CHECK(c, cudaStreamSynchronize(c->ctx->stream));
+    return SC_OK;
+}
+
+sc_status cu_read_i64(const cu_call *c, int i, int64_t *dst, int64_t *n, int64_t max) {
+    sc_dtype t = c->in[i].desc.dtype;
+    if (t != SC_I32 && t != SC_I64) return cu_errorf(c, "input %d must be i32 or i64, not %s", i, sc_dtype_name(t));
+    int64_t k = sc_desc_numel(&c->in[i].desc);
+    if (k > max || k > 512) return cu_errorf(c, "input %d has %lld values, at most %lld expected", i, (long long)k, (long long)max);
+    SC_TRY(read_small(c, i, 4096));
+    for (int64_t j = 0; j < k; j++)
+        dst[j] = t == SC_I64 ? ((const int64_t *)c->ctx->pinned_small)[j] : ((const int32_t *)c->ctx->pinned_small)[j];
+    *n = k;
+    return SC_OK;
+}
+
+sc_status cu_read_f64(const cu_call *c, int i, double *v) {
+    if (sc_desc_numel(&c->in[i].desc) < 1) return cu_errorf(c, "input %d is empty", i);
+    sc_desc one = c->in[i].desc;
+    one.rank = 0;
+    size_t es = sc_dtype_size(one.dtype);
+    if (es == 0) return cu_errorf(c, "input %d has dtype %s", i, sc_dtype_name(one.dtype));
+    CU_CHECK(c, cudaMemcpyAsync(c->ctx->pinned_small, c->in[i].data, es, cudaMemcpyDeviceToHost, c->ctx->stream));
+    CU_CHECK(c, cudaStreamSynchronize(c->ctx->stream));
+    const void *p = c->ctx->pinned_small;
+    switch (one.dtype) {
+    case SC_F32: *v = *(const float *)p; break;
+    case SC_F64: *v = *(const double *)p; break;
+    case SC_I32: *v = *(const int32_t *)p; break;
+    case SC_I64: *v = (double)*(const int64_t *)p; break;
+    case SC_BOOL:
+    case SC_U8: *v = *(const uint8_t *)p; break;
+    case SC_I8: *v = *(const int8_t *)p; break;
+    default: return cu_errorf(c, "input %d: dtype %s not supported as a scalar", i, sc_dtype_name(one.dtype));
+    }
+    return SC_OK;
+}
+
+/* ---- arena ---- */
+
+static sc_status cuda_arena_create(sc_backend *b, int64_t bytes, void **base) {
+    cuda_backend *c = b->ctx;
+    if (c->arena) return sc_errorf("cuda backend: an arena already exists (%lld bytes)", (long long)c->arena_bytes);
+    if (c->capacity > 0 && bytes > c->capacity)
+        return sc_errorf("cuda backend: the plan needs an arena of %lld bytes, over the memory cap of %lld",
+                         (long long)bytes, (long long)c->capacity);
+    int64_t fr = device_free_bytes();
+    if (fr >= 0 && bytes > fr)
+        return sc_errorf("cuda backend: the plan needs an arena of %lld bytes; the GPU has %lld bytes free",
+                         (long long)bytes, (long long)fr);
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, (size_t)(bytes < 256 ? 256 : bytes));
+    if (e != cudaSuccess)
+        return sc_errorf("cuda backend: cudaMalloc of the %lld-byte arena failed (%s); %lld bytes free", (long long)bytes,
+                         cudaGetErrorString(e), (long long)fr);
+    c->arena = p;
+    c->arena_bytes = bytes;
+    int64_t left = c->capacity > 0 ? c->capacity - bytes : 0;
+    c->cu.scratch_limit = c->capacity > 0 ? (left > (256ll << 20) ? left : (256ll << 20)) : 0;
+    *base = p;
+    return SC_OK;
+}
+
+static void cuda_arena_destroy(sc_backend *b) {
+    cuda_backend *c = b->ctx;
+    if (!c->arena) return;
+    cudaDeviceSynchronize();
+    cudaFree(c->arena);
+    c->arena = NULL;
+    c->arena_bytes = 0;
+}
+
+/* ---- transfers ---- */
+
+static sc_status pool_get(cuda_backend *c, int64_t bytes, int *idx) {
+    int best = -1;
+    for (int i = 0; i < c->n_pool; i++)
+        if (!c->pool[i].busy && c->pool[i].cap >= bytes && (best < 0 || c->pool[i].cap < c->pool[best].cap)) best = i;
+    if (best < 0) {
+        if (c->n_pool == c->cap_pool) {
+            int cap = c->cap_pool ? 2 * c->cap_pool : 16;
+            pinned_buf *p = realloc(c->pool, sizeof *p * (size_t)cap);
+            if (!p) return sc_errorf("cuda backend: out of host memory");
+            c->pool = p;
+            c->cap_pool = cap;
+        }
+        void *h = NULL;
+        int64_t cap = bytes < 4096 ? 4096 : bytes;
+        cudaError_t e = cudaHostAlloc(&h, (size_t)cap, cudaHostAllocDefault);
+        if (e != cudaSuccess)
+            return sc_errorf("cuda backend: cudaHostAlloc of %lld pinned bytes failed (%s)", (long long)cap, cudaGetErrorString(e));
+        c->pool[c->n_pool] = (pinned_buf){h, cap, false};
+        best = c->n_pool++;
+    }
+    c->pool[best].busy = true;
+    *idx = best;
+    return SC_OK;
+}
+
+static sc_status copy_start(cuda_backend *c, bool d2h, void *dst, const void *src, int64_t bytes, int64_t *id) {
+    if (c->n_pend == c->cap_pend) {
+        int cap = c->cap_pend ? 2 * c->cap_pend : 64;
+        transfer *p = realloc(c->pend, sizeof *p * (size_t)cap);
+        if (!p) return sc_errorf("cuda backend: out of host memory queueing a copy");
+        c->pend = p;
+        c->cap_pend = cap;
+    }
+    int st_idx = -1;
+    SC_TRY(pool_get(c, bytes, &st_idx));
+    void *staging = c->pool[st_idx].p;
+    cudaStream_t s = d2h ? c->d2h_stream : c->h2d_stream;
+    transfer t = {.id = c->issued + 1, .d2h = d2h, .host_dst = d2h ? dst : NULL, .staging = st_idx, .bytes = bytes};
+    const cu_call *nc = NULL;
+    sc_status st = SC_OK;
+#define XF_CHECK(expr)                                                                                     \
+    do {                                                                                                   \
+        cudaError_t e_ = (expr);                                                                           \
+        if (e_ != cudaSuccess && !st) st = cu_fail(nc, "CUDA", #expr, __FILE__, __LINE__, cudaGetErrorString(e_)); \
+    } while (0)
+    XF_CHECK(cudaEventCreateWithFlags(&t.done, cudaEventDisableTiming));
+    if (!d2h && bytes > 0) memcpy(staging, src, (size_t)bytes);
+    XF_CHECK(cudaEventRecord(c->compute_mark, c->cu.stream));
+    XF_CHECK(cudaStreamWaitEvent(s, c->compute_mark, 0));
+    if (bytes > 0)
+        XF_CHECK(cudaMemcpyAsync(d2h ? staging : dst, d2h ? src : staging, (size_t)bytes,
+                                 d2h ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s));
+    XF_CHECK(cudaEventRecord(t.done, s));
+#undef XF_CHECK
+    if (st) {
+        c->pool[st_idx].busy = false;
+        if (t.done) cudaEventDestroy(t.done);
+        return sc_status_prefix(st, "copy of %lld bytes: ", (long long)bytes);
+    }
+    c->pend[c->n_pend++] = t;
+    *id = ++c->issued;
+    if (d2h) c->d2h += bytes;
+    else c->h2d += bytes;
+    return SC_OK;
+}
+
+static sc_status cuda_copy_h2d(sc_backend *b, void *dev, const void *host, int64_t bytes, int64_t *transfer) {
+    return copy_start(b->ctx, false, dev, host, bytes, transfer);
+}
+
+static sc_status cuda_copy_d2h(sc_backend *b, void *host, const void *dev, int64_t bytes, int64_t *transfer) {
+    return copy_start(b->ctx, true, host, dev, bytes, transfer);
+}
+
+/* Completes every pending transfer with id <= t, oldest first. */
+static sc_status cuda_wait(sc_backend *b, int64_t t) {
+    cuda_backend *c = b->ctx;
+    if (t > c->issued) return sc_errorf("cuda backend: wait for transfer %lld, which was never started", (long long)t);
+    int k = 0;
+    sc_status st = SC_OK;
+    for (; k < c->n_pend && c->pend[k].id <= t; k++) {
+        transfer *x = &c->pend[k];
+        cudaError_t e = cudaStreamWaitEvent(c->cu.stream, x->done, 0);
+        if (e == cudaSuccess) e = cudaEventSynchronize(x->done);
+        if (e != cudaSuccess && !st)
+            st = sc_errorf("cuda backend: transfer %lld of %lld bytes failed: %s", (long long)x->id, (long long)x->bytes,
+                           cudaGetErrorString(e));
+        if (!st && x->d2h && x->bytes > 0) memcpy(x->host_dst, c->pool[x->staging].p, (size_t)x->bytes);
+        c->pool[x->staging].busy = false;
+        cudaEventDestroy(x->done);
+    }
+    memmove(c->pend, c->pend + k, sizeof *c->pend * (size_t)(c->n_pend - k));
+    c->n_pend -= k;
+    return st;
+}
+
+static sc_status cuda_synchronize(sc_backend *b) {
+    cuda_backend *c = b->ctx;
+    sc_status st = cuda_wait(b, c->issued);
+    cudaError_t e = cudaStreamSynchronize(c->cu.stream);
+    if (e != cudaSuccess && !st) st = sc_errorf("cuda backend: a kernel failed: %s", cudaGetErrorString(e));
+    return st;
+}
+
+/* ---- nodes ---- */
+
+static sc_status cuda_run(sc_backend *b, const sc_node *n, const sc_tensor *in, int n_in, sc_tensor *out, int n_out) {
+    cuda_backend *c = b->ctx;
+    cu_kernel k = cu_kernels[n->op];
+    const char *why = cu_kernel_missing_reason(n->op);
+    if (!k)
+        return sc_errorf("node '%s': op %s is not supported by the CUDA backend%s%s", n->name, sc_op_name(n->op),
+                         why ? ": " : "", why ? why : "");
+    cu_call call = {&c->cu, n, in, n_in, out, n_out};
+    SC_TRY(k(&call));
+    if (c->sync_each_node) {
+        cudaError_t e = cudaStreamSynchronize(c->cu.stream);
+        if (e != cudaSuccess) return cu_errorf(&call, "kernel failed: %s", cudaGetErrorString(e));
+    }
+    return SC_OK;
+}
+
+static void cuda_memory(sc_backend *b, sc_backend_memory *m) {
+    cuda_backend *c = b->ctx;
+    m->capacity = c->capacity;
+    m->arena_bytes = c->arena_bytes;
+    m->copied_h2d = c->h2d;
+    m->copied_d2h = c->d2h;
+}
+
+static void cuda_destroy(sc_backend *b) {
+    if (!b) return;
+    cuda_backend *c = b->ctx;
+    if (c) {
+        sc_status_free(cuda_synchronize(b));
+        cuda_arena_destroy(b);
+        if (c->cu.scratch) cudaFree(c->cu.scratch);
+        if (c->cu.pinned_small) cudaFreeHost(c->cu.pinned_small);
+        for (int i = 0; i < c->n_pool; i++) cudaFreeHost(c->pool[i].p);
+        if (c->cu.cublas) cublasDestroy(c->cu.cublas);
+#ifdef SC_HAVE_CUDNN
+        if (c->cu.cudnn) cudnnDestroy(c->cu.cudnn);
+#endif
+        if (c->compute_mark) cudaEventDestroy(c->compute_mark);
+        if (c->cu.stream) cudaStreamDestroy(c->cu.stream);
+        if (c->h2d_stream) cudaStreamDestroy(c->h2d_stream);
+        if (c->d2h_stream) cudaStreamDestroy(c->d2h_stream);
+        free(c->pool);
+        free(c->pend);
+        free(c);
+    }
+    free(b);
+}
+
+static const sc_backend_i cuda_iface = {
+    .name = "cuda",
+    .arena_create = cuda_arena_create,
+    .arena_destroy = cuda_arena_destroy,
+    .copy_h2d = cuda_copy_h2d,
+    .copy_d2h = cuda_copy_d2h,
+    .wait = cuda_wait,
+    .run_node = cuda_run,
+    .synchronize = cuda_synchronize,
+    .memory = cuda_memory,
+    .params_changed = NULL, /* no cache depends on parameter values */
+    .destroy = cuda_destroy,
+};
+
+bool backend_cuda_available(char *why, size_t why_size) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        if (why && why_size)
+            snprintf(why, why_size, "cudaGetDeviceCount: %s", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        cudaGetLastError(); /* clear the sticky-free error so later calls start clean */
+        return false;
+    }
+    return true;
+}
+
+bool backend_cuda_has_cudnn(void) {
+#ifdef SC_HAVE_CUDNN
+    return true;
+#else
+    return false;
+#endif
+}
+
+void backend_cuda_set_tf32(sc_backend *b, bool on) {
+    cuda_backend *c = b->ctx;
+    c->cu.tf32 = on;
+    cublasSetMathMode(c->cu.cublas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+}
+
+/* Everything created in order; any failure destroys what exists (cuda_destroy copes with NULLs). */
+sc_status backend_cuda_create(int64_t capacity, sc_backend **out) {
+    *out = NULL;
+    char why[256];
+    if (!backend_cuda_available(why, sizeof why)) return sc_errorf("cuda backend: no CUDA device (%s)", why);
+    sc_backend *b = calloc(1, sizeof *b);
+    cuda_backend *c = calloc(1, sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
+        return sc_errorf("cuda backend: out of host memory");
+    }
+    b->iface = &cuda_iface;
+    b->ctx = c;
+    c->capacity = capacity;
+    c->cu.step = -1;
+    const char *env = getenv("SCORCH_CUDA_SYNC");
+    c->sync_each_node = env && env[0] == '1';
+    sc_status st = SC_OK;
+#define CREATE_CHECK(expr, text)                                                                           \
+    do {                                                                                                   \
+        if (!st && (expr)) st = sc_errorf("cuda backend: %s failed (%s:%d): %s", #expr, __FILE__, __LINE__, text); \
+    } while (0)
+    cudaError_t e;
+    CREATE_CHECK((e = cudaSetDevice(0)) != cudaSuccess, cudaGetErrorString(e));
+    CREATE_CHECK((e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking)) != cudaSuccess, cudaGetErrorString(e));
+    CREATE_CHECK((e = cudaStreamCreateWithFlags(&c->h2d_stream, cudaStreamNonBlocking)) != cudaSuccess, cudaGetErrorString(e));
+    CREATE_CHECK((e = cudaStreamCreateWithFlags(&c->d2h_stream, cudaStreamNonBlocking)) != cudaSuccess, cudaGetErrorString(e));
+    CREATE_CHECK((e = cudaEventCreateWithFlags(&c->compute_mark, cudaEventDisableTiming)) != cudaSuccess, cudaGetErrorString(e));
+    CREATE_CHECK((e = cudaHostAlloc(&c->cu.pinned_small, 4096, cudaHostAllocDefault)) != cudaSuccess, cudaGetErrorString(e));
+    cublasStatus_t cs;
+    CREATE_CHECK((cs = cublasCreate(&c->cu.cublas)) != CUBLAS_STATUS_SUCCESS, cublasGetStatusString(cs));
+    CREATE_CHECK((cs = cublasSetStream(c->cu.cublas, c->cu.stream)) != CUBLAS_STATUS_SUCCESS, cublasGetStatusString(cs));
+    CREATE_CHECK((cs = cublasSetMathMode(c->cu.cublas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS, cublasGetStatusString(cs));
+#ifdef SC_HAVE_CUDNN
+    cudnnStatus_t ds;
+    CREATE_CHECK((ds = cudnnCreate(&c->cu.cudnn)) != CUDNN_STATUS_SUCCESS, cudnnGetErrorString(ds));
+    CREATE_CHECK((ds = cudnnSetStream(c->cu.cudnn, c->cu.stream)) != CUDNN_STATUS_SUCCESS, cudnnGetErrorString(ds));
+#endif
+#undef CREATE_CHECK
+    if (st) {
+        cuda_destroy(b);
+        return st;
+    }
+    *out = b;
+    return SC_OK;
+}

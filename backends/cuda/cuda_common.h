@@ -1,0 +1,128 @@
+/* Shared by every file of the CUDA backend (plain C header, included from C and from .cu files).
+ *
+ * cu_ctx is the backend's device state: the compute stream every kernel runs on, the cuBLAS and
+ * (when built with it) cuDNN handles bound to that stream, a scratch workspace grown on demand
+ * (reductions, im2col columns, cuDNN workspaces; never part of the plan's arena) and a small pinned
+ * buffer for reading scalar / index inputs (Slice starts, Pad pads, lr) back to the host.
+ *
+ * cu_call is one node's kernel call: the same tensors as the CPU's sc_kernel_call, with device data.
+ * Kernels (cu_<family>.cu and the cuBLAS / cuDNN wrappers) enqueue work on ctx->stream and return;
+ * they never synchronise except to read a small input back (cu_read_i64 / cu_read_f64).
+ *
+ * Error checking (STYLE.md habit 7): every CUDA, cuBLAS and cuDNN call goes through CU_CHECK /
+ * CUBLAS_CHECK / CUDNN_CHECK, which return an sc_status naming the node, file, line and the
+ * library's error text; every launch is followed by CU_LAUNCH_CHECK.
+ */
+#ifndef SC_CUDA_COMMON_H
+#define SC_CUDA_COMMON_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdbool.h>
+#include <stdint.h>
+#ifdef SC_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "graph/graph.h"
+
+typedef struct {
+    int device;
+    cudaStream_t stream;      /* compute */
+    cublasHandle_t cublas;
+#ifdef SC_HAVE_CUDNN
+    cudnnHandle_t cudnn;
+#endif
+    bool tf32;                /* cuBLAS / cuDNN may use TF32 tensor cores for f32 */
+    void *scratch;            /* device workspace, scratch_bytes long */
+    int64_t scratch_bytes;
+    int64_t scratch_limit;    /* the most scratch may grow to (0 = the device's free memory) */
+    void *pinned_small;       /* 4 KiB of pinned host memory for cu_read_* */
+    int64_t step;             /* the plan step being run, for messages (-1 unknown) */
+} cu_ctx;
+
+typedef struct {
+    cu_ctx *ctx;
+    const sc_node *node;
+    const sc_tensor *in; /* n_in entries, data NULL when omitted */
+    int n_in;
+    sc_tensor *out;      /* n_out entries, data NULL when omitted */
+    int n_out;
+} cu_call;
+
+typedef sc_status (*cu_kernel)(const cu_call *c);
+
+/* Indexed by op; NULL = the CUDA backend does not run that op (cu_kernel_missing_reason). */
+extern const cu_kernel cu_kernels[SC_OP_COUNT];
+const char *cu_kernel_missing_reason(sc_op op);
+
+/* "node 'x' (Op): <message>" */
+sc_status cu_errorf(const cu_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A failed library call: names the node (c may be NULL), the call, file:line and the error text. */
+sc_status cu_fail(const cu_call *c, const char *lib, const char *expr, const char *file, int line, const char *text);
+
+/* Device scratch of at least `bytes`, grown (cudaFree + cudaMalloc after synchronising the stream)
+ * when smaller; fails with the bytes asked and free. The pointer is valid until the next call. */
+sc_status cu_scratch(const cu_call *c, int64_t bytes, void **p);
+/* Reads input i (i32 or i64, at most 512 values) into host int64s; synchronises the stream. */
+sc_status cu_read_i64(const cu_call *c, int i, int64_t *dst, int64_t *n, int64_t max);
+/* Reads input i's first element (any float or integer dtype) as a double; synchronises. */
+sc_status cu_read_f64(const cu_call *c, int i, double *v);
+
+/* Cast helper shared by the element-wise and movement kernels: dst[i] = (dst dtype) src[i]. */
+sc_status cu_cast_launch(cudaStream_t s, void *dst, sc_dtype dt, const void *src, sc_dtype st, int64_t n);
+/* Fills n elements of dtype t with v. */
+sc_status cu_fill_launch(cudaStream_t s, void *dst, sc_dtype t, double v, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#define CU_CHECK(c, expr)                                                                                  \
+    do {                                                                                                   \
+        cudaError_t cu_e_ = (expr);                                                                        \
+        if (cu_e_ != cudaSuccess) return cu_fail((c), "CUDA", #expr, __FILE__, __LINE__, cudaGetErrorString(cu_e_)); \
+    } while (0)
+
+/* After every <<<>>>: launch-configuration errors now, asynchronous faults at the next check. */
+#define CU_LAUNCH_CHECK(c)                                                                                 \
+    do {                                                                                                   \
+        cudaError_t cu_e_ = cudaGetLastError();                                                            \
+        if (cu_e_ != cudaSuccess) return cu_fail((c), "CUDA", "kernel launch", __FILE__, __LINE__, cudaGetErrorString(cu_e_)); \
+    } while (0)
+
+#define CUBLAS_CHECK(c, expr)                                                                              \
+    do {                                                                                                   \
+        cublasStatus_t cb_e_ = (expr);                                                                     \
+        if (cb_e_ != CUBLAS_STATUS_SUCCESS)                                                                \
+            return cu_fail((c), "cuBLAS", #expr, __FILE__, __LINE__, cublasGetStatusString(cb_e_));         \
+    } while (0)
+
+#ifdef SC_HAVE_CUDNN
+#define CUDNN_CHECK(c, expr)                                                                               \
+    do {                                                                                                   \
+        cudnnStatus_t dn_e_ = (expr);                                                                      \
+        if (dn_e_ != CUDNN_STATUS_SUCCESS)                                                                 \
+            return cu_fail((c), "cuDNN", #expr, __FILE__, __LINE__, cudnnGetErrorString(dn_e_));            \
+    } while (0)
+#endif
+
+/* Threads per block of the simple one-thread-per-element kernels, and their grid size. */
+#define CU_BLOCK 256
+static inline unsigned cu_grid(int64_t n) {
+    int64_t g = (n + CU_BLOCK - 1) / CU_BLOCK;
+    if (g < 1) g = 1;
+    return (unsigned)(g > 1048576 ? 1048576 : g); /* kernels loop grid-stride beyond this */
+}
+
+static inline int64_t cu_prod(const int64_t *d, int from, int to) {
+    int64_t p = 1;
+    for (int i = from; i < to; i++) p *= d[i];
+    return p;
+}
+
+#endif

@@ -1,0 +1,404 @@
+/* Cross-backend suite: the CUDA backend against the CPU backend.
+ *
+ * 1. Table coverage (runs everywhere): every op has a CUDA kernel or a reason (cu_kernel_missing_reason).
+ * 2. Per op (needs a GPU): a one-node graph with random inputs, output descs from shape inference;
+ *    the CPU kernel (cpu_run_node, the reference) and the CUDA kernel run on the same inputs and the
+ *    outputs must agree within the op's tolerance:  |cuda - cpu| <= tol * (1 + |cpu|).
+ * 3. Training (needs a GPU): 3 SGD-with-momentum steps of the mlp and residual training graphs of
+ *    tests/plan_test_graphs.h through plan_exec on the CPU backend and on the CUDA backend; losses
+ *    and every parameter / optimizer state must agree within 1e-4 relative.
+ * Without a GPU, part 1 runs, then "SKIP: no CUDA device (cudaGetDeviceCount: <error>)" and exit 77
+ * (ctest SKIP_RETURN_CODE, tests/cuda.cmake).
+ *
+ * Tolerances (relative, see above), and why:
+ *   1e-6  exact ops: movement, copies, comparisons, casts, Relu, Where, Pad, Gather, Dropout
+ *         (the mask is bit-identical by construction), optimizers (same formulas, same order)
+ *   1e-5  transcendental element-wise (CUDA libm vs glibc / polynomial exp on the CPU: a few ulp)
+ *   1e-4  reductions, softmax, norms, pools, losses (summation order differs; atomics in grads)
+ *   2e-4  Gemm / MatMul / Conv (cuBLAS / cuDNN blocking vs oneDNN; TF32 stays off in this test)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu.h"
+#include "backends/executor.h"
+#include "backends/cpu/cpu_rng.h"
+#include "backends/cuda/backend_cuda.h"
+#include "backends/cuda/cuda_common.h"
+#include "backends/plan_exec.h"
+#include "graph/shape.h"
+#include "plan_test_graphs.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                                   \
+    do {                                                                                                   \
+        if (!(cond)) {                                                                                     \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
+            printf(__VA_ARGS__);                                                                           \
+            printf("\n");                                                                                  \
+            failures++;                                                                                    \
+        }                                                                                                  \
+    } while (0)
+
+enum { K_RAND, K_POS, K_INTS, K_LABELS, K_BOOL, K_ABSENT };
+
+typedef struct {
+    sc_dtype t;
+    int rank;
+    int64_t dims[5];
+    int kind;
+    int64_t ints[8]; /* K_INTS values (numel of dims); K_LABELS: the class count */
+} in_spec;
+
+typedef struct {
+    sc_op op;
+    const char *what;
+    int n_in, n_out;
+    in_spec in[7];
+    void (*attrs)(sc_attrs *a);
+    double tol;
+} op_case;
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+#define F32(...) {SC_F32, sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}, K_RAND, {0}}
+#define POS(...) {SC_F32, sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}, K_POS, {0}}
+#define I64V(n, ...) {SC_I64, 1, {n}, K_INTS, {__VA_ARGS__}}
+#define SCALAR_F32(v) {SC_F32, 0, {0}, K_INTS, {v}}
+#define ABSENT {SC_DTYPE_UNDEFINED, 0, {0}, K_ABSENT, {0}}
+
+static void a_gemm(sc_attrs *a) { a->gemm = (sc_gemm_attrs){.alpha = 0.7f, .beta = 1.3f, .trans_b = true}; }
+static void a_axis1(sc_attrs *a) { a->axis = (sc_axis_attrs){.axis = 1}; }
+static void a_axism1(sc_attrs *a) { a->axis = (sc_axis_attrs){.axis = -1}; }
+static void a_ln(sc_attrs *a) { a->layer_norm = (sc_layer_norm_attrs){.axis = -1, .epsilon = 1e-5f, .stash_type = SC_F32}; }
+static void a_bn_train(sc_attrs *a) { a->batch_norm = (sc_batch_norm_attrs){.epsilon = 1e-5f, .momentum = 0.9f, .training_mode = true}; }
+static void a_bn_inf(sc_attrs *a) { a->batch_norm = (sc_batch_norm_attrs){.epsilon = 1e-5f, .momentum = 0.9f}; }
+static void a_conv(sc_attrs *a) {
+    a->window = (sc_window_attrs){.n_spatial = 2, .strides = {2, 1}, .dilations = {1, 1}, .pads = {1, 1, 1, 1}, .group = 1};
+}
+static void a_conv_asym(sc_attrs *a) {
+    a->window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 2}, .pads = {0, 1, 1, 2}, .group = 2};
+}
+static void a_pool(sc_attrs *a) {
+    a->window = (sc_window_attrs){.n_spatial = 2, .has_kernel_shape = true, .kernel_shape = {3, 3}, .strides = {2, 2},
+                                  .dilations = {1, 1}, .pads = {1, 1, 1, 1}, .count_include_pad = false};
+}
+static void a_reduce(sc_attrs *a) { a->reduce = (sc_reduce_attrs){.keepdims = true}; }
+static void a_perm(sc_attrs *a) { a->transpose = (sc_transpose_attrs){.n_perm = 3, .perm = {2, 0, 1}}; }
+static void a_leaky(sc_attrs *a) { a->leaky_relu.alpha = 0.1f; }
+static void a_gelu_tanh(sc_attrs *a) { a->gelu.tanh_approx = true; }
+static void a_sce(sc_attrs *a) { a->sce = (sc_sce_attrs){.reduction = SC_REDUCTION_MEAN}; }
+static void a_sgd(sc_attrs *a) { a->sgd = (sc_sgd_attrs){.momentum = 0.9f, .weight_decay = 1e-4f, .nesterov = true}; }
+static void a_adamw(sc_attrs *a) { a->adamw = (sc_adamw_attrs){.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f}; }
+static void a_pad_reflect(sc_attrs *a) { a->pad.mode = SC_PAD_REFLECT; }
+static void a_cast_f64(sc_attrs *a) { a->cast.to = SC_F64; }
+static void a_trilu(sc_attrs *a) { a->trilu.upper = false; }
+static void a_dropout(sc_attrs *a) { a->dropout = (sc_dropout_attrs){.seed = 7, .has_seed = true}; }
+
+static const op_case cases[] = {
+    {SC_OP_RELU, "relu", 1, 1, {F32(3, 5, 7)}, NULL, 1e-6},
+    {SC_OP_LEAKY_RELU, "leaky", 1, 1, {F32(64)}, a_leaky, 1e-6},
+    {SC_OP_SIGMOID, "sigmoid", 1, 1, {F32(300)}, NULL, 1e-5},
+    {SC_OP_TANH, "tanh", 1, 1, {F32(300)}, NULL, 1e-5},
+    {SC_OP_ERF, "erf", 1, 1, {F32(300)}, NULL, 1e-5},
+    {SC_OP_GELU, "gelu", 1, 1, {F32(300)}, NULL, 1e-5},
+    {SC_OP_GELU, "gelu_tanh", 1, 1, {F32(300)}, a_gelu_tanh, 1e-5},
+    {SC_OP_SQRT, "sqrt", 1, 1, {POS(100)}, NULL, 1e-6},
+    {SC_OP_RECIPROCAL, "reciprocal", 1, 1, {POS(100)}, NULL, 1e-6},
+    {SC_OP_NEG, "neg", 1, 1, {F32(100)}, NULL, 1e-6},
+    {SC_OP_EXP, "exp", 1, 1, {F32(100)}, NULL, 1e-5},
+    {SC_OP_LOG, "log", 1, 1, {POS(100)}, NULL, 1e-5},
+    {SC_OP_CLIP, "clip", 3, 1, {F32(100), SCALAR_F32(0), SCALAR_F32(0)}, NULL, 1e-6},
+    {SC_OP_CAST, "cast", 1, 1, {F32(50)}, a_cast_f64, 1e-6},
+    {SC_OP_ADD, "add_bcast", 2, 1, {F32(2, 3, 4, 5), F32(3, 1, 1)}, NULL, 1e-6},
+    {SC_OP_SUB, "sub", 2, 1, {F32(4, 5), F32(5)}, NULL, 1e-6},
+    {SC_OP_MUL, "mul", 2, 1, {F32(4, 1), F32(1, 6)}, NULL, 1e-6},
+    {SC_OP_DIV, "div", 2, 1, {F32(4, 6), POS(6)}, NULL, 1e-6},
+    {SC_OP_POW, "pow", 2, 1, {POS(4, 6), F32(6)}, NULL, 1e-5},
+    {SC_OP_MAX, "max3", 3, 1, {F32(4, 6), F32(6), F32(1, 6)}, NULL, 1e-6},
+    {SC_OP_MIN, "min2", 2, 1, {F32(4, 6), F32(4, 1)}, NULL, 1e-6},
+    {SC_OP_LESS, "less", 2, 1, {F32(4, 6), F32(6)}, NULL, 1e-6},
+    {SC_OP_GREATER, "greater", 2, 1, {F32(4, 6), F32(6)}, NULL, 1e-6},
+    {SC_OP_WHERE, "where", 3, 1, {{SC_BOOL, 1, {6}, K_BOOL, {0}}, F32(4, 6), F32(4, 1)}, NULL, 1e-6},
+    {SC_OP_EXPAND, "expand", 2, 1, {F32(3, 1), I64V(2, 3, 5)}, NULL, 1e-6},
+    {SC_OP_REDUCE_SUM, "reduce_sum", 2, 1, {F32(4, 5, 300), I64V(2, 0, 2)}, a_reduce, 1e-4},
+    {SC_OP_REDUCE_MEAN, "reduce_mean", 2, 1, {F32(4, 5, 6), I64V(1, 1)}, a_reduce, 1e-4},
+    {SC_OP_SOFTMAX, "softmax", 1, 1, {F32(4, 7, 5)}, a_axis1, 1e-4},
+    {SC_OP_LOG_SOFTMAX, "log_softmax", 1, 1, {F32(4, 700)}, a_axism1, 1e-4},
+    {SC_OP_SOFTMAX_GRAD, "softmax_grad", 2, 1, {F32(4, 7, 5), POS(4, 7, 5)}, a_axis1, 1e-4},
+    {SC_OP_LOG_SOFTMAX_GRAD, "log_softmax_grad", 2, 1, {F32(4, 70), F32(4, 70)}, a_axism1, 1e-4},
+    {SC_OP_LAYER_NORM, "layer_norm", 3, 3, {F32(6, 64), F32(64), F32(64)}, a_ln, 1e-4},
+    {SC_OP_LAYER_NORM_GRAD, "layer_norm_grad", 3, 3, {F32(6, 64), F32(6, 64), F32(64)}, a_ln, 1e-4},
+    {SC_OP_BATCH_NORM, "bn_train", 5, 3, {F32(2, 3, 5, 5), F32(3), F32(3), F32(3), POS(3)}, a_bn_train, 1e-4},
+    {SC_OP_BATCH_NORM, "bn_infer", 5, 1, {F32(2, 3, 5, 5), F32(3), F32(3), F32(3), POS(3)}, a_bn_inf, 1e-4},
+    {SC_OP_BATCH_NORM_GRAD, "bn_grad", 3, 3, {F32(2, 3, 5, 5), F32(2, 3, 5, 5), F32(3)}, a_bn_train, 1e-4},
+    {SC_OP_GLOBAL_AVERAGE_POOL, "gap", 1, 1, {F32(2, 3, 7, 7)}, NULL, 1e-4},
+    {SC_OP_MAX_POOL, "max_pool", 1, 1, {F32(2, 3, 9, 9)}, a_pool, 1e-6},
+    {SC_OP_AVERAGE_POOL, "avg_pool", 1, 1, {F32(2, 3, 9, 9)}, a_pool, 1e-4},
+    {SC_OP_MAX_POOL_GRAD, "max_pool_grad", 2, 1, {F32(2, 3, 5, 5), F32(2, 3, 9, 9)}, a_pool, 1e-4},
+    {SC_OP_AVERAGE_POOL_GRAD, "avg_pool_grad", 2, 1, {F32(2, 3, 5, 5), F32(2, 3, 9, 9)}, a_pool, 1e-4},
+    {SC_OP_GEMM, "gemm", 3, 1, {F32(7, 33), F32(5, 33), F32(5)}, a_gemm, 2e-4},
+    {SC_OP_MATMUL, "matmul_batched", 2, 1, {F32(2, 3, 4, 16), F32(3, 16, 5)}, NULL, 2e-4},
+    {SC_OP_MATMUL, "matmul_partial", 2, 1, {F32(2, 1, 4, 16), F32(1, 3, 16, 5)}, NULL, 2e-4},
+    {SC_OP_CONV, "conv", 3, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4)}, a_conv, 2e-4},
+    {SC_OP_CONV, "conv_asym_group", 2, 1, {F32(2, 4, 8, 8), F32(6, 2, 2, 3)}, a_conv_asym, 2e-4},
+    {SC_OP_CONV_GRAD, "conv_grad", 3, 3, {F32(2, 4, 5, 9), F32(2, 3, 9, 9), F32(4, 3, 3, 3)}, a_conv, 2e-4},
+    {SC_OP_TRANSPOSE, "transpose", 1, 1, {F32(3, 4, 5)}, a_perm, 1e-6},
+    {SC_OP_CONCAT, "concat", 2, 1, {F32(2, 3, 4), F32(2, 5, 4)}, a_axis1, 1e-6},
+    {SC_OP_SPLIT, "split", 2, 2, {F32(2, 8, 3), I64V(2, 3, 5)}, a_axis1, 1e-6},
+    {SC_OP_SLICE, "slice", 5, 1, {F32(6, 8), I64V(2, 1, -1), I64V(2, 5, 0), I64V(2, 0, 1), I64V(2, 2, -3)}, NULL, 1e-6},
+    {SC_OP_SLICE_GRAD, "slice_grad", 6, 1, {F32(3, 3), F32(6, 8), I64V(2, 1, -1), I64V(2, 5, 0), I64V(2, 0, 1), I64V(2, 2, -3)}, NULL, 1e-6},
+    {SC_OP_GATHER, "gather", 2, 1, {F32(10, 4), I64V(5, 3, -1, 0, 3, 9)}, NULL, 1e-6},
+    {SC_OP_GATHER_GRAD, "gather_grad", 3, 1, {F32(5, 4), I64V(5, 3, -1, 0, 3, 9), F32(10, 4)}, NULL, 1e-5},
+    {SC_OP_PAD, "pad_reflect", 2, 1, {F32(3, 5), I64V(4, 1, 2, 2, 1)}, a_pad_reflect, 1e-6},
+    {SC_OP_TRILU, "trilu", 1, 1, {F32(2, 4, 5)}, a_trilu, 1e-6},
+    {SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS, "sce", 2, 2, {F32(6, 5), {SC_I64, 1, {6}, K_LABELS, {5}}}, a_sce, 1e-4},
+    {SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD, "sce_grad", 3, 1, {F32(1), F32(6, 5), {SC_I64, 1, {6}, K_LABELS, {5}}}, a_sce, 1e-4},
+    {SC_OP_RELU_GRAD, "relu_grad", 2, 1, {F32(50), F32(50)}, NULL, 1e-6},
+    {SC_OP_GELU_GRAD, "gelu_grad", 2, 1, {F32(50), F32(50)}, NULL, 1e-5},
+    {SC_OP_DROPOUT, "dropout_train", 3, 2, {F32(1000), SCALAR_F32(0), {SC_BOOL, 0, {0}, K_INTS, {1}}}, a_dropout, 1e-6},
+    {SC_OP_SGD_UPDATE, "sgd", 4, 2, {F32(40), F32(40), F32(40), SCALAR_F32(0)}, a_sgd, 1e-6},
+    {SC_OP_ADAMW_UPDATE, "adamw", 6, 3, {F32(40), F32(40), F32(40), POS(40), SCALAR_F32(0), {SC_I64, 0, {0}, K_INTS, {3}}}, a_adamw, 1e-5},
+};
+
+/* Scalars given as K_INTS on f32 inputs: clip bounds, lr, ratio (by case name and input). */
+static double f32_scalar_value(const op_case *oc, int k) {
+    if (oc->op == SC_OP_CLIP) return k == 1 ? -0.3 : 0.4;
+    if (oc->op == SC_OP_DROPOUT) return 0.3;
+    return 0.01; /* learning rates */
+}
+
+static void fill_input(const op_case *oc, int k, sc_tensor *t) {
+    const in_spec *s = &oc->in[k];
+    int64_t n = sc_desc_numel(&t->desc);
+    for (int64_t i = 0; i < n; i++) {
+        switch (s->kind) {
+        case K_RAND: ((float *)t->data)[i] = (float)(4 * urand() - 2); break;
+        case K_POS: ((float *)t->data)[i] = (float)(0.1 + 2 * urand()); break;
+        case K_LABELS: ((int64_t *)t->data)[i] = (int64_t)(urand() * (double)s->ints[0]) % s->ints[0]; break;
+        case K_BOOL: ((uint8_t *)t->data)[i] = urand() < 0.5; break;
+        case K_INTS:
+            if (s->t == SC_I64) ((int64_t *)t->data)[i] = s->ints[i];
+            else if (s->t == SC_BOOL) ((uint8_t *)t->data)[i] = (uint8_t)s->ints[i];
+            else ((float *)t->data)[i] = (float)f32_scalar_value(oc, k);
+            break;
+        }
+    }
+}
+
+static double to_double(const sc_tensor *t, int64_t i) {
+    switch (t->desc.dtype) {
+    case SC_F32: return ((const float *)t->data)[i];
+    case SC_F64: return ((const double *)t->data)[i];
+    case SC_I64: return (double)((const int64_t *)t->data)[i];
+    case SC_I32: return ((const int32_t *)t->data)[i];
+    case SC_BOOL: case SC_U8: return ((const uint8_t *)t->data)[i];
+    default: return NAN;
+    }
+}
+
+static int64_t align64(int64_t b) { return (b + 255) / 256 * 256; }
+
+/* One op case: graph -> shapes -> CPU reference -> CUDA -> compare every output. */
+static void run_case(sc_backend *be, const op_case *oc) {
+    sc_graph g;
+    graph_init(&g);
+    sc_status st = SC_OK;
+    int in_ids[8], out_ids[4];
+    char name[64];
+    for (int k = 0; k < oc->n_in; k++) {
+        if (oc->in[k].kind == K_ABSENT) {
+            in_ids[k] = -1;
+            continue;
+        }
+        snprintf(name, sizeof name, "in%d", k);
+        sc_desc d = sc_desc_make(oc->in[k].t, oc->in[k].rank, oc->in[k].dims);
+        bool cst = oc->in[k].kind == K_INTS;
+        in_ids[k] = graph_add_value(&g, name, cst ? SC_VALUE_CONST : SC_VALUE_INPUT, &d, &st);
+        SC_ASSERT(in_ids[k] >= 0 && !graph_alloc_data(&g, in_ids[k]));
+        sc_tensor t = {d, g.values[in_ids[k]].data};
+        fill_input(oc, k, &t);
+    }
+    for (int k = 0; k < oc->n_out; k++) {
+        snprintf(name, sizeof name, "out%d", k);
+        out_ids[k] = graph_add_value(&g, name, SC_VALUE_ACT, NULL, &st);
+    }
+    int nid = graph_add_node(&g, oc->op, oc->what, in_ids, oc->n_in, out_ids, oc->n_out, &st);
+    SC_ASSERT(nid >= 0);
+    sc_node *node = &g.nodes[nid];
+    if (oc->attrs) oc->attrs(&node->attrs);
+    st = sc_shape_fns[oc->op](&g, node);
+    CHECK(!st, "%s: shape inference: %s", oc->what, st ? sc_status_message(st) : "");
+    if (st) {
+        sc_status_free(st);
+        graph_free(&g);
+        return;
+    }
+    sc_tensor in[8], ref[4], dev_in[8], dev_out[4];
+    int64_t total = 0;
+    for (int k = 0; k < oc->n_in; k++) {
+        in[k] = (sc_tensor){in_ids[k] >= 0 ? g.values[in_ids[k]].desc : (sc_desc){0}, in_ids[k] >= 0 ? g.values[in_ids[k]].data : NULL};
+        total += align64(sc_desc_bytes(&in[k].desc));
+    }
+    for (int k = 0; k < oc->n_out; k++) {
+        ref[k].desc = g.values[out_ids[k]].desc;
+        total += align64(sc_desc_bytes(&ref[k].desc));
+    }
+    /* in-place optimizers: the CPU updates its own copies of W, M, V */
+    sc_tensor cpu_in[8];
+    for (int k = 0; k < oc->n_in; k++) {
+        cpu_in[k] = in[k];
+        if (!in[k].data) continue;
+        int64_t b = sc_desc_bytes(&in[k].desc);
+        cpu_in[k].data = malloc((size_t)(b > 0 ? b : 1));
+        memcpy(cpu_in[k].data, in[k].data, (size_t)b);
+    }
+    for (int k = 0; k < oc->n_out; k++) {
+        int a = sc_op_inplace_input(oc->op, k);
+        ref[k].data = a >= 0 ? cpu_in[a].data : malloc((size_t)(align64(sc_desc_bytes(&ref[k].desc)) + 8));
+    }
+    cpu_set_dropout_rng(1234, 5);
+    st = cpu_run_node(node, cpu_in, oc->n_in, ref, oc->n_out);
+    CHECK(!st, "%s: CPU: %s", oc->what, st ? sc_status_message(st) : "");
+    sc_status_free(st);
+    void *base = NULL;
+    st = be->iface->arena_create(be, total, &base);
+    CHECK(!st, "%s: arena: %s", oc->what, st ? sc_status_message(st) : "");
+    if (!st) {
+        char *p = base;
+        int64_t t = 0;
+        for (int k = 0; k < oc->n_in && !st; k++) {
+            dev_in[k] = in[k];
+            if (!in[k].data) continue;
+            dev_in[k].data = p;
+            int64_t b = sc_desc_bytes(&in[k].desc);
+            if (b > 0) st = be->iface->copy_h2d(be, p, in[k].data, b, &t);
+            p += align64(b);
+        }
+        for (int k = 0; k < oc->n_out; k++) {
+            int a = sc_op_inplace_input(oc->op, k);
+            dev_out[k].desc = ref[k].desc;
+            dev_out[k].data = a >= 0 ? dev_in[a].data : p;
+            if (a < 0) p += align64(sc_desc_bytes(&ref[k].desc));
+        }
+        if (!st && t) st = be->iface->wait(be, t);
+        if (!st) st = be->iface->run_node(be, node, dev_in, oc->n_in, dev_out, oc->n_out);
+        if (!st) st = be->iface->synchronize(be);
+        CHECK(!st, "%s: CUDA: %s", oc->what, st ? sc_status_message(st) : "");
+        for (int k = 0; k < oc->n_out && !st; k++) {
+            int64_t b = sc_desc_bytes(&ref[k].desc), n = sc_desc_numel(&ref[k].desc);
+            sc_tensor got = {ref[k].desc, malloc((size_t)(b > 0 ? b : 1))};
+            int64_t x = 0;
+            st = be->iface->copy_d2h(be, got.data, dev_out[k].data, b, &x);
+            if (!st && b > 0) st = be->iface->wait(be, x);
+            double worst = 0;
+            int64_t at = -1;
+            for (int64_t i = 0; !st && i < n; i++) {
+                double r = to_double(&ref[k], i), v = to_double(&got, i);
+                double err = fabs(v - r) / (1 + fabs(r));
+                if (isnan(r) != isnan(v)) err = INFINITY;
+                if (err > worst) worst = err, at = i;
+            }
+            CHECK(worst <= oc->tol, "%s: output %d element %lld: cuda %.9g, cpu %.9g (error %.3g > %.1g)", oc->what, k,
+                  (long long)at, at >= 0 ? to_double(&got, at) : 0.0, at >= 0 ? to_double(&ref[k], at) : 0.0, worst, oc->tol);
+            free(got.data);
+        }
+        sc_status_free(st);
+        be->iface->arena_destroy(be);
+    }
+    for (int k = 0; k < oc->n_out; k++)
+        if (sc_op_inplace_input(oc->op, k) < 0) free(ref[k].data);
+    for (int k = 0; k < oc->n_in; k++) free(cpu_in[k].data);
+    graph_free(&g);
+}
+
+/* 3 training steps of a plan_test_graphs model on the CPU and on the CUDA backend. */
+static void run_training(pt_kind kind) {
+    pt_model a, b;
+    pt_build(&a, kind);
+    pt_build(&b, kind);
+    sc_plan_options o = {0};
+    sc_plan p;
+    sc_status st = plan_build(&a.g, &a.tg, &o, &p);
+    SC_ASSERT(!st);
+    sc_backend *cpu = NULL, *gpu = NULL;
+    sc_plan_session *sa = NULL, *sb = NULL;
+    st = backend_cpu_create(0, &cpu);
+    if (!st) st = backend_cuda_create(0, &gpu);
+    if (!st) st = plan_session_create(cpu, &a.g, &p, &sa);
+    if (!st) st = plan_session_create(gpu, &b.g, &p, &sb);
+    for (int step = 1; !st && step <= 3; step++) {
+        pt_feeds f;
+        pt_feeds_fill(&a, step, &f);
+        sc_tensor oa[16], ob[16];
+        cpu_set_dropout_rng(99, (uint64_t)step);
+        st = plan_session_step(sa, f.t, oa);
+        if (!st) st = plan_session_step(sb, f.t, ob);
+        if (st) break;
+        for (int i = 0; i < a.g.n_outputs; i++) {
+            int64_t n = sc_desc_numel(&oa[i].desc);
+            for (int64_t j = 0; j < n; j++) {
+                double r = to_double(&oa[i], j), v = to_double(&ob[i], j);
+                CHECK(fabs(v - r) <= 1e-4 * (1 + fabs(r)), "%s step %d output %s[%lld]: cuda %.9g cpu %.9g", pt_kind_name(kind),
+                      step, a.g.values[a.g.outputs[i]].name, (long long)j, v, r);
+            }
+            sc_tensor_free_data(&oa[i]);
+            sc_tensor_free_data(&ob[i]);
+        }
+    }
+    if (!st) st = plan_exec_sync_params_to_host(sa);
+    if (!st) st = plan_exec_sync_params_to_host(sb);
+    CHECK(!st, "%s training: %s", pt_kind_name(kind), st ? sc_status_message(st) : "");
+    sc_status_free(st);
+    for (int v = 0; v < a.g.n_values && !st; v++) {
+        const sc_value *x = &a.g.values[v], *y = &b.g.values[v];
+        if (x->kind != SC_VALUE_PARAM && x->kind != SC_VALUE_OPT_STATE) continue;
+        for (int64_t j = 0; j < sc_desc_numel(&x->desc); j++) {
+            double r = ((const float *)x->data)[j], g = ((const float *)y->data)[j];
+            if (fabs(g - r) > 1e-4 * (1 + fabs(r))) {
+                CHECK(0, "%s: '%s'[%lld] cuda %.9g cpu %.9g after 3 steps", pt_kind_name(kind), x->name, (long long)j, g, r);
+                break;
+            }
+        }
+    }
+    printf("training %-8s 3 steps compared\n", pt_kind_name(kind));
+    plan_session_free(sa);
+    plan_session_free(sb);
+    backend_destroy(cpu);
+    backend_destroy(gpu);
+    plan_free(&p);
+    graph_free(&a.g);
+    graph_free(&b.g);
+}
+
+int main(void) {
+    for (int op = 0; op < SC_OP_COUNT; op++)
+        CHECK(cu_kernels[op] || cu_kernel_missing_reason((sc_op)op), "op %s has no CUDA kernel and no reason",
+              sc_op_name((sc_op)op));
+    printf("CUDA backend: convolutions on %s\n", backend_cuda_has_cudnn() ? "cuDNN" : "im2col + cuBLAS");
+    char why[256];
+    if (!backend_cuda_available(why, sizeof why)) {
+        printf("SKIP: no CUDA device (%s)\n", why);
+        return failures ? 1 : 77;
+    }
+    sc_backend *be = NULL;
+    sc_status st = backend_cuda_create(0, &be);
+    CHECK(!st, "backend_cuda_create: %s", st ? sc_status_message(st) : "");
+    if (st) return 1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int before = failures;
+        run_case(be, &cases[i]);
+        printf("%-20s %s\n", cases[i].what, failures == before ? "ok" : "FAILED");
+    }
+    backend_destroy(be);
+    run_training(PT_MLP);
+    run_training(PT_RESIDUAL);
+    printf(failures ? "%d failure(s)\n" : "all CUDA checks passed\n", failures);
+    return failures ? 1 : 0;
+}
