@@ -72,6 +72,7 @@ sc_status shape_logical(sc_graph *g, sc_node *n) {
 sc_status shape_variadic(sc_graph *g, sc_node *n) {
     sc_desc out = *in_desc(g, n, 0);
     for (int i = 1; i < n->n_in; i++) {
+        if (!node_has_input(n, i)) return shape_fail(g, n, "input %d is missing (variadic inputs cannot be omitted)", i);
         const sc_desc *b = in_desc(g, n, i);
         if (b->dtype != out.dtype)
             return shape_fail(g, n, "input %d has dtype %s, input 0 has %s", i, sc_dtype_name(b->dtype), sc_dtype_name(out.dtype));

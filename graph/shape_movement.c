@@ -135,6 +135,7 @@ sc_status shape_concat(sc_graph *g, sc_node *n) {
     int axis;
     SC_TRY(shape_axis(g, n, n->attrs.axis.axis, out.rank, &axis));
     for (int i = 1; i < n->n_in; i++) {
+        if (!node_has_input(n, i)) return shape_fail(g, n, "input %d is missing (variadic inputs cannot be omitted)", i);
         const sc_desc *b = in_desc(g, n, i);
         if (b->rank != out.rank || b->dtype != out.dtype)
             return shape_fail(g, n, "input %d differs from input 0 in rank or dtype", i);
@@ -197,7 +198,10 @@ static int64_t slice_len(int64_t dim, int64_t start, int64_t end, int64_t step) 
         end = end < 0 ? 0 : end > dim ? dim : end;
         return end > start ? 1 + (end - start - 1) / step : 0;
     }
-    start = start < 0 ? -1 : start > dim - 1 ? dim - 1 : start;
+    /* ONNX Slice: for negative steps the adjusted start clamps to [0, dim-1] and the end to
+     * [-1, dim-1] (numpy differs for starts before the beginning; the kernel follows ONNX). */
+    if (dim == 0) return 0;
+    start = start < 0 ? 0 : start > dim - 1 ? dim - 1 : start;
     end = end < -1 ? -1 : end > dim - 1 ? dim - 1 : end;
     /* -step overflows for INT64_MIN; any step below -dim takes one element anyway */
     return start > end ? (step < -dim ? 1 : 1 + (start - end - 1) / (-step)) : 0;

@@ -1,6 +1,8 @@
 /* Atomic file replacement: write a temp file beside the target, fsync it, rename it over the target,
  * fsync the folder. A crash at any point leaves either the old file or the new one, never a mix,
- * and a failure removes the temp file. */
+ * and a failure removes the temp file. Nothing is written outside the target's folder: the temp file
+ * is created fresh (never through a symlink) and rename replaces a symlink at the target itself
+ * rather than the file it points to. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -41,7 +43,10 @@ sc_status sc_write_file_atomic(const char *path, const void *data, size_t size) 
     char *tmp = malloc(len);
     if (!tmp) return sc_errorf("%s: out of memory", path);
     snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A fresh file only: O_EXCL never follows a symlink planted at the temp name (which would make us
+     * write outside the target's folder); a stale temp from a crashed run with our pid is removed. */
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         sc_status st = sc_errorf("%s: cannot create temp file %s: %s", path, tmp, strerror(errno));
         free(tmp);

@@ -18,6 +18,15 @@
  * be able to ask for petabytes). */
 #define SC_IMPORT_MAX_NUMEL ((int64_t)1 << 40)
 #define SC_IMPORT_MAX_NODES 10000000
+/* Deepest message nesting accepted (ModelProto = 1). A plain model needs 6 (Model > Graph > Node >
+ * Attribute > Tensor > StringStringEntry, or ValueInfo > Type > Tensor > Shape > Dimension); subgraphs
+ * and nested sequence types add levels, and Scorch refuses subgraphs anyway. */
+#define SC_IMPORT_MAX_NESTING 64
+
+/* Wire-format check run before unpacking (onnx_wire.c): refuses nesting deeper than
+ * SC_IMPORT_MAX_NESTING (protobuf-c's unpack recurses without a limit) and names a field whose
+ * declared length runs past its message. */
+sc_status onnx_wire_check(const void *data, size_t size);
 
 /* Where a TensorProto's bytes may come from and where the decoded data goes. */
 typedef struct {

@@ -243,6 +243,21 @@ static int64_t op_since_opset(sc_op op) {
     }
 }
 
+/* Subgraph attributes belong to control-flow ops (If, Loop, Scan), which Scorch does not support;
+ * one on any other node is refused too rather than silently ignored. */
+static sc_status check_no_subgraphs(const sc_node_ctx *nc, const char *op_type) {
+    const Onnx__NodeProto *np = nc->node;
+    for (size_t k = 0; k < np->n_attribute; k++) {
+        const Onnx__AttributeProto *a = np->attribute[k];
+        bool graph_typed = a->has_type && (a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH ||
+                                           a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS);
+        if (graph_typed || a->g || a->n_graphs)
+            return sc_errorf("node '%s' (%s): attribute '%s' holds a subgraph (GRAPH/GRAPHS); subgraphs and "
+                             "control flow are not supported", nc->label, op_type, str_or_empty(a->name));
+    }
+    return SC_OK;
+}
+
 static sc_status add_nodes(load_ctx *c) {
     for (size_t i = 0; i < c->gp->n_node; i++) {
         const Onnx__NodeProto *np = c->gp->node[i];
@@ -250,6 +265,7 @@ static sc_status add_nodes(load_ctx *c) {
         sc_node_ctx nc = {.node = np, .label = c->labels[i], .opset = c->opset, .g = c->g, .src = &c->src};
         if (!is_default_domain(np->domain))
             return sc_errorf("node '%s': unknown op '%s' (domain '%s')", nc.label, op_type, np->domain);
+        SC_TRY(check_no_subgraphs(&nc, op_type));
         nc.op = sc_op_from_onnx_name(op_type);
         if (nc.op == SC_OP_COUNT) return sc_errorf("node '%s': unknown op '%s'", nc.label, op_type);
         if (c->opset < op_since_opset(nc.op))
@@ -302,6 +318,7 @@ sc_status sc_model_load_buffer(const void *data, size_t size, const char *name, 
     *out = NULL;
     if (!name) name = "<buffer>";
     if (size == 0) return sc_errorf("%s: empty file", name);
+    SC_TRY(sc_status_prefix(onnx_wire_check(data, size), "%s: ", name));
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
     if (!mp) return sc_errorf("%s: not a valid ONNX model: protobuf parse failed (truncated or corrupt file)", name);
     sc_model *m = calloc(1, sizeof *m);

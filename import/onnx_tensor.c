@@ -95,8 +95,14 @@ static sc_status decode_typed(const Onnx__TensorProto *t, const char *what, cons
 }
 
 /* A location must name a file inside dir: relative, no ".." component, and its real path (after
- * symlinks) under dir's real path. Returns the resolved path (malloc'd) in *full. */
-static sc_status external_path(const char *what, const char *dir, const char *loc, char **full) {
+ * symlinks, in the file name or any parent folder) under dir's real path. Returns the resolved path
+ * (malloc'd) in *full and dir's real path in real_dir (PATH_MAX bytes). */
+static bool path_inside(const char *real_file, const char *real_dir) {
+    size_t dl = strlen(real_dir);
+    return strncmp(real_file, real_dir, dl) == 0 && (real_file[dl] == '/' || (dl == 1 && real_dir[0] == '/'));
+}
+
+static sc_status external_path(const char *what, const char *dir, const char *loc, char **full, char *real_dir) {
     *full = NULL;
     if (!loc || !*loc) return sc_errorf("%s: external data has no location", what);
     if (loc[0] == '/') return sc_errorf("%s: external data location '%s' is an absolute path", what, loc);
@@ -108,7 +114,6 @@ static sc_status external_path(const char *what, const char *dir, const char *lo
         if (*p) p++;
     }
     if (!dir) return sc_errorf("%s: external data '%s' needs the model's folder, which is unknown", what, loc);
-    char real_dir[PATH_MAX];
     if (!realpath(dir, real_dir)) return sc_errorf("%s: model folder '%s': %s", what, dir, strerror(errno));
     size_t len = strlen(dir) + strlen(loc) + 2;
     char *joined = malloc(len);
@@ -121,9 +126,7 @@ static sc_status external_path(const char *what, const char *dir, const char *lo
         return st;
     }
     free(joined);
-    size_t dl = strlen(real_dir);
-    bool inside = strncmp(real_file, real_dir, dl) == 0 && (real_file[dl] == '/' || (dl == 1 && real_dir[0] == '/'));
-    if (!inside)
+    if (!path_inside(real_file, real_dir))
         return sc_errorf("%s: external data location '%s' resolves to '%s', outside the model folder '%s'", what,
                          loc, real_file, real_dir);
     *full = strdup(real_file);
@@ -154,6 +157,30 @@ static sc_status read_exact(int fd, void *dst, size_t bytes, int64_t offset, con
     return SC_OK;
 }
 
+/* Checks on the file actually opened, after the path checks:
+ *  - hard links: a hard link inside the model folder to a file elsewhere (say ~/.ssh/id_rsa) is
+ *    indistinguishable by path from a file that belongs there, so the rule is the conservative one:
+ *    an external data file with more than one link (st_nlink > 1) is refused. Copy the file instead
+ *    of linking it.
+ *  - races: the folder could change between realpath and open; the kernel's name for the open file
+ *    (/proc/self/fd, when /proc is mounted) must still lie inside the model folder. */
+static sc_status external_fd_check(const char *what, int fd, const struct stat *sb, const char *path,
+                                   const char *real_dir) {
+    if (sb->st_nlink > 1)
+        return sc_errorf("%s: external data '%s' has %llu hard links; refused, since a hard link can make a file "
+                         "outside the model folder appear inside it (copy the file instead)",
+                         what, path, (unsigned long long)sb->st_nlink);
+    char proc[64], actual[PATH_MAX];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, actual, sizeof actual - 1);
+    if (n < 0) return SC_OK; /* no /proc: the realpath check stands */
+    actual[n] = 0;
+    if (!path_inside(actual, real_dir))
+        return sc_errorf("%s: external data '%s' was opened as '%s', outside the model folder '%s'", what, path, actual,
+                         real_dir);
+    return SC_OK;
+}
+
 static sc_status decode_external(const Onnx__TensorProto *t, const char *what, const sc_tensor_src *src,
                                  const sc_desc *d, void **data) {
     const char *loc = NULL;
@@ -169,9 +196,10 @@ static sc_status decode_external(const Onnx__TensorProto *t, const char *what, c
     if (length >= 0 && length != bytes)
         return sc_errorf("%s: external data length %lld does not match %lld bytes for its dims", what,
                          (long long)length, (long long)bytes);
-    char *path = NULL;
-    SC_TRY(external_path(what, src->dir, loc, &path));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *path = NULL, real_dir[PATH_MAX];
+    SC_TRY(external_path(what, src->dir, loc, &path, real_dir));
+    /* O_NOFOLLOW: path is already resolved, so a symlink here was swapped in after the check. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat sb;
     sc_status st = SC_OK;
     if (fd < 0 || fstat(fd, &sb) != 0)
@@ -181,6 +209,8 @@ static sc_status decode_external(const Onnx__TensorProto *t, const char *what, c
     else if (offset > sb.st_size || bytes > sb.st_size - offset)
         st = sc_errorf("%s: external data '%s' has %lld bytes, too short for %lld bytes at offset %lld (short read)",
                        what, path, (long long)sb.st_size, (long long)bytes, (long long)offset);
+    else
+        st = external_fd_check(what, fd, &sb, path, real_dir);
     if (!st) {
         *data = tensor_alloc(src, (size_t)bytes);
         if (!*data) st = sc_errorf("%s: out of memory for %lld bytes", what, (long long)bytes);

@@ -4,9 +4,12 @@
 #   2. AddressSanitizer + UBSan build in build-asan/: the C unit tests (test_*) and the ONNX
 #      conformance cases (onnx_node_*); the Python-driven whole-model tests (oracles, CLI) are left
 #      to the Release run to keep this one fast.
-# Exits non-zero if either run has a failure. Run scripts/install.sh first on a fresh machine.
+#   3. Bounded importer fuzzing (scripts/fuzz_ci.sh: clang, libFuzzer, ASan/UBSan, 120 s) when clang
+#      is installed; skipped with a message otherwise.
+# Exits non-zero if any stage has a failure. Run scripts/install.sh first on a fresh machine.
 #   JOBS=N scripts/run_tests.sh      parallel ctest jobs (default 2)
-#   SKIP_ASAN=1 scripts/run_tests.sh only the Release run
+#   SKIP_ASAN=1 scripts/run_tests.sh no sanitizer run
+#   SKIP_FUZZ=1 scripts/run_tests.sh no fuzzing stage (FUZZ_SECONDS=N sets its length)
 #   BUILD_DIR=... ASAN_BUILD_DIR=...  other build folders (default build, build-asan)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +42,15 @@ if [ "${SKIP_ASAN:-0}" != 1 ]; then
     echo "run_tests.sh: sanitizer build failed" >&2
     status=1
   fi
+fi
+
+if [ "${SKIP_FUZZ:-0}" = 1 ]; then
+  step "fuzzing skipped (SKIP_FUZZ=1)"
+elif ! command -v clang-14 >/dev/null && ! command -v clang >/dev/null; then
+  step "fuzzing skipped: clang not found (apt-get install clang-14 libclang-rt-14-dev)"
+else
+  step "importer fuzzing (scripts/fuzz_ci.sh)"
+  scripts/fuzz_ci.sh || status=1
 fi
 
 if [ "$status" -eq 0 ]; then step "all tests passed"; else step "FAILED"; fi

@@ -1,0 +1,79 @@
+/* Wire-format pre-scan of a serialized ModelProto, run before protobuf-c unpacks it (issue 6).
+ *
+ * protobuf-c's unpack recurses once per nested message with no depth limit, so a crafted file of a
+ * few hundred kilobytes (a GraphProto attribute holding a graph whose node holds a GraphProto ...,
+ * 100k deep) would overflow the C stack. This scan walks the same bytes with the generated
+ * descriptors (which fields are messages), recursing at most SC_IMPORT_MAX_NESTING levels, and
+ * refuses deeper nesting. It also names the field of a length-delimited value whose declared length
+ * runs past its enclosing message (a string of 2^62 bytes in a small file), which unpack would only
+ * report as a corrupt file, and a string field holding a NUL byte: protobuf-c hands strings over NUL
+ * terminated, so "\0x" would silently become "", turning a named input into an omitted one (a
+ * fuzzer finding: an out-of-bounds read in shape inference). Anything else malformed is left for
+ * unpack to reject.
+ * Linear in the input: each byte is visited once, by the innermost message holding it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "import/onnx_internal.h"
+
+/* Reads a base-128 varint; false when it is truncated or longer than 10 bytes. */
+static bool varint_read(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << (shift < 64 ? shift : 63);
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+static sc_status scan_message(const uint8_t *p, const uint8_t *end, const ProtobufCMessageDescriptor *desc,
+                              int depth) {
+    if (depth > SC_IMPORT_MAX_NESTING)
+        return sc_errorf("not a supported ONNX model: messages nested more than %d deep (at %s)", SC_IMPORT_MAX_NESTING,
+                         desc->short_name);
+    while (p < end) {
+        uint64_t tag, len;
+        if (!varint_read(&p, end, &tag)) return SC_OK;
+        switch (tag & 7) {
+        case 0:
+            if (!varint_read(&p, end, &len)) return SC_OK;
+            break;
+        case 1:
+            if (end - p < 8) return SC_OK;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4) return SC_OK;
+            p += 4;
+            break;
+        case 2: {
+            const ProtobufCFieldDescriptor *f =
+                tag >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3)) : NULL;
+            if (!varint_read(&p, end, &len)) return SC_OK;
+            if (len > (uint64_t)(end - p))
+                return sc_errorf("not a valid ONNX model: field %s.%s declares %llu bytes but only %zu remain (corrupt "
+                                 "or truncated file)",
+                                 desc->short_name, f ? f->name : "<unknown>", (unsigned long long)len,
+                                 (size_t)(end - p));
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) SC_TRY(scan_message(p, p + len, f->descriptor, depth + 1));
+            if (f && f->type == PROTOBUF_C_TYPE_STRING && len && memchr(p, 0, len))
+                return sc_errorf("not a valid ONNX model: string field %s.%s contains a NUL byte", desc->short_name,
+                                 f->name);
+            p += len;
+            break;
+        }
+        default: return SC_OK; /* groups and invalid wire types: unpack refuses them */
+        }
+    }
+    return SC_OK;
+}
+
+sc_status onnx_wire_check(const void *data, size_t size) {
+    const uint8_t *p = data;
+    return scan_message(p, p + size, &onnx__model_proto__descriptor, 1);
+}
