@@ -135,8 +135,11 @@ int ad_const_scalar(sc_grad_ctx *c, sc_dtype dtype, double v) {
     return ad_const_value(c, &d, &u);
 }
 
-int ad_reshape(sc_grad_ctx *c, int x, const sc_desc *shape) {
+int ad_reshape(sc_grad_ctx *c, int x, const sc_desc *shape_in) {
     if (c->st || x < 0) return -1;
+    /* a copy: shape_in may point into g->values, which adding the constant below may reallocate */
+    sc_desc shape_copy = *shape_in;
+    const sc_desc *shape = &shape_copy;
     const sc_desc *xd = ad_desc(c, x);
     if (xd->rank == shape->rank && sc_desc_same_shape(xd, shape)) return x;
     int s = ad_const_i64(c, shape->dims, shape->rank);
@@ -149,8 +152,10 @@ int ad_reshape(sc_grad_ctx *c, int x, const sc_desc *shape) {
 
 /* numpy broadcasting aligns trailing dims, so the gradient of a broadcast operand sums over the
  * leading dims it lacks and over the dims where it has 1 and the result does not. */
-int ad_reduce_to_shape(sc_grad_ctx *c, int grad, const sc_desc *target) {
+int ad_reduce_to_shape(sc_grad_ctx *c, int grad, const sc_desc *target_in) {
     if (c->st || grad < 0) return -1;
+    sc_desc target_copy = *target_in; /* target_in may point into g->values (reallocated below) */
+    const sc_desc *target = &target_copy;
     sc_desc gd = *ad_desc(c, grad);
     if (gd.rank == target->rank && sc_desc_same_shape(&gd, target)) return grad;
     int lead = gd.rank - target->rank;
@@ -192,8 +197,10 @@ int ad_reduce_sum(sc_grad_ctx *c, int x, const int64_t *axes, int n_axes, bool k
     return ad_emit(c, SC_OP_REDUCE_SUM, in, 2, 1, NULL, &a);
 }
 
-int ad_zeros(sc_grad_ctx *c, const sc_desc *d) {
+int ad_zeros(sc_grad_ctx *c, const sc_desc *d_in) {
     if (c->st) return -1;
+    sc_desc d_copy = *d_in; /* d_in may point into g->values (reallocated below) */
+    const sc_desc *d = &d_copy;
     int s = ad_const_i64(c, d->dims, d->rank);
     sc_attrs a;
     memset(&a, 0, sizeof a);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "core/alloc_fail.h"
 #include "backends/cpu/cpu.h"
 
 typedef struct {
@@ -58,7 +59,7 @@ static sc_status cpu_arena_create(sc_backend *b, int64_t bytes, void **base) {
         return sc_errorf("cpu backend: the plan needs an arena of %lld bytes, over the device capacity of %lld",
                          (long long)bytes, (long long)c->capacity);
     size_t size = (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64);
-    c->arena = aligned_alloc(64, size);
+    c->arena = sc_alloc_fail_now() ? NULL : aligned_alloc(64, size); /* tests: core/alloc_fail.h */
     if (!c->arena) return sc_errorf("cpu backend: out of memory allocating an arena of %lld bytes", (long long)bytes);
     c->arena_bytes = bytes;
     *base = c->arena;

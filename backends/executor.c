@@ -7,6 +7,7 @@
  * Outputs of in-place ops (sc_op_inplace_input: optimizer updates) share their input's storage.
  */
 #include "backends/executor.h"
+#include "core/alloc_fail.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ void sc_tensor_free_data(sc_tensor *t) {
 
 static void *buffer_alloc(int64_t bytes) {
     size_t size = (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64);
+    if (sc_alloc_fail_now()) return NULL; /* tests: injected out-of-memory (core/alloc_fail.h) */
     return aligned_alloc(64, size);
 }
 

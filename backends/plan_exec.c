@@ -10,6 +10,7 @@
  * or reopened, until a WAIT covers the transfer: the lowering's guarantee, checked where it matters.
  */
 #include "backends/plan_exec.h"
+#include "core/alloc_fail.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -277,7 +278,7 @@ static sc_status step_run(sc_plan_session *s, const sc_step *sp) {
 static void *host_of(sc_plan_session *s, int v, int64_t bytes, sc_status *st) {
     if (s->streamed[v]) return s->g->values[v].data;
     if (!s->host[v]) {
-        s->host[v] = aligned_alloc(64, (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64));
+        s->host[v] = (sc_alloc_fail_now() ? NULL : aligned_alloc(64, (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64)));
         if (!s->host[v]) *st = sc_errorf("out of memory for the host copy of '%s'", s->g->values[v].name);
     }
     return s->host[v];
@@ -320,7 +321,7 @@ static sc_status outputs_collect(sc_plan_session *s, sc_tensor *outputs) {
         int v = g->outputs[i];
         int64_t bytes = value_bytes(g, v);
         outputs[i].desc = g->values[v].desc;
-        outputs[i].data = aligned_alloc(64, (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64));
+        outputs[i].data = (sc_alloc_fail_now() ? NULL : aligned_alloc(64, (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64)));
         if (!outputs[i].data) return sc_errorf("out of memory copying output '%s'", g->values[v].name);
         int iv = s->cur[s->root[v]];
         if (iv < 0) return sc_errorf("plan: graph output '%s' is not resident at the end", g->values[v].name);

@@ -1,5 +1,7 @@
 #include "core/arena.h"
 
+#include "core/alloc_fail.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,7 @@ void *sc_arena_alloc(sc_arena *a, size_t size) {
     if (!a->chunk_size) a->chunk_size = 1u << 20; /* a zero-initialised (static) arena works too */
     if (size == 0) size = 1;
     if (size > SIZE_MAX - SC_ARENA_ALIGN) return NULL;
+    if (sc_alloc_fail_now()) return NULL; /* tests: injected out-of-memory (core/alloc_fail.h) */
     size_t rounded = (size + SC_ARENA_ALIGN - 1) & ~(size_t)(SC_ARENA_ALIGN - 1);
     sc_arena_chunk *c = a->head;
     if (!c || c->size - c->used < rounded) {

@@ -5,7 +5,9 @@
  * of the table of the first Gather that indexes with the input (token ids into an embedding), else
  * [0, 10); bool inputs 0/1. Outputs are summarised (shape, mean, std, min, max) and, with
  * --output-dir, saved as DIR/<name>.npy (characters other than [A-Za-z0-9._-] become '_').
- * --repeat N times N more forward passes after the first (the warm-up) and prints median and min. */
+ * --repeat N times N more forward passes after the first (the warm-up) and prints median and min.
+ * --device cpu|auto only: inference has no GPU path yet (the plain executor is CPU-only), so auto
+ * means the CPU here and --device cuda is refused as a usage error (exit 2) saying so. */
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -212,9 +214,10 @@ int cmd_run(int argc, char **argv) {
         {.name = "seed", .kind = ARG_INT, .metavar = "N", .help = "seed for random inputs (default 0)"},
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "OpenMP threads (default: OMP_NUM_THREADS or all cores)"},
         {.name = "repeat", .kind = ARG_INT, .metavar = "N", .help = "time N more forward passes; print median/min ms"},
+        {.name = "device", .kind = ARG_STR, .metavar = "cpu|auto", .help = "cpu (auto = cpu: no GPU inference yet)"},
     };
     arg_spec spec = {.usage = "scorch-run run MODEL.onnx [--batch N] [--seq N] [--dim NAME=N] [--input NAME=FILE.npy ...] "
-                              "[--output-dir DIR] [--seed N] [--threads N] [--repeat N]",
+                              "[--output-dir DIR] [--seed N] [--threads N] [--repeat N] [--device cpu|auto]",
                      .summary = "Runs the forward pass on the CPU. Inputs not given are random (floats normal(0,1),\n"
                                 "token ids uniform below the embedding's rows). Prints one line per output.",
                      .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
@@ -227,6 +230,14 @@ int cmd_run(int argc, char **argv) {
     if ((threads->set && threads->i < 1) || (repeat->set && repeat->i < 0)) {
         args_free(&spec);
         args_error("--threads must be at least 1 and --repeat at least 0");
+        return 2;
+    }
+    arg_opt *device = args_get(&spec, "device");
+    if (device->set && strcmp(device->s, "cpu") && strcmp(device->s, "auto")) {
+        args_error("%s", !strcmp(device->s, "cuda") ? "--device cuda is not supported for inference yet: `run` runs on the CPU "
+                                                "(use --device cpu or auto; `train --device cuda` trains on the GPU)"
+                                                    : "--device must be cpu or auto");
+        args_free(&spec);
         return 2;
     }
     if (threads->set) omp_set_num_threads((int)threads->i);

@@ -1,5 +1,9 @@
-/* `scorch-run train MODEL.onnx`: trains on the CPU with a training session (train/trainer.h) and
- * writes the trained model back as ONNX.
+/* `scorch-run train MODEL.onnx`: trains with a training session (train/trainer.h) and writes the
+ * trained model back as ONNX. --device cpu|cuda|auto (default auto: the GPU when this build has the
+ * CUDA backend and a device is present) picks where steps run; the first line names the device.
+ * --device cuda without a usable GPU stops before training with exit code 1 and the reason; on the
+ * GPU every step runs a plan (strategy none without --memory), --memory is capped at the GPU's free
+ * memory, and --tf32 lets cuBLAS/cuDNN use TF32.
  *
  * Output: a progress line (step, loss, samples or tokens per second, elapsed, ETA), updated in place
  * on a terminal and printed every --print-every steps otherwise; at the end "loss A -> B" (the first
@@ -10,6 +14,9 @@
  * --resume DIR continues from DIR/state.bin (and keeps saving there unless --state says otherwise).
  * On a NaN/Inf the run stops with the step and the first tensor where it appeared; nothing is
  * written then: neither the model nor a state, so the last checkpoint stays as it was.
+ * SIGINT / SIGTERM (train/train_signal.h): the step in flight finishes, the training state is saved to
+ * --state DIR (or --resume DIR, else MODEL.state/ next to the model), the model is not written, and
+ * the process exits 130 / 143; --resume DIR continues bit-identically. A second signal kills at once.
  * --dump-grads DIR writes the gradients and the loss of the first step run (trainer.h has the layout).
  * --memory SIZE / --strategy S / --offload O / --slots S (any of them) run every step through a plan
  * (schedule/plan.h) with the plan executor; at the end a line compares the plan's predictions with
@@ -17,6 +24,7 @@
  * predicted X s measured Y s (median)". An infeasible budget stops before training, naming the smallest budget.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +34,7 @@
 #include "tools/args.h"
 #include "tools/cmd.h"
 #include "tools/plan_report.h"
+#include "train/train_signal.h"
 #include "train/trainer.h"
 
 static double now_s(void) {
@@ -117,12 +126,30 @@ static sc_status log_open(progress *p, const char *path, bool resuming) {
 
 typedef struct {
     const char *out, *state_dir, *dump_grads;
+    const char *interrupt_dir; /* where an interrupted run saves its state: state_dir or MODEL.state */
     int64_t save_every;
 } run_opts;
+
+/* The signal that stopped the run (0: none); cmd_train exits 128 + it. */
+static int stopped_by;
+
+/* SIGINT / SIGTERM arrived (train/train_signal.h): the step in flight has finished; save the state
+ * and stop. The model itself is not written: the run is not over, --resume finishes it. */
+static sc_status train_interrupt(sc_trainer *t, const run_opts *o, progress *p, int sig) {
+    if (p->tty && p->done) fputc('\n', stderr);
+    fprintf(stderr, "%s: stopping after step %lld; saving the training state to %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            (long long)sc_trainer_step_count(t), o->interrupt_dir);
+    SC_TRY(sc_trainer_save_state(t, o->interrupt_dir));
+    fprintf(stderr, "saved; continue with: --resume %s\n", o->interrupt_dir);
+    stopped_by = sig;
+    return SC_OK;
+}
 
 static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
     sc_status st = SC_OK;
     while (!st && !sc_trainer_done(t)) {
+        int sig = train_signal_pending();
+        if (sig) return train_interrupt(t, o, p, sig);
         sc_step_result r;
         double ts = now_s();
         st = sc_trainer_step(t, &r);
@@ -146,28 +173,33 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
         if (o->dump_grads && p->done == 1) st = sc_trainer_dump_grads(t, o->dump_grads);
         if (!st && o->state_dir && (sc_trainer_done(t) || (o->save_every > 0 && r.step % o->save_every == 0)))
             st = sc_trainer_save_state(t, o->state_dir);
+        int after = st ? 0 : train_signal_pending();
+        if (after) return train_interrupt(t, o, p, after);
     }
     if (st && p->tty && p->done) fputc('\n', stderr);
     return st;
 }
 
-/* "model.onnx" -> "model.trained.onnx"; any other name gets ".trained.onnx" appended. */
-static char *default_output(const char *model) {
-    size_t n = strlen(model);
-    char *out = malloc(n + 16);
+/* "model.onnx" -> "model<suffix>"; any other name gets suffix appended. */
+static char *model_derived(const char *model, const char *suffix) {
+    size_t n = strlen(model), k = strlen(suffix) + 1;
+    char *out = malloc(n + k);
     if (!out) return NULL;
     if (n > 5 && !strcmp(model + n - 5, ".onnx")) n -= 5;
-    snprintf(out, n + 16, "%.*s.trained.onnx", (int)n, model);
+    snprintf(out, n + k, "%.*s%s", (int)n, model, suffix);
     return out;
 }
+
+/* "model.onnx" -> "model.trained.onnx". */
+static char *default_output(const char *model) { return model_derived(model, ".trained.onnx"); }
 
 static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int64_t print_every, const char *log) {
     sc_trainer *t = NULL;
     SC_TRY(sc_trainer_create(cfg, &t));
     const sc_training_graph *tg = sc_trainer_graph(t);
     int64_t total = sc_trainer_total_steps(t), done = sc_trainer_step_count(t);
-    fprintf(stderr, "training %s: %d trainable parameter tensors, data %s, %lld steps", cfg->model_path, tg->n_params,
-            sc_trainer_data_desc(t), (long long)total);
+    fprintf(stderr, "training %s on %s: %d trainable parameter tensors, data %s, %lld steps", cfg->model_path,
+            sc_device_name(sc_trainer_device(t)), tg->n_params, sc_trainer_data_desc(t), (long long)total);
     if (done) fprintf(stderr, " (resuming after step %lld)", (long long)done);
     fputc('\n', stderr);
     const sc_plan *pl = sc_trainer_plan(t);
@@ -183,9 +215,11 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
     sc_status st = log ? log_open(&p, log, cfg->resume_dir != NULL) : SC_OK;
     if (!st) st = train_loop(t, o, &p);
     if (p.log) fclose(p.log);
-    if (!st) st = sc_trainer_save_model(t, o->out);
-    if (!st) {
-        if (p.done) printf("loss %.4f -> %.4f over %lld steps\n", p.first_loss, p.last_loss, (long long)p.done);
+    if (!st && !stopped_by) st = sc_trainer_save_model(t, o->out);
+    if (!st && !stopped_by) {
+        if (p.done)
+            printf("loss %.4f -> %.4f over %lld steps on %s\n", p.first_loss, p.last_loss, (long long)p.done,
+                   sc_device_name(sc_trainer_device(t)));
         else printf("nothing to do: the state is already at step %lld of %lld\n", (long long)done, (long long)total);
         printf("wrote %s\n", o->out);
         if (p.done) plan_report_line(t, &p);
@@ -259,6 +293,10 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
     const char *sn, *on;
     const char *u = plan_options_from_args(s, &c->plan, &c->use_plan, &sn, &on);
     if (u) return u;
+    c->device = SC_DEVICE_AUTO;
+    if ((a = args_get(s, "device"))->set && (k = device_parse(a->s)) < 0) return "--device must be cpu, cuda or auto";
+    if (a->set) c->device = (sc_device)k;
+    c->tf32 = args_get(s, "tf32")->set;
     return NULL;
 }
 
@@ -291,6 +329,8 @@ int cmd_train(int argc, char **argv) {
         {.name = "print-every", .kind = ARG_INT, .metavar = "N", .help = "plain progress lines every N steps (not a terminal)"},
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},
         {.name = "dump-grads", .kind = ARG_STR, .metavar = "DIR", .help = "write step 1's gradients and loss as .npy"},
+        {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where to train (default auto: the GPU when present)"},
+        {.name = "tf32", .kind = ARG_FLAG, .help = "allow TF32 for f32 products and convolutions (CUDA)"},
         PLAN_CLI_OPTS,
     };
     arg_spec spec = {
@@ -299,8 +339,8 @@ int cmd_train(int argc, char **argv) {
                  "[--warmup N] [--clip X] [--seed N] [--freeze REGEX] [--loss auto|ce|mse] "
                  "[--data X.npy --labels Y.npy | --tokens FILE [--token-dtype uint16|int32]] "
                  "[--save-every N --state DIR] [--resume DIR] [--log FILE.csv] [--threads N] [--dump-grads DIR] "
-                 "[--memory SIZE] [--strategy none|sqrt|dc|optimal|auto] [--offload O] [--slots S]",
-        .summary = "Trains the model on the CPU (forward, loss, backward, optimizer update) and writes it back as ONNX.\n"
+                 "[--device cpu|cuda|auto] [--tf32] [--memory SIZE] [--strategy none|sqrt|dc|optimal|auto] [--offload O] [--slots S]",
+        .summary = "Trains the model on the CPU or an NVIDIA GPU (forward, loss, backward, optimizer update) and writes it back as ONNX.\n"
                    "Without --data or --tokens it trains on seeded synthetic data shaped for the model.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
     args_result ar = args_parse(&spec, argc, argv);
@@ -323,10 +363,17 @@ int cmd_train(int argc, char **argv) {
     }
     char *def_out = args_get(&spec, "output")->set ? NULL : default_output(cfg.model_path);
     o.out = def_out ? def_out : args_get(&spec, "output")->s;
-    sc_status st = o.out ? SC_OK : sc_errorf("out of memory");
+    char *def_state = o.state_dir ? NULL : model_derived(cfg.model_path, ".state");
+    o.interrupt_dir = o.state_dir ? o.state_dir : def_state;
+    sc_status st = o.out && o.interrupt_dir ? SC_OK : sc_errorf("out of memory");
     arg_opt *pe = args_get(&spec, "print-every");
+    stopped_by = 0;
+    train_signals_install();
     if (!st) st = train_run(&cfg, &o, pe->set ? pe->i : 0, args_get(&spec, "log")->s);
+    train_signals_restore();
     free(def_out);
+    free(def_state);
     args_free(&spec);
+    if (!st && stopped_by) return 128 + stopped_by;
     return cmd_report(st);
 }

@@ -8,6 +8,7 @@
 
 #include "import/onnx.h" /* sc_write_file_atomic */
 #include "tools/plan_report.h"
+#include "train/trainer.h" /* sc_device */
 
 /* ---- a growable text buffer whose first failure is sticky ---- */
 
@@ -102,6 +103,13 @@ int plan_strategy_parse(const char *name) {
                                        SC_STRATEGY_AUTO};
     for (int i = 0; i < 5; i++)
         if (!strcmp(name, names[i])) return (int)vals[i];
+    return -1;
+}
+
+int device_parse(const char *name) {
+    static const char *const names[] = {[SC_DEVICE_CPU] = "cpu", [SC_DEVICE_CUDA] = "cuda", [SC_DEVICE_AUTO] = "auto"};
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, names[i])) return i;
     return -1;
 }
 

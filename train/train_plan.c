@@ -8,10 +8,79 @@
  * (the trainer's snapshot, NaN check, checkpoints and saving all read host data), and writebacks are
  * applied on both sides. Whenever host data changes (a restore after a failed step, a loaded state),
  * train_plan_reload copies it to the device again.
+ *
+ * Devices (issue 5): with cfg.device CUDA the backend is the CUDA one (built only with
+ * SCORCH_HAVE_CUDA, backends/cuda/cuda.cmake), its plan budget capped at the GPU's free memory
+ * (cudaMemGetInfo) before planning, so the plan fits the device it runs on; without a budget its
+ * capacity is the GPU's free memory.
  */
 #include <string.h>
 
 #include "train/trainer_internal.h"
+
+#ifdef SCORCH_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "backends/cuda/backend_cuda.h"
+#endif
+
+const char *sc_device_name(sc_device d) {
+    return d == SC_DEVICE_CUDA ? "cuda" : d == SC_DEVICE_AUTO ? "auto" : "cpu";
+}
+
+sc_status sc_device_resolve(sc_device requested, sc_device *out) {
+    *out = SC_DEVICE_CPU;
+    if (requested == SC_DEVICE_CPU) return SC_OK;
+#ifdef SCORCH_HAVE_CUDA
+    char why[256] = "";
+    if (backend_cuda_available(why, sizeof why)) {
+        *out = SC_DEVICE_CUDA;
+        return SC_OK;
+    }
+    if (requested == SC_DEVICE_CUDA) return sc_errorf("--device cuda: no usable CUDA device (%s)", why);
+    sc_log(SC_LOG_INFO, "device auto: no CUDA device (%s); training on the CPU", why);
+#else
+    if (requested == SC_DEVICE_CUDA)
+        return sc_errorf("--device cuda: this build has no CUDA support (nvcc was not found when it was configured)");
+#endif
+    return SC_OK;
+}
+
+sc_device sc_trainer_device(const sc_trainer *t) { return t->cfg.device; }
+
+/* On the GPU a budget above its free memory could never be met: plan for the free memory instead. */
+static void budget_cap(const sc_trainer *t, sc_plan_options *o) {
+#ifdef SCORCH_HAVE_CUDA
+    size_t fr = 0, total = 0;
+    if (t->cfg.device != SC_DEVICE_CUDA || o->budget <= 0) return;
+    if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&fr, &total) != cudaSuccess) {
+        cudaGetLastError(); /* the backend reports the error when it is created */
+        return;
+    }
+    if (o->budget > (int64_t)fr) {
+        sc_log(SC_LOG_WARN, "--memory %lld bytes is more than the GPU's %lld free bytes; planning for %lld",
+               (long long)o->budget, (long long)fr, (long long)fr);
+        o->budget = (int64_t)fr;
+    }
+#else
+    (void)t, (void)o;
+#endif
+}
+
+/* The device's backend: capacity the budget (CPU without one: the plan's own size; CUDA without one:
+ * 0, the GPU's free memory, which also leaves the kernels' scratch unbounded). */
+static sc_status backend_open(const sc_trainer *t, const sc_plan *p, int64_t budget, sc_backend **be) {
+#ifdef SCORCH_HAVE_CUDA
+    if (t->cfg.device == SC_DEVICE_CUDA) {
+        SC_TRY(backend_cuda_create(budget > 0 ? budget : 0, be));
+        backend_cuda_set_tf32(*be, t->cfg.tf32);
+        return SC_OK;
+    }
+#endif
+    if (t->cfg.device != SC_DEVICE_CPU)
+        return sc_errorf("internal: device %s is not resolved or not built", sc_device_name(t->cfg.device));
+    return backend_cpu_create(budget > 0 ? budget : p->arena_bytes, be);
+}
 
 void train_plan_close(sc_trainer *t) {
     plan_session_free(t->session);
@@ -21,11 +90,11 @@ void train_plan_close(sc_trainer *t) {
     plan_free(&t->plan);
 }
 
-/* A session for plan p (not yet t->plan): a backend capped at the budget, or at the plan's size. */
+/* A session for plan p (not yet t->plan) on the device's backend (backend_open). */
 static sc_status session_open(sc_trainer *t, const sc_plan *p, int64_t budget, sc_backend **be, sc_plan_session **s) {
     *be = NULL;
     *s = NULL;
-    SC_TRY(backend_cpu_create(budget > 0 ? budget : p->arena_bytes, be));
+    SC_TRY(backend_open(t, p, budget, be));
     sc_status st = plan_session_create(*be, &t->model->graph, p, s);
     if (st) {
         backend_destroy(*be);
@@ -35,6 +104,7 @@ static sc_status session_open(sc_trainer *t, const sc_plan *p, int64_t budget, s
 }
 
 sc_status train_plan_open(sc_trainer *t) {
+    budget_cap(t, &t->cfg.plan);
     SC_TRY(plan_build(&t->model->graph, &t->tg, &t->cfg.plan, &t->plan));
     sc_status st = session_open(t, &t->plan, t->cfg.plan.budget, &t->backend, &t->session);
     if (st) plan_free(&t->plan);
@@ -59,6 +129,9 @@ const sc_plan *sc_trainer_plan(const sc_trainer *t) { return t->session ? &t->pl
 
 sc_status sc_trainer_replan(sc_trainer *t, const sc_plan_options *o) {
     if (!t->session) return sc_errorf("the session runs without a plan (use_plan is off)");
+    sc_plan_options capped = *o;
+    budget_cap(t, &capped);
+    o = &capped;
     sc_plan p;
     SC_TRY(plan_build(&t->model->graph, &t->tg, o, &p));
     /* the host data is current after every step; the new session starts from it */

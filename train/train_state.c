@@ -151,7 +151,9 @@ static sc_status state_write_file(sc_trainer *t, const char *tmp) {
     if (!w.failed && (fflush(w.f) != 0 || fsync(fileno(w.f)) != 0)) w.failed = true;
     int saved_errno = errno;
     if (fclose(w.f) != 0) w.failed = true;
-    if (w.failed) return sc_errorf("%s: write failed: %s", tmp, strerror(saved_errno ? saved_errno : errno));
+    if (w.failed)
+        return sc_errorf("%s: write failed: %s; the previous state.bin, if any, is left as it was", tmp,
+                         strerror(saved_errno ? saved_errno : errno));
     return SC_OK;
 }
 

@@ -125,6 +125,8 @@ static sc_status total_steps(sc_trainer *t) {
 
 static sc_status trainer_build(sc_trainer *t) {
     SC_TRY(strings_copy(t));
+    SC_TRY(sc_device_resolve(t->cfg.device, &t->cfg.device));
+    if (t->cfg.device == SC_DEVICE_CUDA) t->cfg.use_plan = true; /* the GPU runs plans only (train_plan.c) */
     if (t->cfg.threads > 0) cpu_set_num_threads(t->cfg.threads);
     SC_TRY(sc_model_load(t->cfg.model_path, &t->model));
     sc_graph *g = &t->model->graph;

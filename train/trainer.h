@@ -34,6 +34,17 @@
 
 typedef enum { SC_LR_CONSTANT, SC_LR_COSINE } sc_lr_schedule;
 
+/* Where the steps run (issue 5). CPU: the store-everything executor, or with use_plan the plan on
+ * the CPU backend. CUDA: always the plan (strategy none when no budget is given) on the CUDA backend
+ * (backends/cuda/backend_cuda.h), its budget capped at the GPU's free memory. AUTO: CUDA when this
+ * build has the CUDA backend and a device is present, else CPU. */
+typedef enum { SC_DEVICE_CPU, SC_DEVICE_CUDA, SC_DEVICE_AUTO } sc_device;
+
+/* AUTO -> CPU or CUDA; CUDA -> CUDA when usable, else a status naming why (no CUDA support in this
+ * build, or the CUDA runtime's error text); CPU -> CPU. */
+sc_status sc_device_resolve(sc_device requested, sc_device *out);
+const char *sc_device_name(sc_device d); /* "cpu", "cuda", "auto" */
+
 typedef struct {
     const char *model_path;
     int64_t batch;          /* binds the inputs' dim 0; default 1 when 0 */
@@ -57,9 +68,11 @@ typedef struct {
      * planned size, instead of sc_forward_cpu. The weights are bit-identical either way. */
     bool use_plan;
     sc_plan_options plan;
+    sc_device device;       /* default CPU (the CLI's default is AUTO); resolved by sc_trainer_create */
+    bool tf32;              /* CUDA: let cuBLAS/cuDNN use TF32 for f32 products (no effect on the CPU) */
 } sc_trainer_config;
 
-/* Defaults: batch 1, lr 0.01, constant schedule, seed 0, sc_train_options_default, u16 tokens. */
+/* Defaults: batch 1, lr 0.01, constant schedule, seed 0, sc_train_options_default, u16 tokens, CPU. */
 void sc_trainer_config_default(sc_trainer_config *c);
 
 typedef struct sc_trainer sc_trainer;
@@ -86,6 +99,9 @@ int64_t sc_trainer_total_steps(const sc_trainer *t);
 int64_t sc_trainer_dataset_size(const sc_trainer *t); /* samples per epoch */
 const char *sc_trainer_data_desc(const sc_trainer *t); /* "synthetic ...", "x.npy + y.npy", ... */
 float sc_trainer_lr_at(const sc_trainer_config *cfg, int64_t total_steps, int64_t step);
+
+/* The device the steps run on (cfg.device resolved: CPU or CUDA). */
+sc_device sc_trainer_device(const sc_trainer *t);
 
 /* With use_plan: the plan every step runs (NULL otherwise). */
 const sc_plan *sc_trainer_plan(const sc_trainer *t);

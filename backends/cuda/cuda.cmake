@@ -55,3 +55,12 @@ if(SCORCH_CUDNN_FOUND)
 else()
   message(STATUS "scorch: CUDA backend built; cuDNN not used, convolutions on im2col + cuBLAS")
 endif()
+
+# The trainer opens this backend for `--device cuda|auto` (train/train_plan.c): libscorch links it
+# back (a cycle of static libraries, which CMake allows and repeats on the link line), and
+# SCORCH_HAVE_CUDA tells C code (libscorch, scorch-run) that backend_cuda_* exist in this build.
+target_compile_definitions(scorch PUBLIC SCORCH_HAVE_CUDA=1)
+target_link_libraries(scorch PUBLIC scorch_cuda)
+# Both were created before enable_language(CUDA), so CMake did not give them the architectures it
+# requires of targets that link CUDA code (policy CMP0104).
+set_target_properties(scorch scorch-run PROPERTIES CUDA_ARCHITECTURES "${SCORCH_CUDA_ARCHS}")

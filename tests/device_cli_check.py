@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""`scorch-run train/run --device` end to end (issue 5; registered by tests/device_cli.cmake).
+
+usage: device_cli_check.py SCORCH_RUN HAS_CUDA    (HAS_CUDA: 1 when the CUDA backend is built)
+
+Without a GPU (forced with CUDA_VISIBLE_DEVICES="", so these checks run the same on any machine):
+  --device cuda stops before training with exit code 1, names why (no CUDA support in this build,
+  or the CUDA runtime's error text) and writes nothing; --device auto (and no --device) trains on
+  the CPU and says so; --device cpu gives bit-identical weights to auto there; a bad --device value
+  is a usage error (exit 2); `run --device cuda` is refused (exit 2: no GPU inference yet) while
+  `run --device cpu|auto` works.
+When the CUDA backend is built and a GPU is visible: auto picks it, --device cuda trains on it
+(plain, with --memory above the GPU's free memory, and with --tf32), and its losses follow the CPU
+run's (relative 1e-3 per step, fp32 on both).
+"""
+import csv
+import os
+import subprocess
+import sys
+
+SCORCH, HAS_CUDA = sys.argv[1], sys.argv[2] == "1"
+NO_GPU = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+GEN = ["gpt", "--layers", "2", "--heads", "2", "--dim", "32", "--vocab", "64", "--seq", "16"]
+TRAIN = ["m.onnx", "--batch", "4", "--seq", "16", "--steps", "5", "--lr", "0.01"]
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def run(args, env=None):
+    p = subprocess.run([SCORCH] + args, capture_output=True, text=True, env=env)
+    print("$ scorch-run %s -> %d" % (" ".join(args), p.returncode))
+    return p
+
+
+def expect(p, rc, text, where):
+    if p.returncode != rc:
+        fail("%s: exit code %d, expected %d\nstdout: %s\nstderr: %s" % (where, p.returncode, rc, p.stdout, p.stderr))
+    if text and text not in p.stdout + p.stderr:
+        fail("%s: output lacks %r\nstdout: %s\nstderr: %s" % (where, text, p.stdout, p.stderr))
+
+
+def losses(path):
+    with open(path) as f:
+        return [float(r["loss"]) for r in csv.DictReader(f)]
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def without_gpu():
+    for f in ("cuda.onnx",):
+        if os.path.exists(f):
+            os.remove(f)
+    p = run(["train"] + TRAIN + ["--device", "cuda", "-o", "cuda.onnx"], env=NO_GPU)
+    expect(p, 1, "--device cuda: ", "--device cuda without a GPU")
+    why = "no usable CUDA device (" if HAS_CUDA else "this build has no CUDA support"
+    expect(p, 1, why, "--device cuda without a GPU")
+    if HAS_CUDA and "no usable CUDA device ()" in p.stderr:
+        fail("--device cuda: the reason from the CUDA runtime is empty: %s" % p.stderr)
+    if os.path.exists("cuda.onnx") or "training " in p.stderr:
+        fail("--device cuda without a GPU started training or wrote a model")
+
+    p = run(["train"] + TRAIN + ["--device", "auto", "-o", "auto.onnx", "--log", "auto.csv"], env=NO_GPU)
+    expect(p, 0, "training m.onnx on cpu:", "--device auto without a GPU")
+    expect(p, 0, "over 5 steps on cpu", "--device auto without a GPU")
+    p = run(["train"] + TRAIN + ["-o", "default.onnx"], env=NO_GPU)
+    expect(p, 0, "over 5 steps on cpu", "no --device without a GPU")
+    p = run(["train"] + TRAIN + ["--device", "cpu", "-o", "cpu.onnx", "--log", "cpu.csv"], env=NO_GPU)
+    expect(p, 0, "training m.onnx on cpu:", "--device cpu")
+    if read("cpu.onnx") != read("auto.onnx") or read("cpu.onnx") != read("default.onnx"):
+        fail("--device cpu, --device auto and no --device (all on the CPU) trained different weights")
+    l = losses("cpu.csv")
+    if len(l) != 5 or not l[-1] < l[0]:
+        fail("--device cpu: the loss did not go down over 5 steps: %s" % l)
+    # --tf32 is accepted on the CPU and changes nothing there
+    p = run(["train"] + TRAIN + ["--device", "cpu", "--tf32", "-o", "tf32.onnx"], env=NO_GPU)
+    expect(p, 0, "on cpu", "--device cpu --tf32")
+    if read("tf32.onnx") != read("cpu.onnx"):
+        fail("--tf32 changed the weights trained on the CPU")
+
+    for bad in ("gpu", "CUDA", ""):
+        p = run(["train"] + TRAIN + ["--device", bad])
+        expect(p, 2, "--device must be cpu, cuda or auto", "--device %r" % bad)
+
+    p = run(["run", "m.onnx", "--seq", "16", "--device", "cuda"])
+    expect(p, 2, "not supported for inference yet", "run --device cuda")
+    p = run(["run", "m.onnx", "--seq", "16", "--device", "tpu"])
+    expect(p, 2, "--device must be cpu or auto", "run --device tpu")
+    for d in ("cpu", "auto"):
+        p = run(["run", "m.onnx", "--seq", "16", "--device", d])
+        expect(p, 0, "logits f32[1,16,64]", "run --device " + d)
+
+
+def with_gpu():
+    probe = run(["train"] + TRAIN + ["--steps", "1", "-o", "probe.onnx"])
+    if "on cuda" not in probe.stderr:
+        expect(probe, 0, "on cpu", "auto")
+        print("GPU checks skipped: no CUDA device visible (auto trained on the CPU)")
+        return
+    cpu = losses("cpu.csv")
+    for extra in ([], ["--memory", "1TiB"], ["--tf32"]):
+        p = run(["train"] + TRAIN + ["--device", "cuda", "-o", "gpu.onnx", "--log", "gpu.csv"] + extra)
+        expect(p, 0, "training m.onnx on cuda:", "--device cuda " + " ".join(extra))
+        expect(p, 0, "over 5 steps on cuda", "--device cuda " + " ".join(extra))
+        gpu = losses("gpu.csv")
+        tol = 1e-2 if extra == ["--tf32"] else 1e-3
+        for i, (a, b) in enumerate(zip(cpu, gpu)):
+            if abs(a - b) > tol * abs(a):
+                fail("--device cuda %s: step %d loss %.6g, the CPU's %.6g" % (" ".join(extra), i + 1, b, a))
+        if len(gpu) != len(cpu):
+            fail("--device cuda: %d logged steps, expected %d" % (len(gpu), len(cpu)))
+    print("GPU checks passed")
+
+
+def main():
+    p = run(["gen"] + GEN + ["-o", "m.onnx"])
+    expect(p, 0, None, "gen")
+    without_gpu()
+    if HAS_CUDA:
+        with_gpu()
+    else:
+        print("GPU checks skipped: this build has no CUDA backend")
+    print("PASS")
+
+
+main()
