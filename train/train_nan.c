@@ -39,14 +39,29 @@ static fin_kind tensor_finite(const sc_desc *d, const void *data) {
 
 /* Fast path for the per-step check: a float is non-finite exactly when its exponent bits are all
  * ones, and (e & 0x7f800000) + 0x00800000 sets bit 31 only then. Integer ops, so it vectorises. */
+/* Exponent all ones (Inf, NaN) carries into bit 31 when 0x00800000 is added to the masked exponent.
+ * Parameters and optimizer state are tens to hundreds of MB, scanned every step, so the scan is
+ * split across threads (an OR is order-independent: the answer does not depend on the split). */
 static bool f32_all_finite(const float *p, int64_t n) {
     uint32_t acc = 0;
+#pragma omp parallel for simd reduction(| : acc) if (n >= (1 << 16))
     for (int64_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &p[i], sizeof u);
         acc |= (u & 0x7f800000u) + 0x00800000u;
     }
     return !(acc & 0x80000000u);
+}
+
+/* memcpy split across threads: the per-step snapshot copies every parameter and state value. */
+static void copy_parallel(void *dst, const void *src, size_t bytes) {
+    const size_t chunk = (size_t)1 << 20;
+    int64_t n_chunks = (int64_t)((bytes + chunk - 1) / chunk);
+#pragma omp parallel for if (n_chunks > 4)
+    for (int64_t c = 0; c < n_chunks; c++) {
+        size_t at = (size_t)c * chunk, len = bytes - at < chunk ? bytes - at : chunk;
+        memcpy((char *)dst + at, (const char *)src + at, len);
+    }
 }
 
 bool train_state_finite(const sc_trainer *t, int *bad) {
@@ -68,7 +83,7 @@ void train_snapshot_take(sc_trainer *t) {
     const sc_graph *g = &t->model->graph;
     for (int i = 0; i < t->n_state; i++) {
         const sc_value *v = &g->values[t->state_ids[i]];
-        memcpy(t->snapshot[i], v->data, (size_t)sc_desc_bytes(&v->desc));
+        copy_parallel(t->snapshot[i], v->data, (size_t)sc_desc_bytes(&v->desc));
     }
 }
 
@@ -76,7 +91,7 @@ void train_snapshot_restore(sc_trainer *t) {
     sc_graph *g = &t->model->graph;
     for (int i = 0; i < t->n_state; i++) {
         sc_value *v = &g->values[t->state_ids[i]];
-        memcpy(v->data, t->snapshot[i], (size_t)sc_desc_bytes(&v->desc));
+        copy_parallel(v->data, t->snapshot[i], (size_t)sc_desc_bytes(&v->desc));
     }
 }
 

@@ -266,9 +266,24 @@ static sc_status bwd_entry_get(const sc_kernel_call *call, dnnl_engine_t eng, co
     return SC_OK;
 }
 
-/* Runs one cached backward primitive: data (dY, W -> dX) or weights (X, dY -> dW[, dB]). */
+/* dY as the weights primitive reads it: the data primitive's reordered copy (dy_done, from the
+ * same call) when both primitives chose the same layout, which spares a second reorder of dY. */
+static dnnl_memory_t bwd_dy_bind(bwd_mem *m, const bwd_mem *dy_done, void *dy, dnnl_stream_t strm, dnnl_status_t *s) {
+    if (dy_done && dy_done->prim && m->prim) {
+        const dnnl_memory_desc_t *a = NULL, *b = NULL;
+        if (dnnl_memory_get_memory_desc(dy_done->prim, &a) == dnnl_success &&
+            dnnl_memory_get_memory_desc(m->prim, &b) == dnnl_success && dnnl_memory_desc_equal(a, b)) {
+            dnnl_memory_set_data_handle(m->user, dy);
+            return dy_done->prim;
+        }
+    }
+    return bwd_mem_bind(m, dy, true, strm, s);
+}
+
+/* Runs one cached backward primitive: data (dY, W -> dX) or weights (X, dY -> dW[, dB]). *used is
+ * the entry run; dy_done, when set, is a data entry that this call already ran on the same dY. */
 static sc_status bwd_run(const sc_kernel_call *call, const bwd_key *k, const float *dy, const float *x,
-                         const float *w, float *dx, float *dw, float *db) {
+                         const float *w, float *dx, float *dw, float *db, const bwd_mem *dy_done, bwd_entry **used) {
     sc_status st = SC_OK;
     dnnl_engine_t eng = cpu_dnnl_engine(&st);
     if (!eng) return st;
@@ -276,6 +291,7 @@ static sc_status bwd_run(const sc_kernel_call *call, const bwd_key *k, const flo
     if (!strm) return st;
     bwd_entry *e = NULL;
     SC_TRY(bwd_entry_get(call, eng, k, &e));
+    *used = e;
     dnnl_status_t s = dnnl_success;
     if (k->kind == BWD_DATA) {
         dnnl_exec_arg_t args[3] = {{DNNL_ARG_DIFF_DST, bwd_mem_bind(&e->a, (void *)dy, true, strm, &s)},
@@ -284,7 +300,7 @@ static sc_status bwd_run(const sc_kernel_call *call, const bwd_key *k, const flo
         if (s == dnnl_success) s = dnnl_primitive_execute(e->prim, strm, 3, args);
     } else {
         dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, bwd_mem_bind(&e->a, (void *)x, true, strm, &s)},
-                                   {DNNL_ARG_DIFF_DST, bwd_mem_bind(&e->b, (void *)dy, true, strm, &s)},
+                                   {DNNL_ARG_DIFF_DST, bwd_dy_bind(&e->b, dy_done, (void *)dy, strm, &s)},
                                    {DNNL_ARG_DIFF_WEIGHTS, bwd_mem_bind(&e->c, dw, false, strm, &s)},
                                    {DNNL_ARG_DIFF_BIAS, e->bias}};
         if (e->bias) dnnl_memory_set_data_handle(e->bias, db);
@@ -323,15 +339,17 @@ static sc_status conv_grad_f32(const sc_kernel_call *call, const cpu_window *w, 
     /* oneDNN computes dB with dW; without dW, dB is a plain reduction. */
     float *db_dnnl = dw ? db : NULL;
     sc_status st = SC_OK;
+    bwd_entry *data = NULL, *weights = NULL;
     cpu_dnnl_lock();
     if (dx) {
         k.kind = BWD_DATA;
-        st = bwd_run(call, &k, call->in[0].data, NULL, call->in[2].data, dx, NULL, NULL);
+        st = bwd_run(call, &k, call->in[0].data, NULL, call->in[2].data, dx, NULL, NULL, NULL, &data);
     }
     if (!st && dw) {
         k.kind = BWD_WEIGHTS;
         k.has_bias = db_dnnl != NULL;
-        st = bwd_run(call, &k, call->in[0].data, call->in[1].data, NULL, NULL, dw, db_dnnl);
+        st = bwd_run(call, &k, call->in[0].data, call->in[1].data, NULL, NULL, dw, db_dnnl, data ? &data->a : NULL,
+                     &weights);
     }
     cpu_dnnl_unlock();
     if (!st && db && !db_dnnl) {

@@ -10,29 +10,37 @@
  *                             exactly the divisor the forward used. X gives only the shape.
  * Parallel over the N * C planes, which never share dX elements.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_pool_geom.h"
 
+
+/* ct: the last dim's taps, computed once per call (pool_last_dim_taps in cpu_pool.c). */
 #define MAX_POOL_GRAD_IMPL(T, NAME, ARGMAX)                                                              \
-    static void NAME(const cpu_window *w, int64_t NC, const T *dy, const T *x, T *dx) {                  \
+    static void NAME(const cpu_window *w, int64_t NC, const T *dy, const T *x, T *dx, const pool_taps *ct) { \
         int64_t in_sp = w->in[0] * w->in[1] * w->in[2], out_sp = w->out[0] * w->out[1] * w->out[2];      \
         _Pragma("omp parallel for") for (int64_t nc = 0; nc < NC; nc++) {                                \
             const T *xp = x + nc * in_sp, *gp = dy + nc * out_sp;                                        \
             T *dp = dx + nc * in_sp;                                                                     \
             memset(dp, 0, sizeof(T) * (size_t)in_sp);                                                    \
-            pool_walk it;                                                                                \
-            pool_walk_start(&it, w);                                                                     \
-            for (int64_t yi = 0; yi < out_sp; yi++, pool_walk_next(&it, w)) {                            \
-                T best;                                                                                  \
-                int64_t at = ARGMAX(w, &it.t[0], &it.t[1], &it.t[2], xp, &best);                         \
-                if (at >= 0) dp[at] += gp[yi];                                                           \
+            int64_t yi = 0;                                                                              \
+            for (int64_t o0 = 0; o0 < w->out[0]; o0++) {                                                 \
+                pool_taps a = pool_taps_of(w, 0, o0);                                                    \
+                for (int64_t o1 = 0; o1 < w->out[1]; o1++) {                                             \
+                    pool_taps b = pool_taps_of(w, 1, o1);                                                \
+                    for (int64_t o2 = 0; o2 < w->out[2]; o2++, yi++) {                                   \
+                        T best;                                                                          \
+                        int64_t at = ARGMAX(w, &a, &b, &ct[o2], xp, &best);                              \
+                        if (at >= 0) dp[at] += gp[yi];                                                   \
+                    }                                                                                    \
+                }                                                                                        \
             }                                                                                            \
         }                                                                                                \
     }
-MAX_POOL_GRAD_IMPL(float, max_pool_grad_f32, pool_argmax_f32)
-MAX_POOL_GRAD_IMPL(double, max_pool_grad_f64, pool_argmax_f64)
+MAX_POOL_GRAD_IMPL(float, max_pool_grad_f32, pool_first_max_f32)
+MAX_POOL_GRAD_IMPL(double, max_pool_grad_f64, pool_first_max_f64)
 
 #define AVG_POOL_GRAD_IMPL(T, NAME)                                                                      \
     static void NAME(const cpu_window *w, int64_t NC, const T *dy, T *dx, bool include_pad) {            \
@@ -68,8 +76,11 @@ sc_status cpu_max_pool_grad(const sc_kernel_call *call) {
     SC_TRY(pool_grad_window(call, &w));
     const sc_desc *x = &call->in[1].desc;
     int64_t NC = x->dims[0] * x->dims[1];
-    if (x->dtype == SC_F32) max_pool_grad_f32(&w, NC, call->in[0].data, call->in[1].data, call->out[0].data);
-    else max_pool_grad_f64(&w, NC, call->in[0].data, call->in[1].data, call->out[0].data);
+    pool_taps *ct = pool_last_dim_taps(&w);
+    if (!ct) return cpu_errorf(call, "out of memory for %lld pool windows", (long long)w.out[2]);
+    if (x->dtype == SC_F32) max_pool_grad_f32(&w, NC, call->in[0].data, call->in[1].data, call->out[0].data, ct);
+    else max_pool_grad_f64(&w, NC, call->in[0].data, call->in[1].data, call->out[0].data, ct);
+    free(ct);
     return SC_OK;
 }
 

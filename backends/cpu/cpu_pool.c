@@ -9,10 +9,51 @@
  * Loops run in parallel over N * C planes.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_pool_geom.h"
+
+
+pool_taps *pool_last_dim_taps(const cpu_window *w) {
+    pool_taps *ct = malloc(sizeof *ct * (size_t)(w->out[2] > 0 ? w->out[2] : 1));
+    if (ct)
+        for (int64_t o = 0; o < w->out[2]; o++) ct[o] = pool_taps_of(w, 2, o);
+    return ct;
+}
+
+/* pool_argmax_f32/f64 (cpu_pool_geom.h) with the same result, the first maximum in scan order (a
+ * NaN counts only as the first tap), written without data-dependent branches: the first tap seeds
+ * (m, at) and every tap then replaces them only when strictly greater, so the compare compiles to
+ * blends instead of a branch that random activations mispredict half the time. */
+#define POOL_FIRST_MAX_IMPL(T, NAME)                                                                      \
+    int64_t NAME(const cpu_window *w, const pool_taps *a, const pool_taps *b, const pool_taps *c, const T *xp, \
+                 T *best) {                                                                               \
+        if (a->lo >= a->hi || b->lo >= b->hi || c->lo >= c->hi) {                                         \
+            *best = -INFINITY;                                                                            \
+            return -1;                                                                                    \
+        }                                                                                                 \
+        int64_t d0 = w->dil[0], d1 = w->dil[1], d2 = w->dil[2], in1 = w->in[1], in2 = w->in[2];           \
+        int64_t c0 = c->start + c->lo * d2, nc = c->hi - c->lo;                                           \
+        int64_t at = ((a->start + a->lo * d0) * in1 + b->start + b->lo * d1) * in2 + c0;                  \
+        T m = xp[at];                                                                                     \
+        for (int64_t t0 = a->lo; t0 < a->hi; t0++)                                                        \
+            for (int64_t t1 = b->lo; t1 < b->hi; t1++) {                                                  \
+                int64_t row = ((a->start + t0 * d0) * in1 + b->start + t1 * d1) * in2 + c0;               \
+                for (int64_t j = 0; j < nc; j++) {                                                        \
+                    int64_t p = row + j * d2;                                                             \
+                    T v = xp[p];                                                                          \
+                    bool gt = v > m;                                                                      \
+                    m = gt ? v : m;                                                                       \
+                    at = gt ? p : at;                                                                     \
+                }                                                                                         \
+            }                                                                                             \
+        *best = m;                                                                                        \
+        return at;                                                                                        \
+    }
+POOL_FIRST_MAX_IMPL(float, pool_first_max_f32)
+POOL_FIRST_MAX_IMPL(double, pool_first_max_f64)
 
 /* Flat spatial index of row-major plane position p: p itself, or column-major over the real
  * spatial dims. */
@@ -26,21 +67,29 @@ static int64_t spatial_index(const cpu_window *w, int64_t p, bool col_major) {
     return r;
 }
 
+/* The last dim's taps are the same for every row and plane: computed once per call (ct, out[2]
+ * entries) rather than per output, which spares the per-window divisions of pool_taps_of. */
 #define MAX_POOL_IMPL(T, NAME, ARGMAX)                                                                   \
-    static void NAME(const cpu_window *w, int64_t NC, const T *x, T *y, int64_t *ind, bool col_major) {  \
+    static void NAME(const cpu_window *w, int64_t NC, const T *x, T *y, int64_t *ind, bool col_major,   \
+                     const pool_taps *ct) {                                                              \
         int64_t in_sp = w->in[0] * w->in[1] * w->in[2], out_sp = w->out[0] * w->out[1] * w->out[2];      \
         _Pragma("omp parallel for") for (int64_t nc = 0; nc < NC; nc++) {                                \
             const T *xp = x + nc * in_sp;                                                                \
-            pool_walk it;                                                                                \
-            pool_walk_start(&it, w);                                                                     \
-            for (int64_t yi = nc * out_sp; yi < (nc + 1) * out_sp; yi++, pool_walk_next(&it, w)) {       \
-                int64_t at = ARGMAX(w, &it.t[0], &it.t[1], &it.t[2], xp, &y[yi]);                        \
-                if (ind) ind[yi] = at < 0 ? -1 : nc * in_sp + spatial_index(w, at, col_major);           \
+            int64_t yi = nc * out_sp;                                                                    \
+            for (int64_t o0 = 0; o0 < w->out[0]; o0++) {                                                 \
+                pool_taps a = pool_taps_of(w, 0, o0);                                                    \
+                for (int64_t o1 = 0; o1 < w->out[1]; o1++) {                                             \
+                    pool_taps b = pool_taps_of(w, 1, o1);                                                \
+                    for (int64_t o2 = 0; o2 < w->out[2]; o2++, yi++) {                                   \
+                        int64_t at = ARGMAX(w, &a, &b, &ct[o2], xp, &y[yi]);                             \
+                        if (ind) ind[yi] = at < 0 ? -1 : nc * in_sp + spatial_index(w, at, col_major);   \
+                    }                                                                                    \
+                }                                                                                        \
             }                                                                                            \
         }                                                                                                \
     }
-MAX_POOL_IMPL(float, max_pool_f32, pool_argmax_f32)
-MAX_POOL_IMPL(double, max_pool_f64, pool_argmax_f64)
+MAX_POOL_IMPL(float, max_pool_f32, pool_first_max_f32)
+MAX_POOL_IMPL(double, max_pool_f64, pool_first_max_f64)
 
 #define AVG_POOL_IMPL(T, NAME)                                                                           \
     static void NAME(const cpu_window *w, int64_t NC, const T *x, T *y, bool include_pad) {              \
@@ -73,9 +122,12 @@ sc_status cpu_max_pool(const sc_kernel_call *call) {
     if (ind && call->out[1].desc.dtype != SC_I64) return cpu_errorf(call, "Indices must be int64");
     bool col = call->node->attrs.window.storage_order == 1;
     int64_t NC = x->dims[0] * x->dims[1];
-    if (x->dtype == SC_F32) max_pool_f32(&w, NC, call->in[0].data, call->out[0].data, ind, col);
-    else if (x->dtype == SC_F64) max_pool_f64(&w, NC, call->in[0].data, call->out[0].data, ind, col);
-    else return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
+    if (x->dtype != SC_F32 && x->dtype != SC_F64) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
+    pool_taps *ct = pool_last_dim_taps(&w);
+    if (!ct) return cpu_errorf(call, "out of memory for %lld pool windows", (long long)w.out[2]);
+    if (x->dtype == SC_F32) max_pool_f32(&w, NC, call->in[0].data, call->out[0].data, ind, col, ct);
+    else max_pool_f64(&w, NC, call->in[0].data, call->out[0].data, ind, col, ct);
+    free(ct);
     return SC_OK;
 }
 

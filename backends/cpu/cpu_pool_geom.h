@@ -106,4 +106,13 @@ static inline void pool_walk_next(pool_walk *it, const cpu_window *w) {
 POOL_ARGMAX_IMPL(float, pool_argmax_f32)
 POOL_ARGMAX_IMPL(double, pool_argmax_f64)
 
+/* Defined in cpu_pool.c (the branch-free forward search), shared with cpu_grad_pool.c.
+ * pool_last_dim_taps: pool_taps_of(w, 2, o) for every o < out[2] (malloc'd; NULL when out of memory).
+ * pool_first_max_*: the first maximum in scan order, as pool_argmax_* (NaN counts only as the first tap). */
+pool_taps *pool_last_dim_taps(const cpu_window *w);
+int64_t pool_first_max_f32(const cpu_window *w, const pool_taps *a, const pool_taps *b, const pool_taps *c,
+                           const float *xp, float *best);
+int64_t pool_first_max_f64(const cpu_window *w, const pool_taps *a, const pool_taps *b, const pool_taps *c,
+                           const double *xp, double *best);
+
 #endif
