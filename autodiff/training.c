@@ -134,15 +134,25 @@ int tb_input(tb_builder *b, const char *name, const sc_desc *desc) {
     return v;
 }
 
+/* A training graph of a 250,000-block ResNet gains about a million outputs (batch-norm running
+ * statistics, kept gradients), so the list grows by doubling and membership is the value's flag,
+ * not a scan: appending stays O(1) amortised. */
 void tb_output(tb_builder *b, int v) {
-    if (b->st || v < 0) return;
-    for (int i = 0; i < b->g->n_outputs; i++)
-        if (b->g->outputs[i] == v) return;
-    int *p = ids_append(b, b->g->outputs, b->g->n_outputs, v);
-    if (!p) return;
-    b->g->outputs = p;
-    b->g->n_outputs++;
-    b->g->values[v].is_output = true;
+    sc_graph *g = b->g;
+    if (b->st || v < 0 || g->values[v].is_output) return;
+    if (g->n_outputs >= g->cap_outputs) {
+        int cap = g->n_outputs < 16 ? 32 : 2 * g->n_outputs;
+        int *p = sc_arena_alloc_array(&g->arena, (size_t)cap, sizeof(int));
+        if (!p) {
+            tb_fail(b, sc_errorf("out of memory growing the graph's output list"));
+            return;
+        }
+        if (g->n_outputs) memcpy(p, g->outputs, sizeof(int) * (size_t)g->n_outputs);
+        g->outputs = p;
+        g->cap_outputs = cap;
+    }
+    g->outputs[g->n_outputs++] = v;
+    g->values[v].is_output = true;
 }
 
 static int *ids_copy(tb_builder *b, const int *ids, int n) {

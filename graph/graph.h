@@ -61,6 +61,7 @@ typedef struct sc_graph {
     int n_inputs;
     int *outputs; /* graph outputs, in ONNX order */
     int n_outputs;
+    int cap_outputs; /* allocated length of outputs when grown by doubling (0: exactly n_outputs) */
     int64_t opset;      /* default-domain opset the model was imported with */
     sc_strmap by_name;  /* value name -> id */
 } sc_graph;

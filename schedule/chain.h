@@ -5,6 +5,9 @@
  * order) at k+1 positions p_0 = 0 < p_1 < ... < p_k = n_forward_nodes. Cut i is the set of values
  * produced before p_i (or graph inputs) and read by forward nodes at or after p_i: exactly what must
  * be resident to (re)run the forward pass from p_i. Segment i is the nodes [p_i, p_{i+1}).
+ * (Refined by planfix: values read across more than a third of a forward pass of at least 12 nodes,
+ * and forward graph outputs no forward node reads, are counted once in fixed_bytes instead of in
+ * cuts and segments, since any schedule keeps them resident most of the step; segment.h.)
  * Strategies see only the numbers below, so they work on ResNet, DRANet, GPT or DenseNet alike.
  *
  * Strategies output a list of chain actions; lower.c turns it into plan steps (RUN/FREE/...) with

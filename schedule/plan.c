@@ -1,10 +1,9 @@
 /* plan_build: chain -> strategy -> lowering -> static offsets (DESIGN.md, schedule/).
  *
  * `none` uses a one-segment chain, so its steps run every node in graph order (today's executor).
- * The other strategies use a chain of opt->segments segments. `auto` asks strategy_auto_pick for
- * the fastest schedule whose estimate fits; since the estimate is only an estimate, when the exact
- * lowered peak does not fit it lowers every strategy and keeps the fastest exact fit. A plan whose
- * exact peak exceeds the budget is an error naming the budget, the peak and what dominates it.
+ * The other strategies use a chain of opt->segments segments. Without streaming, schedule/search.c
+ * picks the schedule by exact lowered arenas (optimal and auto lower several candidates); a budget
+ * no candidate fits is an error naming the smallest exact arena found, which then plans.
  * Streaming (opt->offload != none): for each requested mode (auto: none, weights, activations, both)
  * and strategy (auto: none, sqrt, dc, optimal), the lowered plan goes through schedule/offload.c
  * with a look-ahead window widened while it fits; the fastest predicted plan (stalls included) that
@@ -16,6 +15,7 @@
 #include <string.h>
 
 #include "schedule/sched_internal.h"
+#include "schedule/search.h"
 #include "schedule/strategies.h"
 
 const char *plan_strategy_name(sc_strategy s) {
@@ -48,21 +48,6 @@ static sc_status schedule_make(const sc_chain *c, const sc_plan_options *opt, sc
     return sc_errorf("unknown strategy %d", (int)s);
 }
 
-/* Lowers and places one schedule. */
-static sc_status plan_from_schedule(const sc_graph *g, const sc_training_graph *tg, const sc_chain *c,
-                                    const sc_chain_schedule *s, const sc_cost_model *m, sc_strategy used,
-                                    sc_plan *plan) {
-    memset(plan, 0, sizeof *plan);
-    sc_status st = plan_lower(g, tg, c, s, m, plan);
-    if (!st) st = plan_alloc(g, plan);
-    if (st) {
-        plan_free(plan);
-        return sc_status_prefix(st, "strategy %s: ", plan_strategy_name(used));
-    }
-    plan->strategy = used;
-    return SC_OK;
-}
-
 /* The largest single node's working set (inputs + outputs), the floor of any plan beyond fixed. */
 static int64_t largest_node(const sc_graph *g, int *which) {
     int64_t best = 0;
@@ -89,38 +74,6 @@ static sc_status over_budget_n(const sc_graph *g, int64_t arena, int64_t fixed, 
                      big >= 0 ? g->nodes[big].name : "-", (long long)nb);
 }
 
-static sc_status over_budget(const sc_graph *g, const sc_plan *p, int64_t budget, int64_t smallest) {
-    return over_budget_n(g, p->arena_bytes, p->fixed_bytes, budget, smallest);
-}
-
-/* auto after its pick failed the exact check: every strategy lowered, the fastest exact fit. */
-static sc_status auto_exact(const sc_graph *g, const sc_training_graph *tg, const sc_chain *c, const sc_plan_options *opt,
-                            const sc_cost_model *m, sc_plan *plan, int64_t *smallest) {
-    static const sc_strategy order[] = {SC_STRATEGY_SQRT, SC_STRATEGY_DC, SC_STRATEGY_OPTIMAL};
-    bool have = false;
-    for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
-        sc_chain_schedule s = {0};
-        sc_strategy used;
-        sc_plan cand;
-        sc_status st = schedule_make(c, opt, order[i], &s, &used);
-        if (!st) st = plan_from_schedule(g, tg, c, &s, m, used, &cand);
-        chain_schedule_free(&s);
-        if (st) {
-            sc_status_free(st);
-            continue;
-        }
-        if (cand.arena_bytes < *smallest) *smallest = cand.arena_bytes;
-        if (cand.arena_bytes <= opt->budget && (!have || cand.predicted_time < plan->predicted_time)) {
-            if (have) plan_free(plan);
-            *plan = cand;
-            have = true;
-        } else {
-            plan_free(&cand);
-        }
-    }
-    return have ? SC_OK : sc_errorf("no strategy fits");
-}
-
 static sc_status build_plain(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *opt,
                              const sc_cost_model *mp, sc_plan *plan) {
     memset(plan, 0, sizeof *plan);
@@ -130,27 +83,7 @@ static sc_status build_plain(const sc_graph *g, const sc_training_graph *tg, con
     if (k > F) k = F;
     sc_chain c;
     SC_TRY(chain_build(g, tg, &m, k, &c));
-    sc_chain_schedule s = {0};
-    sc_strategy used;
-    sc_status st = schedule_make(&c, opt, opt->strategy, &s, &used);
-    if (!st) st = plan_from_schedule(g, tg, &c, &s, &m, used, plan);
-    chain_schedule_free(&s);
-    if (!st && opt->budget > 0 && plan->arena_bytes > opt->budget) {
-        int64_t smallest = plan->arena_bytes;
-        if (opt->strategy == SC_STRATEGY_AUTO) {
-            sc_plan exact;
-            sc_status ae = auto_exact(g, tg, &c, opt, &m, &exact, &smallest);
-            if (!ae) {
-                plan_free(plan);
-                *plan = exact;
-            }
-            sc_status_free(ae);
-        }
-        if (plan->arena_bytes > opt->budget) {
-            st = over_budget(g, plan, opt->budget, smallest);
-            plan_free(plan);
-        }
-    }
+    sc_status st = plan_search(g, tg, &c, opt, &m, plan); /* judged by exact lowered arenas (search.h) */
     chain_free(&c);
     return st;
 }
@@ -220,8 +153,32 @@ static int64_t streamed_bytes(const sc_graph *g, int64_t *largest) {
     return sum;
 }
 
-/* One streaming mode: every requested strategy scheduled on the chain (under the budget; if that
- * fails, unconstrained, since streaming may still bring it under), lowered, then searched. With
+/* One strategy's schedule under `budget` (0 = unconstrained), lowered and searched over windows. */
+static sc_status stream_strategy(const sc_graph *g, const sc_training_graph *tg, sc_chain *c,
+                                 const sc_plan_options *opt, const sc_cost_model *m, sc_strategy strategy,
+                                 int64_t budget, bool weights, bool activations, stream_pick *k) {
+    sc_plan_options o = *opt;
+    o.budget = budget;
+    sc_chain_schedule s = {0};
+    sc_strategy used;
+    sc_status st = schedule_make(c, &o, strategy, &s, &used);
+    sc_plan lowered;
+    memset(&lowered, 0, sizeof lowered);
+    if (!st) st = plan_lower(g, tg, c, &s, m, &lowered);
+    chain_schedule_free(&s);
+    if (!st) {
+        lowered.strategy = used;
+        st = stream_search(g, m, &lowered, weights, activations, opt->budget, opt->window_max, k);
+    }
+    plan_free(&lowered);
+    return st;
+}
+
+/* One streaming mode: every requested strategy scheduled on the chain both under the budget and
+ * unconstrained, each lowered and searched; the fastest plan that fits wins. Trying the
+ * unconstrained schedule every time (not only when the budgeted one fails) keeps the result
+ * monotone in the budget: the smallest plan this reports when nothing fits is the unconstrained
+ * schedule's narrowest-window plan, so planning again at that size finds the same plan. With
  * weights streamed the chain's fixed_bytes drops by the streamed bytes (two of the largest remain
  * as the estimate of what is prefetched at once), so the strategies budget for activations. */
 static sc_status stream_mode(const sc_graph *g, const sc_training_graph *tg, sc_chain *c, const sc_plan_options *opt,
@@ -237,25 +194,12 @@ static sc_status stream_mode(const sc_graph *g, const sc_training_graph *tg, sc_
     }
     sc_status err = SC_OK;
     for (int i = 0; i < n_list; i++) {
-        sc_chain_schedule s = {0};
-        sc_strategy used;
-        sc_status st = schedule_make(c, opt, list[i], &s, &used);
-        if (st && opt->budget > 0) {
-            sc_plan_options free_opt = *opt;
-            free_opt.budget = 0;
-            chain_schedule_free(&s);
-            sc_status_free(st);
-            st = schedule_make(c, &free_opt, list[i], &s, &used);
+        sc_status st = SC_OK;
+        if (opt->budget > 0) {
+            st = stream_strategy(g, tg, c, opt, m, list[i], opt->budget, weights, activations, k);
+            sc_status_free(st); /* the unconstrained schedule below may still fit */
         }
-        sc_plan lowered;
-        memset(&lowered, 0, sizeof lowered);
-        if (!st) st = plan_lower(g, tg, c, &s, m, &lowered);
-        chain_schedule_free(&s);
-        if (!st) {
-            lowered.strategy = used;
-            st = stream_search(g, m, &lowered, weights, activations, opt->budget, opt->window_max, k);
-        }
-        plan_free(&lowered);
+        st = stream_strategy(g, tg, c, opt, m, list[i], 0, weights, activations, k);
         if (st) {
             st = sc_status_prefix(st, "strategy %s: ", plan_strategy_name(list[i]));
             if (err) sc_status_free(st);

@@ -43,7 +43,10 @@ static inline bool sched_needs_fixed(const sc_graph *g, int v) {
 void sched_segment_of_nodes(const sc_chain *c, int n_fwd, int *seg);
 
 /* Backward phase of every non-forward node (DESIGN: BWD(i) runs phase i): phase(n) = min(the
- * highest segment whose forward values n reads, the phases of the non-forward nodes it depends on,
+ * highest phase where every forward value n reads is resident (value v is, in phases seg(producer
+ * of v) .. seg(last forward reader of v): held by its segment's FWD_ALL, then part of each cut up to
+ * there; if the inputs' ranges do not meet, the latest producer's segment), the phases of the
+ * non-forward nodes it depends on,
  * and, for in-place updates, the segment / phase of every earlier reader of the storage it
  * overwrites). Nodes reading no forward value inherit from their dependencies; nodes with neither
  * get k-1. For forward nodes phase[i] = seg[i]. Running phases k-1 .. 0, graph order inside each,

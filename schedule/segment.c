@@ -26,28 +26,44 @@ void sched_segment_of_nodes(const sc_chain *c, int n_fwd, int *seg) {
 
 sc_status sched_phases(const sc_graph *g, int n_fwd, const int *seg, int k, int *phase) {
     int *minreader = malloc(sizeof(int) * ((size_t)g->n_values + 1));
-    if (!minreader) return sc_errorf("out of memory assigning backward phases");
-    for (int v = 0; v < g->n_values; v++) minreader[v] = INT_MAX;
+    int *maxfwd = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!minreader || !maxfwd) {
+        free(minreader);
+        free(maxfwd);
+        return sc_errorf("out of memory assigning backward phases");
+    }
+    for (int v = 0; v < g->n_values; v++) minreader[v] = INT_MAX, maxfwd[v] = -1;
     for (int i = 0; i < n_fwd; i++) {
         phase[i] = seg[i];
         const sc_node *n = &g->nodes[i];
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0 && minreader[n->in[j]] > seg[i]) minreader[n->in[j]] = seg[i];
+        for (int j = 0; j < n->n_in; j++) {
+            int v = n->in[j];
+            if (v < 0) continue;
+            if (minreader[v] > seg[i]) minreader[v] = seg[i];
+            if (maxfwd[v] < seg[i]) maxfwd[v] = seg[i];
+        }
     }
     for (int i = n_fwd; i < g->n_nodes; i++) {
         const sc_node *n = &g->nodes[i];
-        int nat = -1, dep = INT_MAX;
+        /* forward value v is resident in phases [seg(producer), seg(last forward reader)]: held by
+         * FWD_ALL of its own segment, then part of every cut up to its last forward reader */
+        int lb = -1, ub = INT_MAX, dep = INT_MAX;
         for (int j = 0; j < n->n_in; j++) {
             int v = n->in[j];
             if (v < 0) continue;
             int p = g->values[v].producer;
             if (p < 0) continue;
             if (p < n_fwd) {
-                if (seg[p] > nat) nat = seg[p];
+                int hi = maxfwd[v] > seg[p] ? maxfwd[v] : seg[p];
+                if (seg[p] > lb) lb = seg[p];
+                if (hi < ub) ub = hi;
             } else if (phase[p] < dep) {
                 dep = phase[p];
             }
         }
+        /* the highest phase where every forward input is resident; when there is none (inputs
+         * from disjoint ranges), the segment of the latest one, keeping the earlier ones alive */
+        int nat = lb < 0 ? -1 : ub >= lb ? ub : lb;
         /* an in-place update must follow every reader of the storage it overwrites, including
          * forward nodes that a later phase may still recompute */
         for (int o = 0; o < n->n_out; o++) {
@@ -60,6 +76,7 @@ sc_status sched_phases(const sc_graph *g, int n_fwd, const int *seg, int k, int 
             if (n->in[j] >= 0 && minreader[n->in[j]] > ph) minreader[n->in[j]] = ph;
     }
     free(minreader);
+    free(maxfwd);
     return SC_OK;
 }
 
@@ -91,6 +108,7 @@ typedef struct {
     int *last_fwd;     /* per value: last forward reader, -1 if none */
     bool *bwd_read;    /* per value: read by a non-forward node or a graph output */
     int64_t *cutb;     /* [F+1] cut bytes at every position */
+    int64_t global_bytes; /* long-lived forward values and forward graph outputs, counted as fixed */
     double *cc;        /* [F+1] cumulative forward time */
 } seg_ctx;
 
@@ -123,6 +141,23 @@ static sc_status ctx_init(seg_ctx *s, const sc_graph *g, int F, const sc_cost_mo
             if (b < 0) return sc_errorf("value '%s' (output of node '%s') has no static shape; bind dims first",
                                         g->values[v].name, n->name);
             s->vbytes[v] = b;
+        }
+    }
+    /* Long-lived forward values (read across more than a third of the forward pass, e.g. GPT's
+     * transposed tied embedding) and forward-made graph outputs no forward node reads (BatchNorm
+     * running statistics, the loss: their last instance lives to the end of the step) are resident most of the step in any
+     * schedule. Counting them once in fixed_bytes, not in every cut and held segment that contains
+     * them, keeps the strategies' estimate close to the lowered plan. */
+    for (int i = 0; i < F; i++) {
+        const sc_node *n = &g->nodes[i];
+        for (int o = 0; o < n->n_out; o++) {
+            int v = n->out[o];
+            if (v < 0 || !s->vbytes[v]) continue;
+            bool spans = s->last_fwd[v] >= 0 && (int64_t)(s->last_fwd[v] - i) * 3 > F && F >= 12;
+            if (spans || (g->values[v].is_output && s->last_fwd[v] < 0)) {
+                s->global_bytes += s->vbytes[v];
+                s->vbytes[v] = 0;
+            }
         }
     }
     /* cut(p) holds v for producer(v) < p <= last_fwd(v): a difference array over positions */
@@ -309,6 +344,7 @@ sc_status chain_build(const sc_graph *g, const sc_training_graph *tg, const sc_c
                 }
                 c->fixed_bytes += b;
             }
+        c->fixed_bytes += s.global_bytes;
     }
     if (!st) st = backward_numbers(&s, m, c);
     ctx_free(&s);

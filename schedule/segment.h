@@ -2,7 +2,10 @@
  *
  * For every position p of the forward order the cut is the set of computed values produced before p
  * and read by forward nodes at or after p; persistent values (parameters, constants, optimizer
- * state, graph inputs) are excluded and counted in fixed_bytes, so cut 0 is empty (0 bytes). All cut
+ * state, graph inputs) are excluded and counted in fixed_bytes, so cut 0 is empty (0 bytes), and so
+ * are forward values resident most of any step: those read across more than a third of the forward
+ * pass (GPT's transposed tied embedding) and forward-made graph outputs no forward node reads
+ * (BatchNorm running statistics, the loss), which would otherwise count once per cut or held segment. All cut
  * sizes come from one sweep over value lifetimes (O(n)). Cut positions are chosen near equal shares
  * of forward time, each at the smallest cut inside a window of +-30% of a segment around its ideal
  * place, so checkpoints land on narrow points (block boundaries) by themselves.

@@ -7,7 +7,11 @@
  *     every read of what they overwrite;
  *   - static offsets: intervals that overlap in time never overlap in the arena (checked pairwise),
  *     64-byte aligned, inside [fixed_bytes, arena_bytes);
- *   - the `none` plan runs every node once in graph order.
+ *   - the `none` plan runs every node once in graph order;
+ *   - backward phases (sched_phases) on a tied-weight graph: a backward node that reads a forward
+ *     value made early and read again late (GPT's transposed embedding) runs in the late segment's
+ *     phase, not in segment 0's, which would hold every gradient and activation to the end;
+ *   - plan_build's infeasible-budget error names a budget that then plans (exact, not estimated).
  * Fails through the exit code.
  */
 #include <stdio.h>
@@ -16,6 +20,7 @@
 
 #include "plan_test_graphs.h"
 #include "schedule/plan.h"
+#include "schedule/sched_internal.h"
 #include "schedule/segment.h"
 
 static int failures;
@@ -231,7 +236,112 @@ static void test_plans(pt_kind kind) {
     graph_free(&m.g);
 }
 
+/* x -> wr = Relu(W3) (node 0, read again by node 5) -> Gemm -> Relu -> Gemm -> Relu -> Gemm(., wr^T). */
+static void tied_build(pt_model *m) {
+    sc_graph *g = &m->g;
+    graph_init(g);
+    pt_rng = 77;
+    int x = m->x = pt_input(g, "x", PT_N, PT_IN);
+    int w1 = pt_param(g, "W1", PT_H, PT_IN, 0.5), w2 = pt_param(g, "W2", PT_H2, PT_H, 0.5);
+    int w3 = pt_param(g, "W3", PT_C, PT_H2, 0.5);
+    m->act[0] = pt_relu(g, w3, "wr");
+    m->act[1] = pt_gemm(g, x, w1, -1, "h1");
+    m->act[2] = pt_relu(g, m->act[1], "r1");
+    m->act[3] = pt_gemm(g, m->act[2], w2, -1, "h2");
+    m->act[4] = pt_relu(g, m->act[3], "r2");
+    m->act[5] = pt_gemm(g, m->act[4], m->act[0], -1, "logits");
+    pt_output(g, m->act[5]);
+    sc_train_options o;
+    sc_train_options_default(&o);
+    o.optim = SC_OPTIM_SGD;
+    o.momentum = 0.9f;
+    sc_status st = graph_link(g);
+    if (!st) st = autodiff_build_training(g, &o, &m->tg);
+    if (st) printf("building tied: %s\n", sc_status_message(st));
+    SC_ASSERT(!st);
+}
+
+static void test_tied_phases(void) {
+    pt_model m;
+    tied_build(&m);
+    const sc_graph *g = &m.g;
+    int F = m.tg.n_forward_nodes, k = F;
+    sc_chain c;
+    sc_status st = chain_build(g, &m.tg, NULL, k, &c);
+    CHECK(!st, "tied: chain_build: %s", st ? sc_status_message(st) : "");
+    sc_status_free(st);
+    if (st) return;
+    int *seg = malloc(sizeof(int) * (size_t)F), *phase = malloc(sizeof(int) * (size_t)g->n_nodes);
+    SC_ASSERT(seg && phase);
+    sched_segment_of_nodes(&c, F, seg);
+    st = sched_phases(g, F, seg, k, phase);
+    CHECK(!st, "tied: sched_phases failed");
+    sc_status_free(st);
+    int logits = g->values[m.act[5]].producer, readers = 0;
+    for (int i = F; i < g->n_nodes; i++) {
+        const sc_node *n = &g->nodes[i];
+        bool reads_wr = false, reads_grad = false;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) {
+                reads_wr |= n->in[j] == m.act[0];
+                reads_grad |= g->values[n->in[j]].producer >= F;
+            }
+        if (!reads_wr || !reads_grad) continue;
+        readers++; /* the gradient through logits = r2 @ wr^T: dr2 = dlogits @ wr */
+        CHECK(phase[i] == seg[logits], "tied: backward node '%s' reads wr (segment %d, last read in segment %d) and "
+              "a gradient, but runs in phase %d", n->name, seg[g->values[m.act[0]].producer], seg[logits], phase[i]);
+    }
+    CHECK(readers > 0, "tied: no backward node reads wr and a gradient");
+    free(seg);
+    free(phase);
+    chain_free(&c);
+    graph_free(&m.g);
+}
+
+/* A budget between fixed and the none peak that dc cannot meet: the error's named budget plans. */
+static void test_named_minimum(pt_kind kind) {
+    pt_model m;
+    pt_build(&m, kind);
+    sc_plan_options o = {0};
+    o.strategy = SC_STRATEGY_NONE;
+    sc_plan none;
+    sc_status st = plan_build(&m.g, &m.tg, &o, &none);
+    SC_ASSERT(!st);
+    sc_strategy list[] = {SC_STRATEGY_SQRT, SC_STRATEGY_DC, SC_STRATEGY_OPTIMAL, SC_STRATEGY_AUTO};
+    for (size_t i = 0; i < sizeof list / sizeof *list; i++) {
+        o.strategy = list[i];
+        o.segments = m.tg.n_forward_nodes;
+        o.budget = none.fixed_bytes + 64;
+        sc_plan p;
+        st = plan_build(&m.g, &m.tg, &o, &p);
+        CHECK(st, "%s/%s: a budget of fixed + 64 bytes planned", pt_kind_name(kind), plan_strategy_name(list[i]));
+        if (!st) {
+            plan_free(&p);
+            continue;
+        }
+        const char *msg = sc_status_message(st), *at = strstr(msg, "smallest feasible budget is ");
+        long long named = at ? atoll(at + strlen("smallest feasible budget is ")) : 0;
+        CHECK(named > o.budget, "%s/%s: no smallest budget in: %s", pt_kind_name(kind), plan_strategy_name(list[i]), msg);
+        sc_status_free(st);
+        o.budget = named;
+        st = plan_build(&m.g, &m.tg, &o, &p);
+        CHECK(!st, "%s/%s: the named smallest budget %lld does not plan: %s", pt_kind_name(kind),
+              plan_strategy_name(list[i]), named, st ? sc_status_message(st) : "");
+        if (!st) {
+            CHECK(p.arena_bytes <= named, "%s/%s: plan at the named budget has arena %lld", pt_kind_name(kind),
+                  plan_strategy_name(list[i]), (long long)p.arena_bytes);
+            plan_free(&p);
+        }
+        sc_status_free(st);
+    }
+    plan_free(&none);
+    graph_free(&m.g);
+}
+
 int main(void) {
+    test_tied_phases();
+    test_named_minimum(PT_RESIDUAL);
+    test_named_minimum(PT_DENSE);
     test_cuts();
     test_validate();
     test_plans(PT_MLP);

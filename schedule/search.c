@@ -1,0 +1,196 @@
+/* plan_search: candidate schedules judged by their lowered, placed plans (contract in search.h). */
+#include "schedule/search.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule/strategies.h"
+
+enum { CALIBRATION_ROUNDS = 6 };
+
+typedef struct {
+    const sc_graph *g;
+    const sc_training_graph *tg;
+    const sc_chain *c;
+    const sc_cost_model *m;
+    int64_t budget; /* 0 = unlimited */
+    sc_plan best;
+    bool have;
+    int64_t smallest, smallest_fixed; /* smallest exact arena among budget-independent candidates */
+    sc_strategy smallest_by;
+} search;
+
+/* Whether a is better than b: faster, or as fast and smaller. */
+static bool better(const sc_plan *a, const sc_plan *b) {
+    double eps = 1e-9 * (b->predicted_time > 0 ? b->predicted_time : 1);
+    if (a->predicted_time < b->predicted_time - eps) return true;
+    return a->predicted_time <= b->predicted_time + eps && a->arena_bytes < b->arena_bytes;
+}
+
+/* Lowers and places s (made by strategy `by`); keeps the plan when it fits and beats the best.
+ * frugal: a budget-independent candidate, counted in the smallest arena. *arena gets the exact
+ * arena (-1 if lowering failed). Lowering is skipped when the estimate cannot beat a fit found. */
+static sc_status offer(search *x, const sc_chain_schedule *s, sc_strategy by, bool frugal, int64_t *arena) {
+    if (arena) *arena = -1;
+    double est_time;
+    chain_schedule_estimate(x->c, s, NULL, &est_time);
+    if (x->have && est_time > x->best.predicted_time * (1 + 1e-9) && !arena) return SC_OK;
+    sc_plan p;
+    memset(&p, 0, sizeof p);
+    sc_status st = plan_lower(x->g, x->tg, x->c, s, x->m, &p);
+    if (!st) st = plan_alloc(x->g, &p);
+    if (st) {
+        plan_free(&p);
+        return sc_status_prefix(st, "strategy %s: ", plan_strategy_name(by));
+    }
+    p.strategy = by;
+    if (arena) *arena = p.arena_bytes;
+    if (frugal && p.arena_bytes < x->smallest)
+        x->smallest = p.arena_bytes, x->smallest_fixed = p.fixed_bytes, x->smallest_by = by;
+    bool fits = x->budget <= 0 || p.arena_bytes <= x->budget;
+    if (fits && (!x->have || better(&p, &x->best))) {
+        if (x->have) plan_free(&x->best);
+        x->best = p;
+        x->have = true;
+    } else {
+        plan_free(&p);
+    }
+    return SC_OK;
+}
+
+typedef sc_status (*schedule_fn)(const sc_chain *c, int arg, int64_t budget, sc_chain_schedule *out);
+
+static sc_status make_none(const sc_chain *c, int arg, int64_t budget, sc_chain_schedule *out) {
+    (void)arg, (void)budget;
+    return strategy_none(c, out);
+}
+static sc_status make_sqrt(const sc_chain *c, int arg, int64_t budget, sc_chain_schedule *out) {
+    (void)arg, (void)budget;
+    return strategy_sqrt(c, out);
+}
+static sc_status make_dc(const sc_chain *c, int slots, int64_t budget, sc_chain_schedule *out) {
+    (void)budget;
+    return strategy_dc(c, slots, 0, out);
+}
+static sc_status make_optimal(const sc_chain *c, int arg, int64_t budget, sc_chain_schedule *out) {
+    (void)arg;
+    return strategy_optimal(c, budget, out);
+}
+
+/* One candidate: a schedule made by fn, lowered and offered. */
+static sc_status candidate(search *x, schedule_fn fn, int arg, int64_t est_budget, sc_strategy by, bool frugal,
+                           int64_t *arena, int64_t *est_peak) {
+    sc_chain_schedule s = {0};
+    sc_status st = fn(x->c, arg, est_budget, &s);
+    if (!st) {
+        if (est_peak) chain_schedule_estimate(x->c, &s, est_peak, NULL);
+        st = offer(x, &s, by, frugal, arena);
+    }
+    chain_schedule_free(&s);
+    return st;
+}
+
+/* strategy_optimal at estimate budgets calibrated against the exact arenas: the next estimate
+ * budget scales the activation part of the budget by estimate / exact of the last candidate, kept
+ * between the largest estimate budget known to fit and the smallest known not to. */
+static void optimal_calibrated(search *x, sc_strategy by) {
+    int64_t fixed = x->c->fixed_bytes, E = x->budget, lo = 0, hi = INT64_MAX;
+    for (int round = 0; round < CALIBRATION_ROUNDS; round++) {
+        int64_t arena, est;
+        sc_status st = candidate(x, make_optimal, 0, E, by, false, &arena, &est);
+        if (st || arena < 0) {
+            sc_status_free(st); /* below the estimate's own minimum: nothing to learn */
+            break;
+        }
+        if (arena <= x->budget) lo = E;
+        else hi = E;
+        int64_t real_act = arena - fixed, est_act = est - fixed;
+        if (real_act <= 0 || est_act <= 0) break;
+        double scale = (double)est_act / (double)real_act;
+        int64_t next = fixed + (int64_t)((double)(x->budget - fixed) * scale);
+        if (next <= lo) next = lo + (hi == INT64_MAX ? (x->budget - fixed) / 16 : (hi - lo) / 2);
+        if (next >= hi) next = lo > 0 ? lo + (hi - lo) / 2 : hi - (hi - fixed) / 16;
+        if (next <= fixed || next == E || (hi != INT64_MAX && hi - lo < (x->budget - fixed) / 200 + 64)) break;
+        E = next;
+    }
+}
+
+/* Budget-independent schedules that use little memory: dc bisection and binomial placements, sqrt,
+ * none, and the program at the estimate's smallest budget. Labelled `by` unless by is AUTO. */
+static sc_status frugal_set(search *x, sc_strategy by) {
+    const sc_chain *c = x->c;
+    bool a = by == SC_STRATEGY_AUTO;
+    SC_TRY(candidate(x, make_none, 0, 0, a ? SC_STRATEGY_NONE : by, true, NULL, NULL));
+    SC_TRY(candidate(x, make_sqrt, 0, 0, a ? SC_STRATEGY_SQRT : by, true, NULL, NULL));
+    static const int slot_choices[] = {0, 1, 2, 3, 4, 8, 16, 32};
+    for (size_t i = 0; i < sizeof slot_choices / sizeof *slot_choices; i++) {
+        int s = slot_choices[i];
+        if (s > c->k) break;
+        if (s > 0 && strategy_binomial_forwards(c->k, s) > 64 * (int64_t)c->k) continue; /* too many re-runs */
+        SC_TRY(candidate(x, make_dc, s, 0, a ? SC_STRATEGY_DC : by, true, NULL, NULL));
+    }
+    int64_t min_est = strategy_min_budget(c, NULL, 0);
+    sc_status st = candidate(x, make_optimal, 0, min_est, a ? SC_STRATEGY_OPTIMAL : by, true, NULL, NULL);
+    sc_status_free(st); /* the program may find nothing at its rounding; dc with one slot covers it */
+    return SC_OK;
+}
+
+/* The largest single node's working set (inputs + outputs): no plan goes below fixed + this. */
+static int64_t largest_node(const sc_graph *g, int *which) {
+    int64_t best = 0;
+    *which = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sc_node *n = &g->nodes[i];
+        int64_t b = 0;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0 && !sched_persistent(g, n->in[j])) b += sched_value_bytes(g, n->in[j]);
+        for (int o = 0; o < n->n_out; o++)
+            if (n->out[o] >= 0 && sched_alias_input(n, o) < 0) b += sched_value_bytes(g, n->out[o]);
+        if (b > best) best = b, *which = i;
+    }
+    return best;
+}
+
+static sc_status infeasible(const search *x, sc_strategy requested) {
+    char why[256];
+    strategy_min_budget(x->c, why, sizeof why);
+    int big;
+    int64_t nb = largest_node(x->g, &big);
+    return sc_errorf("strategy %s: no plan fits in %lld bytes: the smallest feasible budget is %lld bytes (the "
+                     "exact peak of the most frugal %s plan; fixed region %lld bytes of parameters, optimizer "
+                     "state and inputs; largest single node '%s' needs %lld bytes of activations; chain "
+                     "estimate: %s)",
+                     plan_strategy_name(requested), (long long)x->budget, (long long)x->smallest,
+                     plan_strategy_name(x->smallest_by), (long long)x->smallest_fixed,
+                     big >= 0 ? x->g->nodes[big].name : "-", (long long)nb, why);
+}
+
+sc_status plan_search(const sc_graph *g, const sc_training_graph *tg, const sc_chain *c, const sc_plan_options *opt,
+                      const sc_cost_model *m, sc_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    search x = {.g = g, .tg = tg, .c = c, .m = m, .budget = opt->budget, .smallest = INT64_MAX};
+    sc_strategy s = opt->strategy;
+    sc_status st = SC_OK;
+    switch (s) {
+    case SC_STRATEGY_NONE: st = candidate(&x, make_none, 0, 0, s, true, NULL, NULL); break;
+    case SC_STRATEGY_SQRT: st = candidate(&x, make_sqrt, 0, 0, s, true, NULL, NULL); break;
+    case SC_STRATEGY_DC: st = candidate(&x, make_dc, opt->slots, 0, s, true, NULL, NULL); break;
+    case SC_STRATEGY_OPTIMAL:
+    case SC_STRATEGY_AUTO:
+        if (opt->budget <= 0) { /* no limit: storing everything is the fastest */
+            st = candidate(&x, make_none, 0, 0, s == SC_STRATEGY_AUTO ? SC_STRATEGY_NONE : s, true, NULL, NULL);
+            break;
+        }
+        optimal_calibrated(&x, SC_STRATEGY_OPTIMAL);
+        st = frugal_set(&x, s);
+        break;
+    }
+    if (st) {
+        if (x.have) plan_free(&x.best);
+        return st;
+    }
+    if (!x.have) return infeasible(&x, s);
+    *plan = x.best;
+    return SC_OK;
+}

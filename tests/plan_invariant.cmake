@@ -1,0 +1,12 @@
+# The every-plan-equals-store-all invariant (tests/plan_invariant.py): for each model family, every
+# strategy at 100/60/35% of the none plan's peak trains 3 steps with weights byte-identical to the
+# none plan and a measured arena peak equal to the planned one. One test per family, each in its own
+# folder, so ctest -j runs them side by side.
+set(PLAN_INVARIANT ${CMAKE_CURRENT_SOURCE_DIR}/plan_invariant.py)
+foreach(model resnet dranet gpt densenet)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/plan_tmp/invariant_${model})
+  file(MAKE_DIRECTORY ${dir})
+  add_test(NAME plan_invariant_${model} COMMAND python3 ${PLAN_INVARIANT} $<TARGET_FILE:scorch-run> invariant ${model}
+           WORKING_DIRECTORY ${dir})
+  set_tests_properties(plan_invariant_${model} PROPERTIES TIMEOUT 300)
+endforeach()
