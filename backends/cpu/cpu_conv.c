@@ -132,8 +132,7 @@ typedef struct {
     dnnl_memory_t mem;
 } conv_weight;
 
-static conv_entry **conv_entries;
-static int n_conv_entries, cap_conv_entries;
+static cpu_prim_list conv_entries; /* conv_entry *, keyed by conv_key (their first member) */
 static conv_weight *conv_weights;
 static int n_conv_weights, cap_conv_weights;
 
@@ -148,8 +147,8 @@ static void conv_entry_free(conv_entry *e) {
 }
 
 static void conv_cache_clear(void) {
-    for (int i = 0; i < n_conv_entries; i++) conv_entry_free(conv_entries[i]);
-    n_conv_entries = 0;
+    for (int i = 0; i < conv_entries.n; i++) conv_entry_free(conv_entries.items[i]);
+    conv_entries.n = 0;
     for (int i = 0; i < n_conv_weights; i++) dnnl_memory_destroy(conv_weights[i].mem);
     n_conv_weights = 0;
 }
@@ -261,28 +260,21 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
 }
 
 static sc_status conv_entry_get(const sc_kernel_call *call, dnnl_engine_t eng, const conv_key *k, conv_entry **out) {
-    for (int i = 0; i < n_conv_entries; i++)
-        if (!memcmp(&conv_entries[i]->key, k, sizeof *k)) {
-            *out = conv_entries[i];
-            return SC_OK;
-        }
-    if (n_conv_entries == cap_conv_entries) {
-        int cap = cap_conv_entries ? 2 * cap_conv_entries : 32;
-        conv_entry **p = realloc(conv_entries, (size_t)cap * sizeof *p);
-        if (!p) return cpu_errorf(call, "out of memory for the convolution cache");
-        conv_entries = p;
-        cap_conv_entries = cap;
+    conv_entry *e = cpu_prim_list_find(&conv_entries, k, sizeof *k);
+    if (e) {
+        *out = e;
+        return SC_OK;
     }
-    conv_entry *e = calloc(1, sizeof *e);
+    e = calloc(1, sizeof *e);
     if (!e) return cpu_errorf(call, "out of memory for the convolution cache");
     e->key = *k;
     sc_status st = conv_entry_build(call, eng, k, e);
+    if (!st && !cpu_prim_list_add(&conv_entries, e)) st = cpu_errorf(call, "out of memory for the convolution cache");
     if (st) {
         conv_entry_free(e);
         return st;
     }
     cpu_dnnl_register_cache(conv_cache_clear);
-    conv_entries[n_conv_entries++] = e;
     *out = e;
     return SC_OK;
 }

@@ -2,6 +2,8 @@
 #include "backends/cpu/cpu_dnnl.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/cpu_kernels.h"
 
@@ -68,4 +70,22 @@ void cpu_dnnl_cache_clear(void) {
     cpu_dnnl_lock();
     for (int i = 0; i < n_cache_clears; i++) cache_clears[i]();
     cpu_dnnl_unlock();
+}
+
+void *cpu_prim_list_find(const cpu_prim_list *l, const void *key, size_t key_size) {
+    for (int i = 0; i < l->n; i++)
+        if (!memcmp(l->items[i], key, key_size)) return l->items[i];
+    return NULL;
+}
+
+bool cpu_prim_list_add(cpu_prim_list *l, void *item) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 32;
+        void **p = realloc(l->items, (size_t)cap * sizeof *p);
+        if (!p) return false;
+        l->items = p;
+        l->cap = cap;
+    }
+    l->items[l->n++] = item;
+    return true;
 }

@@ -12,6 +12,7 @@
 #define SC_CPU_DNNL_H
 
 #include <dnnl.h>
+#include <stdbool.h>
 
 #include "backends/cpu/cpu.h"
 
@@ -43,5 +44,18 @@ cpu_conv_layout cpu_conv_get_layout(void);
 
 /* "oneDNN <what> failed: <status name>" as a kernel status. */
 sc_status cpu_dnnl_error(const sc_kernel_call *call, const char *what, dnnl_status_t s);
+
+/* A list of cached primitive entries, each a heap struct whose first member is its key (compared
+ * bytewise, so keys are zero-initialised before filling). Shapes per model are few, so lookup is a
+ * linear scan. Used by the forward (cpu_conv.c) and backward (cpu_grad_conv.c) convolution caches. */
+typedef struct {
+    void **items;
+    int n, cap;
+} cpu_prim_list;
+
+/* The entry whose leading key_size bytes equal key, or NULL. */
+void *cpu_prim_list_find(const cpu_prim_list *l, const void *key, size_t key_size);
+/* Appends an entry; false when out of memory (the entry is then not owned by the list). */
+bool cpu_prim_list_add(cpu_prim_list *l, void *item);
 
 #endif

@@ -121,8 +121,7 @@ typedef struct {
     dnnl_memory_t bias;
 } bwd_entry;
 
-static bwd_entry **bwd_entries;
-static int n_bwd_entries, cap_bwd_entries;
+static cpu_prim_list bwd_entries; /* bwd_entry *, keyed by bwd_key (their first member) */
 
 static void bwd_mem_free(bwd_mem *m) {
     if (m->user) dnnl_memory_destroy(m->user);
@@ -241,27 +240,20 @@ static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, 
 }
 
 static sc_status bwd_entry_get(const sc_kernel_call *call, dnnl_engine_t eng, const bwd_key *k, bwd_entry **out) {
-    for (int i = 0; i < n_bwd_entries; i++)
-        if (!memcmp(&bwd_entries[i]->key, k, sizeof *k)) {
-            *out = bwd_entries[i];
-            return SC_OK;
-        }
-    if (n_bwd_entries == cap_bwd_entries) {
-        int cap = cap_bwd_entries ? 2 * cap_bwd_entries : 32;
-        bwd_entry **p = realloc(bwd_entries, (size_t)cap * sizeof *p);
-        if (!p) return cpu_errorf(call, "out of memory for the convolution cache");
-        bwd_entries = p;
-        cap_bwd_entries = cap;
+    bwd_entry *e = cpu_prim_list_find(&bwd_entries, k, sizeof *k);
+    if (e) {
+        *out = e;
+        return SC_OK;
     }
-    bwd_entry *e = calloc(1, sizeof *e);
+    e = calloc(1, sizeof *e);
     if (!e) return cpu_errorf(call, "out of memory for the convolution cache");
     e->key = *k;
     sc_status st = bwd_entry_build(call, eng, k, e);
+    if (!st && !cpu_prim_list_add(&bwd_entries, e)) st = cpu_errorf(call, "out of memory for the convolution cache");
     if (st) {
         bwd_entry_free(e);
         return st;
     }
-    bwd_entries[n_bwd_entries++] = e;
     *out = e;
     return SC_OK;
 }
