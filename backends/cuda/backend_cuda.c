@@ -55,6 +55,7 @@ typedef struct {
     int64_t issued;
     int64_t h2d, d2h;
     bool sync_each_node;
+    bool math_tf32; /* the math mode cuBLAS was last set to (cu.tf32 is the wanted one) */
 } cuda_backend;
 
 /* ---- errors and helpers shared with the kernels (cuda_common.h) ---- */
@@ -127,6 +128,12 @@ sc_status cu_read_i64(const cu_call *c, int i, int64_t *dst, int64_t *n, int64_t
     for (int64_t j = 0; j < k; j++)
         dst[j] = t == SC_I64 ? ((const int64_t *)c->ctx->pinned_small)[j] : ((const int32_t *)c->ctx->pinned_small)[j];
     *n = k;
+    return SC_OK;
+}
+
+sc_status cu_read_bytes(const cu_call *c, int i, void *dst, int64_t max_bytes) {
+    SC_TRY(read_small(c, i, max_bytes < 4096 ? max_bytes : 4096));
+    memcpy(dst, c->ctx->pinned_small, (size_t)sc_desc_bytes(&c->in[i].desc));
     return SC_OK;
 }
 
@@ -302,6 +309,10 @@ static sc_status cuda_run(sc_backend *b, const sc_node *n, const sc_tensor *in, 
         return sc_errorf("node '%s': op %s is not supported by the CUDA backend%s%s", n->name, sc_op_name(n->op),
                          why ? ": " : "", why ? why : "");
     cu_call call = {&c->cu, n, in, n_in, out, n_out};
+    if (c->math_tf32 != c->cu.tf32) { /* set here, where a failure can be returned */
+        CUBLAS_CHECK(&call, cublasSetMathMode(c->cu.cublas, c->cu.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        c->math_tf32 = c->cu.tf32;
+    }
     SC_TRY(k(&call));
     if (c->sync_each_node) {
         cudaError_t e = cudaStreamSynchronize(c->cu.stream);
@@ -378,8 +389,7 @@ bool backend_cuda_has_cudnn(void) {
 
 void backend_cuda_set_tf32(sc_backend *b, bool on) {
     cuda_backend *c = b->ctx;
-    c->cu.tf32 = on;
-    cublasSetMathMode(c->cu.cublas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    c->cu.tf32 = on; /* cuBLAS's math mode follows at the next node (cuda_run), cuDNN's per call */
 }
 
 /* Everything created in order; any failure destroys what exists (cuda_destroy copes with NULLs). */

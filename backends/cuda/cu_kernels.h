@@ -34,7 +34,7 @@ CU_KERNEL(cu_transpose) CU_KERNEL(cu_concat) CU_KERNEL(cu_split) CU_KERNEL(cu_sl
 CU_KERNEL(cu_gather) CU_KERNEL(cu_gather_grad) CU_KERNEL(cu_pad) CU_KERNEL(cu_trilu) CU_KERNEL(cu_shape)
 CU_KERNEL(cu_constant_of_shape) CU_KERNEL(cu_range)
 
-/* cu_resize.cu */
+/* cu_resize.cu: Resize and ResizeGrad, nearest and linear (cubic and antialias refused, as on the CPU) */
 CU_KERNEL(cu_resize) CU_KERNEL(cu_resize_grad)
 
 /* cu_nn.cu: pools and their gradients, BatchNormalization (+Grad) */

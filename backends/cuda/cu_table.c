@@ -70,6 +70,9 @@ const cu_kernel cu_kernels[SC_OP_COUNT] = {
     [SC_OP_CONSTANT_OF_SHAPE] = cu_constant_of_shape,
     [SC_OP_RANGE] = cu_range,
 
+    /* cu_resize.cu (geometry from cpu_resize_geom.c through cu_resize_geom.c) */
+    [SC_OP_RESIZE] = cu_resize,
+
     /* training: gradient ops */
     [SC_OP_RELU_GRAD] = cu_relu_grad,
     [SC_OP_GELU_GRAD] = cu_gelu_grad,
@@ -82,6 +85,7 @@ const cu_kernel cu_kernels[SC_OP_COUNT] = {
     [SC_OP_LAYER_NORM_GRAD] = cu_layer_norm_grad,
     [SC_OP_SLICE_GRAD] = cu_slice_grad,
     [SC_OP_GATHER_GRAD] = cu_gather_grad,
+    [SC_OP_RESIZE_GRAD] = cu_resize_grad,
 
     /* cu_loss.cu: losses and optimizers */
     [SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD] = cu_sce_loss_grad,
@@ -92,10 +96,6 @@ const cu_kernel cu_kernels[SC_OP_COUNT] = {
 const char *cu_kernel_missing_reason(sc_op op) {
     switch (op) {
     case SC_OP_CONSTANT: return "Constant nodes are turned into constant values by the importer";
-    case SC_OP_RESIZE:
-    case SC_OP_RESIZE_GRAD:
-        return "not implemented on CUDA yet (the coordinate maths of cpu_resize.c / cpu_grad_resize.c still "
-               "has to be ported); run this model with --device cpu";
     default: return NULL;
     }
 }

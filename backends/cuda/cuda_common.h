@@ -11,7 +11,10 @@
  *
  * Error checking (STYLE.md habit 7): every CUDA, cuBLAS and cuDNN call goes through CU_CHECK /
  * CUBLAS_CHECK / CUDNN_CHECK, which return an sc_status naming the node, file, line and the
- * library's error text; every launch is followed by CU_LAUNCH_CHECK.
+ * library's error text; every launch is followed by CU_LAUNCH_CHECK (in the launcher, after the
+ * helper that picked a template instance). Not checked, on purpose: calls in teardown paths
+ * (cudaFree, cudaFreeHost, *Destroy*), whose failure nothing can repair and which report an earlier
+ * asynchronous error that a checked call already returned.
  */
 #ifndef SC_CUDA_COMMON_H
 #define SC_CUDA_COMMON_H
@@ -72,6 +75,8 @@ sc_status cu_scratch(const cu_call *c, int64_t bytes, void **p);
 sc_status cu_read_i64(const cu_call *c, int i, int64_t *dst, int64_t *n, int64_t max);
 /* Reads input i's first element (any float or integer dtype) as a double; synchronises. */
 sc_status cu_read_f64(const cu_call *c, int i, double *v);
+/* Copies input i (at most max_bytes, and at most 4 KiB) into host memory dst; synchronises. */
+sc_status cu_read_bytes(const cu_call *c, int i, void *dst, int64_t max_bytes);
 
 /* Cast helper shared by the element-wise and movement kernels: dst[i] = (dst dtype) src[i]. */
 sc_status cu_cast_launch(cudaStream_t s, void *dst, sc_dtype dt, const void *src, sc_dtype st, int64_t n);

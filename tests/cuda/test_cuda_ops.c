@@ -7,13 +7,16 @@
  * 3. Training (needs a GPU): 3 SGD-with-momentum steps of the mlp and residual training graphs of
  *    tests/plan_test_graphs.h through plan_exec on the CPU backend and on the CUDA backend; losses
  *    and every parameter / optimizer state must agree within 1e-4 relative.
- * Without a GPU, part 1 runs, then "SKIP: no CUDA device (cudaGetDeviceCount: <error>)" and exit 77
- * (ctest SKIP_RETURN_CODE, tests/cuda.cmake).
+ * Without a GPU, part 1 and the CPU half of part 2 (shape inference, the reference kernels) run,
+ * then "SKIP: no CUDA device (cudaGetDeviceCount: <error>)" and exit 77 (ctest SKIP_RETURN_CODE,
+ * tests/cuda.cmake); a failure there exits 1.
  *
  * Tolerances (relative, see above), and why:
  *   1e-6  exact ops: movement, copies, comparisons, casts, Relu, Where, Pad, Gather, Dropout
- *         (the mask is bit-identical by construction), optimizers (same formulas, same order)
- *   1e-5  transcendental element-wise (CUDA libm vs glibc / polynomial exp on the CPU: a few ulp)
+ *         (the mask is bit-identical by construction), optimizers (same formulas, same order),
+ *         Resize (the CPU's tap tables, corners summed in double in the CPU's order)
+ *   1e-5  transcendental element-wise (CUDA libm vs glibc / polynomial exp on the CPU: a few ulp),
+ *         ResizeGrad and GatherGrad (f32 atomics add a handful of terms in any order)
  *   1e-4  reductions, softmax, norms, pools, losses (summation order differs; atomics in grads)
  *   2e-4  Gemm / MatMul / Conv (cuBLAS / cuDNN blocking vs oneDNN; TF32 stays off in this test)
  */
@@ -42,14 +45,14 @@ static int failures;
         }                                                                                                  \
     } while (0)
 
-enum { K_RAND, K_POS, K_INTS, K_LABELS, K_BOOL, K_ABSENT };
+enum { K_RAND, K_POS, K_INTS, K_F32V, K_LABELS, K_BOOL, K_ABSENT };
 
 typedef struct {
     sc_dtype t;
     int rank;
     int64_t dims[5];
     int kind;
-    int64_t ints[8]; /* K_INTS values (numel of dims); K_LABELS: the class count */
+    int64_t ints[8]; /* K_INTS values (numel of dims); K_F32V: f32 values in thousandths; K_LABELS: the class count */
 } in_spec;
 
 typedef struct {
@@ -71,6 +74,7 @@ static double urand(void) {
 #define POS(...) {SC_F32, sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}, K_POS, {0}}
 #define I64V(n, ...) {SC_I64, 1, {n}, K_INTS, {__VA_ARGS__}}
 #define SCALAR_F32(v) {SC_F32, 0, {0}, K_INTS, {v}}
+#define F32V(n, ...) {SC_F32, 1, {n}, K_F32V, {__VA_ARGS__}} /* constant, values / 1000 */
 #define ABSENT {SC_DTYPE_UNDEFINED, 0, {0}, K_ABSENT, {0}}
 
 static void a_gemm(sc_attrs *a) { a->gemm = (sc_gemm_attrs){.alpha = 0.7f, .beta = 1.3f, .trans_b = true}; }
@@ -100,6 +104,15 @@ static void a_pad_reflect(sc_attrs *a) { a->pad.mode = SC_PAD_REFLECT; }
 static void a_cast_f64(sc_attrs *a) { a->cast.to = SC_F64; }
 static void a_trilu(sc_attrs *a) { a->trilu.upper = false; }
 static void a_dropout(sc_attrs *a) { a->dropout = (sc_dropout_attrs){.seed = 7, .has_seed = true}; }
+static void a_rs_linear(sc_attrs *a) { a->resize = (sc_resize_attrs){.mode = SC_RESIZE_LINEAR, .coord = SC_CT_HALF_PIXEL}; }
+static void a_rs_nearest(sc_attrs *a) {
+    a->resize = (sc_resize_attrs){.mode = SC_RESIZE_NEAREST, .coord = SC_CT_ASYMMETRIC, .nearest_mode = SC_NEAREST_FLOOR};
+}
+static void a_rs_nearest_hp(sc_attrs *a) { a->resize = (sc_resize_attrs){.mode = SC_RESIZE_NEAREST, .coord = SC_CT_PYTORCH_HALF_PIXEL}; }
+static void a_rs_align(sc_attrs *a) { a->resize = (sc_resize_attrs){.mode = SC_RESIZE_LINEAR, .coord = SC_CT_ALIGN_CORNERS}; }
+static void a_rs_crop(sc_attrs *a) {
+    a->resize = (sc_resize_attrs){.mode = SC_RESIZE_LINEAR, .coord = SC_CT_TF_CROP_AND_RESIZE, .extrapolation_value = 7.5f};
+}
 
 static const op_case cases[] = {
     {SC_OP_RELU, "relu", 1, 1, {F32(3, 5, 7)}, NULL, 1e-6},
@@ -153,11 +166,27 @@ static const op_case cases[] = {
     {SC_OP_CONCAT, "concat", 2, 1, {F32(2, 3, 4), F32(2, 5, 4)}, a_axis1, 1e-6},
     {SC_OP_SPLIT, "split", 2, 2, {F32(2, 8, 3), I64V(2, 3, 5)}, a_axis1, 1e-6},
     {SC_OP_SLICE, "slice", 5, 1, {F32(6, 8), I64V(2, 1, -1), I64V(2, 5, 0), I64V(2, 0, 1), I64V(2, 2, -3)}, NULL, 1e-6},
-    {SC_OP_SLICE_GRAD, "slice_grad", 6, 1, {F32(3, 3), F32(6, 8), I64V(2, 1, -1), I64V(2, 5, 0), I64V(2, 0, 1), I64V(2, 2, -3)}, NULL, 1e-6},
+    {SC_OP_SLICE_GRAD, "slice_grad", 6, 1, {F32(2, 3), F32(6, 8), I64V(2, 1, -1), I64V(2, 5, 0), I64V(2, 0, 1), I64V(2, 2, -3)}, NULL, 1e-6},
     {SC_OP_GATHER, "gather", 2, 1, {F32(10, 4), I64V(5, 3, -1, 0, 3, 9)}, NULL, 1e-6},
     {SC_OP_GATHER_GRAD, "gather_grad", 3, 1, {F32(5, 4), I64V(5, 3, -1, 0, 3, 9), F32(10, 4)}, NULL, 1e-5},
     {SC_OP_PAD, "pad_reflect", 2, 1, {F32(3, 5), I64V(4, 1, 2, 2, 1)}, a_pad_reflect, 1e-6},
     {SC_OP_TRILU, "trilu", 1, 1, {F32(2, 4, 5)}, a_trilu, 1e-6},
+    /* Resize: scales (x2, x1.5 up; x1.7 / x2 nearest), sizes (a downsampled axis), a tf_crop_and_resize
+     * roi reaching outside X on both sides (extrapolated taps), and each one's gradient */
+    {SC_OP_RESIZE, "resize_linear", 4, 1, {F32(2, 3, 5, 7), ABSENT, F32V(4, 1000, 1000, 2000, 1500), ABSENT}, a_rs_linear, 1e-6},
+    {SC_OP_RESIZE, "resize_nearest", 4, 1, {F32(2, 3, 6, 5), ABSENT, F32V(4, 1000, 1000, 1700, 2000), ABSENT}, a_rs_nearest, 1e-6},
+    {SC_OP_RESIZE, "resize_nearest_pt", 4, 1, {F32(2, 3, 6, 5), ABSENT, ABSENT, I64V(4, 2, 3, 4, 11)}, a_rs_nearest_hp, 1e-6},
+    {SC_OP_RESIZE, "resize_sizes_align", 4, 1, {F32(1, 2, 4, 9), ABSENT, ABSENT, I64V(4, 1, 2, 7, 4)}, a_rs_align, 1e-6},
+    {SC_OP_RESIZE, "resize_crop", 4, 1,
+     {F32(1, 2, 6, 6), F32V(8, 0, 0, -200, 100, 1000, 1000, 1100, 900), ABSENT, I64V(4, 1, 2, 5, 4)}, a_rs_crop, 1e-6},
+    {SC_OP_RESIZE_GRAD, "resize_grad_linear", 5, 1,
+     {F32(2, 3, 10, 10), F32(2, 3, 5, 7), ABSENT, F32V(4, 1000, 1000, 2000, 1500), ABSENT}, a_rs_linear, 1e-5},
+    {SC_OP_RESIZE_GRAD, "resize_grad_nearest", 5, 1,
+     {F32(2, 3, 10, 10), F32(2, 3, 6, 5), ABSENT, F32V(4, 1000, 1000, 1700, 2000), ABSENT}, a_rs_nearest, 1e-5},
+    {SC_OP_RESIZE_GRAD, "resize_grad_align", 5, 1,
+     {F32(1, 2, 7, 4), F32(1, 2, 4, 9), ABSENT, ABSENT, I64V(4, 1, 2, 7, 4)}, a_rs_align, 1e-5},
+    {SC_OP_RESIZE_GRAD, "resize_grad_crop", 5, 1,
+     {F32(1, 2, 5, 4), F32(1, 2, 6, 6), F32V(8, 0, 0, -200, 100, 1000, 1000, 1100, 900), ABSENT, I64V(4, 1, 2, 5, 4)}, a_rs_crop, 1e-5},
     {SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS, "sce", 2, 2, {F32(6, 5), {SC_I64, 1, {6}, K_LABELS, {5}}}, a_sce, 1e-4},
     {SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD, "sce_grad", 3, 1, {F32(1), F32(6, 5), {SC_I64, 1, {6}, K_LABELS, {5}}}, a_sce, 1e-4},
     {SC_OP_RELU_GRAD, "relu_grad", 2, 1, {F32(50), F32(50)}, NULL, 1e-6},
@@ -183,6 +212,7 @@ static void fill_input(const op_case *oc, int k, sc_tensor *t) {
         case K_POS: ((float *)t->data)[i] = (float)(0.1 + 2 * urand()); break;
         case K_LABELS: ((int64_t *)t->data)[i] = (int64_t)(urand() * (double)s->ints[0]) % s->ints[0]; break;
         case K_BOOL: ((uint8_t *)t->data)[i] = urand() < 0.5; break;
+        case K_F32V: ((float *)t->data)[i] = (float)s->ints[i] / 1000.0f; break;
         case K_INTS:
             if (s->t == SC_I64) ((int64_t *)t->data)[i] = s->ints[i];
             else if (s->t == SC_BOOL) ((uint8_t *)t->data)[i] = (uint8_t)s->ints[i];
@@ -205,7 +235,8 @@ static double to_double(const sc_tensor *t, int64_t i) {
 
 static int64_t align64(int64_t b) { return (b + 255) / 256 * 256; }
 
-/* One op case: graph -> shapes -> CPU reference -> CUDA -> compare every output. */
+/* One op case: graph -> shapes -> CPU reference -> CUDA -> compare every output. be NULL (no GPU):
+ * the CPU half alone, so a malformed case fails here rather than in a GPU session. */
 static void run_case(sc_backend *be, const op_case *oc) {
     sc_graph g;
     graph_init(&g);
@@ -219,7 +250,7 @@ static void run_case(sc_backend *be, const op_case *oc) {
         }
         snprintf(name, sizeof name, "in%d", k);
         sc_desc d = sc_desc_make(oc->in[k].t, oc->in[k].rank, oc->in[k].dims);
-        bool cst = oc->in[k].kind == K_INTS;
+        bool cst = oc->in[k].kind == K_INTS || oc->in[k].kind == K_F32V;
         in_ids[k] = graph_add_value(&g, name, cst ? SC_VALUE_CONST : SC_VALUE_INPUT, &d, &st);
         SC_ASSERT(in_ids[k] >= 0 && !graph_alloc_data(&g, in_ids[k]));
         sc_tensor t = {d, g.values[in_ids[k]].data};
@@ -268,9 +299,9 @@ static void run_case(sc_backend *be, const op_case *oc) {
     CHECK(!st, "%s: CPU: %s", oc->what, st ? sc_status_message(st) : "");
     sc_status_free(st);
     void *base = NULL;
-    st = be->iface->arena_create(be, total, &base);
+    st = be ? be->iface->arena_create(be, total, &base) : SC_OK;
     CHECK(!st, "%s: arena: %s", oc->what, st ? sc_status_message(st) : "");
-    if (!st) {
+    if (!st && be) {
         char *p = base;
         int64_t t = 0;
         for (int k = 0; k < oc->n_in && !st; k++) {
@@ -384,6 +415,9 @@ int main(void) {
     printf("CUDA backend: convolutions on %s\n", backend_cuda_has_cudnn() ? "cuDNN" : "im2col + cuBLAS");
     char why[256];
     if (!backend_cuda_available(why, sizeof why)) {
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(NULL, &cases[i]);
+        printf("%zu cases: shape inference and the CPU reference %s\n", sizeof cases / sizeof cases[0],
+               failures ? "FAILED" : "ran");
         printf("SKIP: no CUDA device (%s)\n", why);
         return failures ? 1 : 77;
     }

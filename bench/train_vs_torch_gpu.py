@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""GPU training-step time of `scorch-run train --device cuda` against PyTorch eager on the same GPU.
+
+Same model, batch, precision (fp32) and TF32 setting on both sides, SGD lr 0.01 momentum 0.9, one
+optimizer step per batch, synthetic seeded data, softmax cross-entropy (next-token for the GPT,
+per-pixel for DRANet). Models (issue 5's speed targets):
+  resnet50   `gen resnet --depth 50`, batch 64, 3x224x224   vs torchvision.models.resnet50()
+  gpt2       `gen gpt --preset small` (12 layers, 12 heads, 768, vocab 50257), batch 8, seq 1024
+             vs the same architecture written below (pre-LayerNorm blocks, exact-erf GELU, explicit
+             causal softmax attention as our graph computes it, tied LM head)
+  dranet50   `gen dranet --depth 50 --image 512`, batch 4, 19 classes, vs the generated ONNX file
+             itself run by tests/e2e/onnx_torch.py (no hand-written DRANet exists; same graph, ops
+             dispatched one by one from Python)
+  stream     weight streaming: `gen gpt --preset medium`, batch 1, seq 256, whose weights plus SGD
+             momentum are twice --memory (the cap = the weights' bytes); ours with that cap
+             (--strategy auto --offload auto) against ours without a cap. Target: >= 0.8x the
+             uncapped throughput. PyTorch is timed uncapped for reference.
+TF32: --tf32 off,on (default both): off sets torch.backends.cuda.matmul.allow_tf32 and
+torch.backends.cudnn.allow_tf32 to False and runs ours without --tf32; on sets both True and passes
+--tf32. torch.backends.cudnn.benchmark is True (both sides choose convolution algorithms).
+
+Timing: ours from `train --log FILE.csv` (elapsed_s per step; every step reads its loss back, so
+steps are synchronous); PyTorch with torch.cuda.synchronize() after each step. The first --warmup
+steps are dropped, the median of the rest is reported; the ratio is ours / PyTorch (lower is
+better). Peak memory: torch.cuda.max_memory_allocated; ours from the "plan ..." line of train.
+
+Without a CUDA GPU (or without torch) it prints "SKIP: ..." and exits 0. --smoke-cpu runs every
+model at a tiny size on the CPU on both sides (no GPU needed; checks this script, measures nothing
+of interest). --budget-s bounds the whole run: models not started in time are listed as skipped.
+Writes OUT_DIR/<date>-gpu-train-<device>.md and .json. On the device: scripts/gpu_session.sh bench.
+"""
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# key: title, gen args, train args, torch side, and the tiny --smoke-cpu variant
+MODELS = {
+    "resnet50": {
+        "title": "ResNet-50, batch 64, 3x224x224",
+        "gen": ["resnet", "--depth", "50"], "train": ["--batch", "64"], "torch": ("torchvision", 64, 224),
+        "smoke": {"gen": ["resnet", "--depth", "50", "--image", "32"], "train": ["--batch", "2"],
+                  "torch": ("torchvision", 2, 32)},
+    },
+    "gpt2": {
+        "title": "GPT-2 small (12/12/768, vocab 50257), batch 8, seq 1024",
+        "gen": ["gpt", "--preset", "small"], "train": ["--batch", "8", "--seq", "1024"],
+        "torch": ("gpt", 8, dict(layers=12, heads=12, dim=768, seq=1024, vocab=50257)),
+        "smoke": {"gen": ["gpt", "--layers", "2", "--heads", "2", "--dim", "64", "--seq", "32", "--vocab", "128"],
+                  "train": ["--batch", "2", "--seq", "32"],
+                  "torch": ("gpt", 2, dict(layers=2, heads=2, dim=64, seq=32, vocab=128))},
+    },
+    "dranet50": {
+        "title": "DRANet-50 (19 classes), batch 4, 3x512x512",
+        "gen": ["dranet", "--depth", "50", "--image", "512"], "train": ["--batch", "4"], "torch": ("onnx", 4, 512),
+        "smoke": {"gen": ["dranet", "--depth", "50", "--image", "32", "--width", "8", "--classes", "5"],
+                  "train": ["--batch", "1"], "torch": ("onnx", 1, 32)},
+    },
+    "stream": {
+        "title": "GPT-2 medium (24/16/1024), batch 1, seq 256: --memory = weights (weights + momentum = 2x the cap)",
+        "gen": ["gpt", "--preset", "medium"], "train": ["--batch", "1", "--seq", "256"],
+        "torch": ("gpt", 1, dict(layers=24, heads=16, dim=1024, seq=256, vocab=50257)),
+        "smoke": {"gen": ["gpt", "--layers", "2", "--heads", "2", "--dim", "64", "--seq", "32", "--vocab", "128"],
+                  "train": ["--batch", "1", "--seq", "32"],
+                  "torch": ("gpt", 1, dict(layers=2, heads=2, dim=64, seq=32, vocab=128))},
+    },
+}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- PyTorch side
+
+def torch_models(torch):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, d, h):
+            super().__init__()
+            self.h = h
+            self.ln_1, self.ln_2 = nn.LayerNorm(d, eps=1e-5), nn.LayerNorm(d, eps=1e-5)
+            self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x, mask):
+            b, t, d = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
+            q = q.view(b, t, self.h, d // self.h).transpose(1, 2)
+            k = k.view(b, t, self.h, d // self.h).permute(0, 2, 3, 1)
+            v = v.view(b, t, self.h, d // self.h).transpose(1, 2)
+            att = (q @ k) * (1.0 / math.sqrt(d // self.h))
+            att = att.masked_fill(~mask[:t, :t], torch.finfo(att.dtype).min).softmax(-1)
+            y = (att @ v).transpose(1, 2).reshape(b, t, d)
+            x = x + self.c_proj(y)
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+    class GPT(nn.Module):
+        """tools/gen_gpt.c's layout (GPT2LMHeadModel / nanoGPT), explicit attention like our graph."""
+
+        def __init__(self, layers, heads, dim, seq, vocab):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
+            self.blocks = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(dim, eps=1e-5)
+            self.register_buffer("mask", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+
+        def forward(self, ids):
+            t = ids.shape[1]
+            x = self.wte(ids) + self.wpe(torch.arange(t, device=ids.device))
+            for blk in self.blocks:
+                x = blk(x, self.mask)
+            return self.ln_f(x) @ self.wte.weight.t()
+
+    return GPT
+
+
+def torch_setup(torch, spec, onnx_path, device):
+    """(model, input, loss_fn, optimizer) on `device`, seeded."""
+    F = torch.nn.functional
+    kind, batch, size = spec
+    g = torch.Generator().manual_seed(0)
+    if kind == "torchvision":
+        import torchvision
+        model = torchvision.models.resnet50(num_classes=1000)
+        x = torch.randn(batch, 3, size, size, generator=g)
+        y = torch.randint(0, 1000, (batch,), generator=g)
+        loss_fn = lambda out: F.cross_entropy(out, y_dev)  # noqa: E731
+    elif kind == "gpt":
+        model = torch_models(torch)(**size)
+        x = torch.randint(0, size["vocab"], (batch, size["seq"]), generator=g)
+        y = torch.randint(0, size["vocab"], (batch, size["seq"]), generator=g)
+        loss_fn = lambda out: F.cross_entropy(out.reshape(-1, out.shape[-1]), y_dev.reshape(-1))  # noqa: E731
+    else:
+        import onnx
+        sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+        from onnx_torch import OnnxTorch
+        proto = onnx.load(onnx_path)
+        net = OnnxTorch(proto, dtype=torch.float32, bn_training=True)
+        inits = {i.name for i in proto.graph.initializer}
+        feed = [i.name for i in proto.graph.input if i.name not in inits][0]
+        out_name = proto.graph.output[0].name
+        classes = proto.graph.output[0].type.tensor_type.shape.dim[1].dim_value
+
+        class Wrap(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = net
+
+            def forward(self, t):
+                return self.net({feed: t})[out_name]
+
+        model = Wrap()
+        x = torch.randn(batch, 3, size, size, generator=g)
+        y = torch.randint(0, classes, (batch, size, size), generator=g)
+        loss_fn = lambda out: F.cross_entropy(out, y_dev)  # noqa: E731
+    model = model.to(device).train()
+    x_dev, y_dev = x.to(device), y.to(device)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01, momentum=0.9)
+    return model, x_dev, loss_fn, opt
+
+
+def torch_step_ms(torch, state, steps, warmup, device):
+    model, x, loss_fn, opt = state
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x))
+        loss.backward()
+        opt.step()
+        if cuda:
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    peak = torch.cuda.max_memory_allocated() if cuda else None
+    return statistics.median(times[warmup:]), peak, float(loss.detach().cpu())
+
+
+# ---------------------------------------------------------------- Scorch side
+
+def param_bytes(path):
+    """Bytes of the float initializers (the weights), without loading external data."""
+    import onnx
+    m = onnx.load(path, load_external_data=False)
+    size = {onnx.TensorProto.FLOAT: 4, onnx.TensorProto.DOUBLE: 8, onnx.TensorProto.FLOAT16: 2}
+    return sum(math.prod(i.dims) * size[i.data_type] for i in m.graph.initializer if i.data_type in size)
+
+
+def scorch_step_ms(args, model, train_args, extra, tmp, timeout):
+    logf = os.path.join(tmp, "log.csv")
+    if os.path.exists(logf):
+        os.remove(logf)
+    cmd = [args.scorch_run, "train", model, *train_args, *extra, "--steps", str(args.steps), "--optimizer", "sgd",
+           "--lr", "0.01", "--momentum", "0.9", "--log", logf, "--print-every", str(args.steps),
+           "-o", os.path.join(tmp, "trained.onnx")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {(r.stderr or r.stdout).strip()[-800:]}")
+    with open(logf) as f:
+        rows = list(csv.DictReader(f))
+    elapsed = [float(row["elapsed_s"]) for row in rows]
+    if len(elapsed) < args.warmup + 2:
+        raise RuntimeError(f"{logf} has {len(elapsed)} steps, need more than {args.warmup + 1}")
+    per_step = [(b - a) * 1000.0 for a, b in zip(elapsed, elapsed[1:])]  # step i+1's own time
+    plan = re.search(r"peak planned (\d+) measured (\d+) bytes", r.stdout + r.stderr)
+    return {"ms": statistics.median(per_step[args.warmup:]), "command": " ".join(cmd),
+            "peak_bytes": int(plan.group(2)) if plan else None, "last_loss": float(rows[-1]["loss"]),
+            "plan_line": next((ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("plan ")), "")}
+
+
+# ---------------------------------------------------------------- driver
+
+def bench_model(args, torch, key, tf32, tmp, deadline):
+    m = MODELS[key]
+    spec = m["smoke"] if args.smoke_cpu else m
+    device = "cpu" if args.smoke_cpu else "cuda"
+    path = os.path.join(tmp, key + ".onnx")
+    if not os.path.exists(path):
+        subprocess.run([args.scorch_run, "gen", *spec["gen"], "-o", path], check=True, capture_output=True,
+                       timeout=max(30, deadline - time.time()))
+    ours_extra = ["--device", device] + (["--tf32"] if tf32 else [])
+    row = {"model": key, "title": m["title"] if not args.smoke_cpu else f"{key} (smoke size)", "tf32": tf32}
+    left = lambda: max(30, deadline - time.time())  # noqa: E731
+    if key == "stream":
+        cap = param_bytes(path)
+        row["memory_cap_bytes"] = cap
+        free = ours_extra + ["--memory", str(cap), "--strategy", "auto", "--offload", "auto"]
+        capped = scorch_step_ms(args, path, spec["train"], free, tmp, left())
+        plain = scorch_step_ms(args, path, spec["train"], ours_extra, tmp, left())
+        row.update(scorch_ms=round(capped["ms"], 2), scorch_uncapped_ms=round(plain["ms"], 2),
+                   capped_throughput_vs_uncapped=round(plain["ms"] / capped["ms"], 3),
+                   target_met=plain["ms"] / capped["ms"] >= 0.8, scorch_peak_bytes=capped["peak_bytes"],
+                   plan=capped["plan_line"], scorch_command=capped["command"])
+        ours = plain
+    else:
+        ours = scorch_step_ms(args, path, spec["train"], ours_extra, tmp, left())
+        row.update(scorch_ms=round(ours["ms"], 2), scorch_peak_bytes=ours["peak_bytes"], scorch_command=ours["command"])
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+    state = torch_setup(torch, spec["torch"], path, device)
+    t_ms, t_peak, t_loss = torch_step_ms(torch, state, args.steps, args.warmup, device)
+    del state
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    row.update(torch_ms=round(t_ms, 2), torch_peak_bytes=t_peak, ratio=round(ours["ms"] / t_ms, 3),
+               scorch_last_loss=round(ours["last_loss"], 4), torch_last_loss=round(t_loss, 4))
+    return row
+
+
+def device_name(torch, smoke):
+    if smoke:
+        return "cpu-smoke"
+    return torch.cuda.get_device_name(0)
+
+
+def write_results(args, torch, rows, meta):
+    date = datetime.date.today().isoformat()
+    slug = re.sub(r"[^a-z0-9]+", "-", meta["device"].lower()).strip("-")
+    os.makedirs(args.out_dir, exist_ok=True)
+    stem = os.path.join(args.out_dir, f"{date}-gpu-train-{slug}")
+    with open(stem + ".json", "w") as f:
+        json.dump({"meta": meta, "results": rows}, f, indent=2)
+        f.write("\n")
+    lines = [f"# GPU training step against PyTorch, {date}", "",
+             f"Device: {meta['device']}; torch {meta['torch']} (CUDA {meta['torch_cuda']}, cuDNN {meta['cudnn']}). "
+             f"fp32, SGD lr 0.01 momentum 0.9; median step time of {args.steps} steps after {args.warmup} warm-up "
+             f"steps, both engines in the same call. Ratio = Scorch / PyTorch (lower is better for Scorch).", "",
+             f"Command: `{meta['command']}`", "",
+             "| model | TF32 | Scorch (ms/step) | PyTorch (ms/step) | Scorch / PyTorch | peak MiB Scorch / PyTorch |",
+             "|---|---|---:|---:|---:|---:|"]
+    mib = lambda b: f"{b / 1048576:.0f}" if b else "?"  # noqa: E731
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['title']} | {'on' if r['tf32'] else 'off'} | {r['error']} | | | |")
+            continue
+        lines.append(f"| {r['title']} | {'on' if r['tf32'] else 'off'} | {r['scorch_ms']:.1f} | {r['torch_ms']:.1f} | "
+                     f"{r['ratio']:.2f} | {mib(r.get('scorch_peak_bytes'))} / {mib(r.get('torch_peak_bytes'))} |")
+    streams = [r for r in rows if r["model"] == "stream" and "error" not in r]
+    for r in streams:
+        lines += ["", f"Streaming (TF32 {'on' if r['tf32'] else 'off'}): capped at {r['memory_cap_bytes'] / 1048576:.1f} MiB "
+                  f"{r['scorch_ms']:.1f} ms/step vs uncapped {r['scorch_uncapped_ms']:.1f} ms/step: "
+                  f"{r['capped_throughput_vs_uncapped']:.2f}x the throughput (target >= 0.8: "
+                  f"{'met' if r['target_met'] else 'NOT met'}). {r['plan']}"]
+    lines += ["", "```json", json.dumps({"meta": meta, "results": rows}, indent=2), "```", ""]
+    with open(stem + ".md", "w") as f:
+        f.write("\n".join(lines))
+    log(f"wrote {stem}.md and {stem}.json")
+    print("\n".join(lines[:8 + len(rows) + 2 * len(streams)]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scorch-run", default=os.path.join(ROOT, "build", "scorch-run"))
+    ap.add_argument("--models", default="resnet50,gpt2,dranet50,stream")
+    ap.add_argument("--tf32", default="off,on", help="off, on or off,on")
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--budget-s", type=float, default=480, help="start no model after this many seconds")
+    ap.add_argument("--smoke-cpu", action="store_true", help="tiny models on the CPU, both sides (no GPU needed)")
+    ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
+    args = ap.parse_args()
+    t_start = time.time()
+    keys = [k for k in args.models.split(",") if k]
+    for k in keys:
+        if k not in MODELS:
+            sys.exit(f"train_vs_torch_gpu: unknown model {k} (have {', '.join(MODELS)})")
+    modes = [{"off": False, "on": True}[v] for v in args.tf32.split(",") if v]
+    try:
+        import torch
+    except ImportError as e:
+        print(f"SKIP: PyTorch is not importable here ({e}); nothing measured")
+        return 0
+    if not args.smoke_cpu and not torch.cuda.is_available():
+        print(f"SKIP: no CUDA GPU visible to PyTorch {torch.__version__} (torch.cuda.is_available() is False); "
+              f"nothing measured (--smoke-cpu checks this script on the CPU)")
+        return 0
+    if not os.access(args.scorch_run, os.X_OK):
+        sys.exit(f"train_vs_torch_gpu: {args.scorch_run} not found: build first")
+    if not args.smoke_cpu:
+        torch.backends.cudnn.benchmark = True
+    deadline = t_start + args.budget_s
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="scorch-gpu-bench-") as tmp:
+        for key in keys:
+            for tf32 in modes:
+                base = {"model": key, "title": MODELS[key]["title"], "tf32": tf32}
+                if time.time() > deadline:
+                    rows.append({**base, "error": f"skipped: the {args.budget_s:.0f} s budget was spent"})
+                    continue
+                t0 = time.time()
+                try:
+                    rows.append(bench_model(args, torch, key, tf32, tmp, deadline))
+                    r = rows[-1]
+                    log(f"{key} tf32={'on' if tf32 else 'off'}: scorch {r['scorch_ms']:.1f} ms, torch "
+                        f"{r['torch_ms']:.1f} ms, ratio {r['ratio']:.2f} ({time.time() - t0:.0f} s)")
+                except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+                    rows.append({**base, "error": f"failed: {e}"[:1000]})
+                    log(f"{key} tf32={'on' if tf32 else 'off'}: {rows[-1]['error']}")
+            for f in os.listdir(tmp):  # the next model's files only
+                if f.startswith(key):
+                    os.remove(os.path.join(tmp, f))
+    meta = {"date": datetime.date.today().isoformat(), "device": device_name(torch, args.smoke_cpu),
+            "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+            "command": " ".join([sys.executable] + sys.argv), "steps": args.steps, "warmup": args.warmup,
+            "seconds": round(time.time() - t_start, 1), "loadavg": [round(x, 2) for x in os.getloadavg()]}
+    write_results(args, torch, rows, meta)
+    return 1 if any("error" in r and not r["error"].startswith("skipped") for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
