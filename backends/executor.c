@@ -5,6 +5,9 @@
  * largest live set of the topological order. schedule/ will replace this with planned arena offsets.
  * Zero-element tensors still get a (tiny) buffer, because data == NULL means "omitted" to kernels.
  * Outputs of in-place ops (sc_op_inplace_input: optimizer updates) share their input's storage.
+ * An output may also take over a dying input's buffer (donor_input): a Conv with a fused residual
+ * sum (graph/pass_fuse.c) accumulates into its summand, so when this node is the summand's last
+ * reader the output reuses that buffer and the kernel skips copying it.
  */
 #include "backends/executor.h"
 #include "core/alloc_fail.h"
@@ -72,6 +75,24 @@ static void state_free(exec_state *s) {
     free(s->last_use);
 }
 
+/* The input whose buffer output k may take over when this node is its last reader, or -1: input 3
+ * (the summand, of the output's exact desc) of a fused-sum Conv. */
+static int donor_input(const sc_node *n, int k) {
+    return n->op == SC_OP_CONV && n->attrs.window.fused_sum && k == 0 && n->n_in > 3 ? 3 : -1;
+}
+
+/* True when node i's output v may reuse the buffer of its input at position j: an activation we own,
+ * read for the last time here, at no other input position (the kernel reads those while writing v),
+ * not a graph output, of the same size. */
+static bool donor_ok(const exec_state *s, int i, int j, int v) {
+    const sc_node *n = &s->g->nodes[i];
+    int d = n->in[j];
+    if (d < 0 || !s->owned[d] || s->last_use[d] != i || s->g->values[d].is_output) return false;
+    for (int k = 0; k < n->n_in; k++)
+        if (k != j && n->in[k] == d) return false;
+    return sc_desc_bytes(&s->g->values[d].desc) == sc_desc_bytes(&s->g->values[v].desc);
+}
+
 /* Runs node i: gathers input views, allocates outputs, calls the kernel, frees dead inputs. */
 static sc_status run_node(exec_state *s, int i) {
     sc_graph *g = s->g;
@@ -100,6 +121,15 @@ static sc_status run_node(exec_state *s, int i) {
             /* In-place update (optimizer state): the output is the input's persistent storage. */
             SC_ASSERT(alias < n->n_in && n->in[alias] >= 0 && !s->owned[n->in[alias]]);
             out[k].data = s->data[v] = in[alias].data;
+            continue;
+        }
+        int donor = donor_input(n, k);
+        if (donor >= 0 && donor_ok(s, i, donor, v)) {
+            /* Ownership moves to the output; the input is dead after this node. */
+            out[k].data = s->data[v] = in[donor].data;
+            s->owned[v] = true;
+            s->owned[n->in[donor]] = false;
+            s->data[n->in[donor]] = NULL;
             continue;
         }
         int64_t bytes = sc_desc_bytes(&g->values[v].desc);

@@ -37,6 +37,13 @@ typedef struct {
     int64_t storage_order;  /* MaxPool's optional Indices output; 0 = row major */
     bool fused_relu;        /* added (perf helper): Conv only, Relu applied to the output; set by
                                graph_fuse_inference (graph/pass_fuse.c), never by import */
+    bool fused_sum;         /* Conv only: input 3 (S, Y's shape) is added before the fused Relu,
+                               Y = relu?(conv(X) + S); set by graph_fuse_inference, never by import */
+    bool nhwc_in, nhwc_out; /* Conv, MaxPool (both or neither), GlobalAveragePool (nhwc_in only,
+                               its attrs are otherwise empty): X / Y (and a Conv's S) are stored
+                               channels-last, (N, D1.., C), in the buffers; set by
+                               graph_fuse_inference for f32 values passed between those ops only,
+                               never by import */
 } sc_window_attrs;
 
 typedef struct {
@@ -144,7 +151,7 @@ typedef struct {
 } sc_adamw_attrs;
 
 typedef union {
-    sc_window_attrs window;         /* Conv, MaxPool, AveragePool */
+    sc_window_attrs window;         /* Conv, MaxPool, AveragePool (GlobalAveragePool: nhwc_in) */
     sc_batch_norm_attrs batch_norm; /* BatchNormalization */
     sc_gemm_attrs gemm;             /* Gemm */
     sc_axis_attrs axis;             /* Softmax, LogSoftmax, Flatten, Concat, Gather, Split */

@@ -10,11 +10,21 @@
  *      with s = scale / sqrt(var + eps),  W'[m] = W[m] s[m],  b'[m] = (b[m] - mean[m]) s[m] + B[m]
  *      (ONNX BatchNormalization: y = (x - mean) / sqrt(var + eps) * scale + B), so the pair is one
  *      Conv with new constant weights. The arithmetic runs in double and rounds once.
- *   3. Relu after a Conv that is its only consumer: the Conv applies it as a oneDNN post-op
- *      (sc_window_attrs.fused_relu).
- *   4. GELU written as ops, 0.5 x (1 + erf(x / sqrt 2)) (Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt2)), 1))
+ *   3. Residual Add: Add(Conv(..), S) where the Conv's output is read only by the Add and S has
+ *      the same shape becomes one Conv with S as input 3 (sc_window_attrs.fused_sum), applied as a
+ *      oneDNN sum post-op. The fused Conv takes the Add's place in the node order, where S and
+ *      the Conv's own inputs are all computed. With both operands such Convs, the later one fuses.
+ *   4. Relu after a Conv that is its only consumer: the Conv applies it as a oneDNN post-op
+ *      (sc_window_attrs.fused_relu), after the sum when there is one (ResNet's Add + Relu).
+ *   5. GELU written as ops, 0.5 x (1 + erf(x / sqrt 2)) (Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt2)), 1))
  *      with either operand order), becomes one Gelu node (ONNX Gelu, approximate="none").
- * Only f32 values are rewritten in 2-4. Intermediate values that a rewrite removes must have a
+ *   6. Channels-last values: an f32 value made by a Conv or a MaxPool and read only by Convs (as X
+ *      or as the summand S), MaxPools and GlobalAveragePools is stored (N, D1.., C)
+ *      (sc_window_attrs.nhwc_in / nhwc_out), the layout oneDNN's AVX-512 kernels compute in, so a
+ *      chain of Convs runs without reordering from and to NCHW on every call. A summand shares its
+ *      Conv's output layout (the sum post-op reads it from the output buffer) and a MaxPool's
+ *      output its input's; where they disagree both stay NCHW. No other op sees such a value.
+ * Only f32 values are rewritten in 2-6. Intermediate values that a rewrite removes must have a
  * single consumer and must not be graph outputs.
  */
 #include <math.h>
@@ -165,7 +175,56 @@ static sc_status fuse_conv_bn(sc_graph *g, bool *keep, int *count) {
     return SC_OK;
 }
 
-/* ---- 3. Conv + Relu ---- */
+/* ---- 3. Conv + Add ---- */
+
+/* The node index of the Conv making operand `side` of add when it can absorb the Add (f32, read only
+ * by the Add, no post-ops yet, the other operand of the very same shape: no broadcasting), else -1. */
+static int sum_conv_of(const sc_graph *g, const bool *keep, const sc_node *add, int side) {
+    int c = add->in[side], s = add->in[1 - side];
+    if (!value_is_private(g, c) || c == s || !value_is_f32(g, c) || !value_is_f32(g, s)) return -1;
+    int p = g->values[c].producer;
+    if (p < 0 || !keep[p]) return -1;
+    const sc_node *conv = &g->nodes[p];
+    if (conv->op != SC_OP_CONV || conv->n_out != 1 || conv->attrs.window.fused_relu || conv->attrs.window.fused_sum)
+        return -1;
+    const sc_desc *y = &g->values[add->out[0]].desc;
+    if (!sc_desc_same_shape(&g->values[c].desc, y) || !sc_desc_same_shape(&g->values[s].desc, y)) return -1;
+    return p;
+}
+
+/* Node ai (the Add) becomes Conv ci with the Add's other operand s as input 3 and the Add's output. */
+static sc_status sum_fuse(sc_graph *g, int ci, int ai, int s) {
+    int *in = sc_arena_alloc_array(&g->arena, 4, sizeof *in);
+    if (!in) return sc_errorf("out of memory fusing Add '%s' into Conv '%s'", g->nodes[ai].name, g->nodes[ci].name);
+    sc_node conv = g->nodes[ci];
+    in[0] = conv.in[0];
+    in[1] = conv.in[1];
+    in[2] = node_has_input(&conv, 2) ? conv.in[2] : -1;
+    in[3] = s;
+    conv.in = in;
+    conv.n_in = 4;
+    conv.out[0] = g->nodes[ai].out[0];
+    conv.attrs.window.fused_sum = true;
+    g->nodes[ai] = conv;
+    return SC_OK;
+}
+
+static sc_status fuse_conv_sum(sc_graph *g, bool *keep, int *count) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sc_node *add = &g->nodes[i];
+        if (!keep[i] || add->op != SC_OP_ADD || add->n_in != 2 || add->n_out != 1 || add->in[0] < 0 || add->in[1] < 0)
+            continue;
+        int c0 = sum_conv_of(g, keep, add, 0), c1 = sum_conv_of(g, keep, add, 1);
+        int side = c1 > c0 ? 1 : 0, ci = side ? c1 : c0;
+        if (ci < 0) continue;
+        SC_TRY(sum_fuse(g, ci, i, add->in[1 - side]));
+        keep[ci] = false;
+        (*count)++;
+    }
+    return SC_OK;
+}
+
+/* ---- 4. Conv + Relu ---- */
 
 static void fuse_conv_relu(sc_graph *g, bool *keep, int *count) {
     for (int i = 0; i < g->n_nodes; i++) {
@@ -180,7 +239,7 @@ static void fuse_conv_relu(sc_graph *g, bool *keep, int *count) {
     }
 }
 
-/* ---- 4. GELU from Erf ---- */
+/* ---- 5. GELU from Erf ---- */
 
 static bool scalar_is(const sc_graph *g, int v, double want) {
     if (!value_is_fixed(g, v) || g->values[v].desc.dtype != SC_F32 || sc_desc_numel(&g->values[v].desc) != 1)
@@ -247,6 +306,68 @@ static void fuse_gelu(sc_graph *g, bool *keep, int *count) {
     }
 }
 
+/* ---- 6. channels-last values between Convs ---- */
+
+static bool max_pool_values_only(const sc_node *n) {
+    return n->op == SC_OP_MAX_POOL && (n->n_out < 2 || n->out[1] < 0);
+}
+
+/* Ops with a channels-last kernel for input j (backends/cpu: cpu_conv.c, cpu_pool_cl.c). */
+static bool reads_channels_last(const sc_node *n, int j) {
+    if (n->op == SC_OP_CONV) return j == 0 || j == 3;
+    return j == 0 && (max_pool_values_only(n) || n->op == SC_OP_GLOBAL_AVERAGE_POOL);
+}
+
+/* v may live channels-last: an f32 activation of rank 3..5, made by a Conv or a values-only
+ * MaxPool, not a graph output, every read of it by an op that reads channels-last there. */
+static bool channels_last_ok(const sc_graph *g, int v) {
+    const sc_value *val = &g->values[v];
+    if (val->is_output || val->producer < 0 || val->n_consumers == 0 || val->desc.dtype != SC_F32 ||
+        val->desc.rank < 3 || val->desc.rank > 5)
+        return false;
+    const sc_node *p = &g->nodes[val->producer];
+    if (p->op != SC_OP_CONV && !max_pool_values_only(p)) return false;
+    for (int k = 0; k < val->n_consumers; k++) {
+        const sc_node *c = &g->nodes[val->consumers[k]];
+        for (int j = 0; j < c->n_in; j++)
+            if (c->in[j] == v && !reads_channels_last(c, j)) return false;
+    }
+    return true;
+}
+
+/* Values whose layouts must agree: a Conv's summand and output, a MaxPool's input and output. */
+static bool tied_values(const sc_node *n, int *a, int *b) {
+    if (n->op == SC_OP_CONV && n->attrs.window.fused_sum) *a = n->in[3];
+    else if (max_pool_values_only(n)) *a = n->in[0];
+    else return false;
+    *b = n->out[0];
+    return true;
+}
+
+static sc_status fuse_channels_last(sc_graph *g, int *count) {
+    bool *cl = calloc((size_t)g->n_values + 1, sizeof *cl);
+    if (!cl) return sc_errorf("out of memory choosing activation layouts");
+    for (int v = 0; v < g->n_values; v++) cl[v] = channels_last_ok(g, v);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int i = 0; i < g->n_nodes; i++) {
+            int a, b;
+            if (!tied_values(&g->nodes[i], &a, &b) || cl[a] == cl[b]) continue;
+            cl[a] = cl[b] = false;
+            changed = true;
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        sc_node *n = &g->nodes[i];
+        if (n->op != SC_OP_CONV && !max_pool_values_only(n) && n->op != SC_OP_GLOBAL_AVERAGE_POOL) continue;
+        n->attrs.window.nhwc_in = cl[n->in[0]];
+        n->attrs.window.nhwc_out = n->op != SC_OP_GLOBAL_AVERAGE_POOL && cl[n->out[0]];
+        *count += n->attrs.window.nhwc_in || n->attrs.window.nhwc_out;
+    }
+    free(cl);
+    return SC_OK;
+}
+
 /* ---- driver ---- */
 
 static sc_status fuse_compact(sc_graph *g, bool *keep) {
@@ -260,18 +381,23 @@ sc_status graph_fuse_inference(sc_graph *g) {
     bool *keep = malloc(sizeof *keep * (size_t)(g->n_nodes + 1));
     if (!keep) return sc_errorf("out of memory fusing the graph");
     for (int i = 0; i < g->n_nodes; i++) keep[i] = true;
-    int folded = 0, bn = 0, relu = 0, gelu = 0;
+    int folded = 0, bn = 0, sum = 0, relu = 0, gelu = 0, cl = 0;
     sc_status st = fuse_fold_params(g, keep, &folded);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_bn(g, keep, &bn);
+    if (!st) st = fuse_compact(g, keep);
+    if (!st) st = fuse_conv_sum(g, keep, &sum);
     if (!st) st = fuse_compact(g, keep);
     if (!st) fuse_conv_relu(g, keep, &relu);
     if (!st) st = fuse_compact(g, keep);
     if (!st) fuse_gelu(g, keep, &gelu);
     if (!st) st = fuse_compact(g, keep);
+    if (!st) st = fuse_channels_last(g, &cl);
     free(keep);
     if (!st)
-        sc_log(SC_LOG_DEBUG, "inference fusion: %d nodes folded, %d BatchNormalization into Conv, %d Relu into Conv, %d GELU",
-               folded, bn, relu, gelu);
+        sc_log(SC_LOG_DEBUG,
+               "inference fusion: %d nodes folded, %d BatchNormalization into Conv, %d Add into Conv, %d Relu into "
+               "Conv, %d GELU, %d Conv/pool nodes with channels-last activations",
+               folded, bn, sum, relu, gelu, cl);
     return st;
 }

@@ -114,6 +114,12 @@ sc_status shape_conv(sc_graph *g, sc_node *n) {
     sc_desc out = *x;
     out.dims[1] = wd->dims[0];
     SC_TRY(window_out_dims(g, n, w, x->dims + 2, out.dims + 2));
+    /* Input 3 exists only after graph_fuse_inference's residual fusion (fused_sum): S has Y's desc. */
+    if (node_has_input(n, 3) != w->fused_sum)
+        return shape_fail(g, n, "has %d inputs: ONNX Conv takes 2..3 (a 4th is the summand of a fused residual Add)",
+                          n->n_in);
+    if (w->fused_sum && (in_desc(g, n, 3)->dtype != x->dtype || !sc_desc_same_shape(in_desc(g, n, 3), &out)))
+        return shape_fail(g, n, "the fused summand (input 3) must have the output's dtype and shape");
     shape_set_out(g, n, 0, &out);
     return SC_OK;
 }

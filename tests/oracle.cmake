@@ -25,7 +25,10 @@ endif()
 
 # Models from our own generators.
 scorch_oracle(gen_resnet18 --gen "resnet --depth 18 --width 16 --image 64" --batch 2)
-scorch_oracle(gen_resnet50 --gen "resnet --depth 50 --width 16 --image 64" --batch 2)
+# ResNet-50's logits reach |y| ~ 28; over 53 convolutions the summation order alone moves them by
+# up to 2.3e-5 (onnxruntime against itself with graph optimizations on and off), so an absolute 1e-5
+# fails on reordered but equally exact kernels: atol is 1e-5 of the output's max, as for DRANet.
+scorch_oracle(gen_resnet50 --gen "resnet --depth 50 --width 16 --image 64" --batch 2 --atol-of-max 1e-5)
 # DRANet's attention (gamma 0.5, random weights) drives outputs to |y| ~ 700, where float32's spacing
 # is 6e-5: atol becomes 1e-5 of the output's max instead of an absolute 1e-5.
 scorch_oracle(gen_dranet50 --gen "dranet --depth 50 --width 16 --image 64 --gamma 0.5" --batch 1

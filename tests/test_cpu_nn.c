@@ -161,7 +161,8 @@ static void conv_dims(const conv_spec *p, int64_t *out, int64_t *pb) {
     }
 }
 
-static void conv_case(const char *name, const conv_spec *p) {
+/* sum, relu: the inference fusions, Y = relu?(conv + S) with S as input 3 (fused_sum, fused_relu). */
+static void conv_case_fused(const char *name, const conv_spec *p, bool with_sum, bool relu) {
     nn_case c = case_new(name, SC_OP_CONV);
     sc_window_attrs *w = &c.node.attrs.window;
     w->n_spatial = p->ns;
@@ -177,8 +178,14 @@ static void conv_case(const char *name, const conv_spec *p) {
     conv_dims(p, out, pb);
     for (int i = 0; i < p->ns; i++) xd[2 + i] = p->in[i], wd[2 + i] = p->k[i], yd[2 + i] = out[i];
     int r = p->ns + 2;
-    double *x = case_in(&c, r, xd), *wt = case_in(&c, r, wd), *b = NULL;
+    double *x = case_in(&c, r, xd), *wt = case_in(&c, r, wd), *b = NULL, *sum = NULL;
     if (p->bias) b = case_in(&c, 1, &p->M);
+    if (with_sum) {
+        if (!p->bias) c.n_in++; /* input 2 omitted (in_data NULL) */
+        sum = case_in(&c, r, yd);
+    }
+    w->fused_sum = with_sum;
+    w->fused_relu = relu;
     double *y = case_out(&c, r, yd);
     int64_t I[3] = {1, 1, 1}, O[3] = {1, 1, 1}, K[3] = {1, 1, 1}, S[3] = {1, 1, 1}, D[3] = {1, 1, 1}, P[3] = {0, 0, 0};
     for (int i = 0; i < p->ns; i++) I[i] = p->in[i], O[i] = out[i], K[i] = p->k[i], S[i] = p->s[i], D[i] = p->d[i], P[i] = pb[i];
@@ -201,10 +208,14 @@ static void conv_case(const char *name, const conv_spec *p) {
                                                wt[((m * cg + ci) * K[0] + u) * K[1] * K[2] + v * K[2] + q];
                                     }
                         }
-                        y[(((n * p->M + m) * O[0] + a) * O[1] + bb) * O[2] + e] = acc;
+                        int64_t yi = (((n * p->M + m) * O[0] + a) * O[1] + bb) * O[2] + e;
+                        if (sum) acc += sum[yi];
+                        y[yi] = relu && acc < 0 ? 0 : acc;
                     }
     case_check(&c);
 }
+
+static void conv_case(const char *name, const conv_spec *p) { conv_case_fused(name, p, false, false); }
 
 static void test_conv(void) {
     conv_spec grouped = {2, 2, 4, 6, 2, {9, 8}, {3, 3}, {2, 1}, {1, 2}, {1, 0, 2, 1}, SC_AUTO_PAD_NOTSET, true};
@@ -229,6 +240,12 @@ static void test_conv(void) {
     conv_case("conv 2d 1x1 stride 2", &pw);
     conv_spec stem = {2, 1, 3, 16, 1, {32, 32}, {7, 7}, {2, 2}, {1, 1}, {3, 3, 3, 3}, SC_AUTO_PAD_NOTSET, false};
     conv_case("conv 2d 7x7 stem", &stem);
+    conv_spec pw1 = {2, 1, 64, 32, 1, {14, 14}, {1, 1}, {1, 1}, {1, 1}, {0}, SC_AUTO_PAD_NOTSET, true};
+    conv_case_fused("conv 2d 1x1 + summand + relu (fused residual)", &pw1, true, true);
+    conv_case_fused("conv 2d 3x3 + summand + relu (summand reordered into the blocked dst)", &big, true, true);
+    conv_spec grouped_nobias = grouped;
+    grouped_nobias.bias = false;
+    conv_case_fused("conv 2d groups=2 + summand, no bias", &grouped_nobias, true, false);
 
     /* Every activation layout must give the same answers (the default is AUTO). */
     cpu_conv_layout keep = cpu_conv_get_layout();
@@ -246,8 +263,193 @@ static void test_conv(void) {
         conv_case(name, &dw);
         snprintf(name, sizeof name, "conv 1d (%s)", names[l]);
         conv_case(name, &c1);
+        snprintf(name, sizeof name, "conv 2d 3x3 + summand + relu (%s)", names[l]);
+        conv_case_fused(name, &big, true, true);
     }
     cpu_conv_set_layout(keep);
+}
+
+/* The fused residual Conv with Y sharing the summand's buffer (what the executor does when the
+ * Conv is the summand's last reader) gives what it gives with separate buffers; f32 on both
+ * activation layouts (1x1 plain, 3x3 blocked with the summand reordered in) and the f64 loops. */
+static void conv_sum_in_place(const char *name, sc_dtype t, int64_t k) {
+    int64_t xd[4] = {1, 16, 6, 7}, wd[4] = {16, 16, k, k}, n = 16 * 42, nw = 16 * 16 * k * k;
+    size_t es = sc_dtype_size(t);
+    sc_node node;
+    int ids[4] = {0};
+    memset(&node, 0, sizeof node);
+    node.op = SC_OP_CONV;
+    node.name = name;
+    node.in = node.out = ids;
+    node.n_in = 4;
+    node.n_out = 1;
+    node.attrs.window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1},
+                                          .pads = {k / 2, k / 2, k / 2, k / 2}, .group = 1, .fused_sum = true,
+                                          .fused_relu = true};
+    char *x = malloc((size_t)n * es), *w = malloc((size_t)nw * es), *s = malloc((size_t)n * es);
+    char *y = malloc((size_t)n * es);
+    for (int64_t i = 0; i < n + nw + n; i++) {
+        double v = urand();
+        char *p = i < n ? x + i * es : i < n + nw ? w + (i - n) * es : s + (i - n - nw) * es;
+        if (t == SC_F32) *(float *)p = (float)v;
+        else *(double *)p = v;
+    }
+    sc_tensor in[4] = {{sc_desc_make(t, 4, xd), x}, {sc_desc_make(t, 4, wd), w}, {{0}, NULL}, {sc_desc_make(t, 4, xd), s}};
+    sc_tensor sep = {sc_desc_make(t, 4, xd), y}, shared = {sc_desc_make(t, 4, xd), s};
+    sc_status st = cpu_run_node(&node, in, 4, &sep, 1);
+    if (!st) st = cpu_run_node(&node, in, 4, &shared, 1);
+    bool ok = !st && !memcmp(y, s, (size_t)n * es);
+    printf("%s %s\n", ok ? "ok  " : "FAIL", name);
+    if (st) printf("  %s\n", sc_status_message(st)), sc_status_free(st);
+    failures += !ok;
+    free(x), free(w), free(s), free(y);
+}
+
+static void test_conv_sum_in_place(void) {
+    conv_sum_in_place("conv 1x1 + summand in place (f32)", SC_F32, 1);
+    conv_sum_in_place("conv 3x3 + summand in place (f32, blocked)", SC_F32, 3);
+    conv_sum_in_place("conv 3x3 + summand in place (f64)", SC_F64, 3);
+}
+
+/* ---- channels-last activations (sc_window_attrs.nhwc_in / nhwc_out, inference only) ---- */
+
+/* (N, C, S) <-> (N, S, C) for S spatial positions; to_cl picks the direction. */
+static void cl_permute(const float *from, float *to, int64_t N, int64_t C, int64_t S, bool to_cl) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < S; p++) {
+                int64_t plain = (n * C + c) * S + p, cl = (n * S + p) * C + c;
+                if (to_cl) to[cl] = from[plain];
+                else to[plain] = from[cl];
+            }
+}
+
+/* Runs node (inputs/outputs f32, given NCHW) with its nhwc flags: inputs 0 and 3 are permuted in
+ * when flagged, output 0 permuted back, so the result compares with the NCHW run. */
+static sc_status run_channels_last(sc_node *node, sc_tensor *in, int n_in, sc_tensor *out, bool cl_in, bool cl_out) {
+    sc_tensor tin[4], tout = out[0];
+    float *bufs[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < n_in; i++) {
+        tin[i] = in[i];
+        bool flip = (i == 0 && cl_in) || (i == 3 && cl_out);
+        if (!flip || !in[i].data) continue;
+        int64_t n = sc_desc_numel(&in[i].desc), sp = n / (in[i].desc.dims[0] * in[i].desc.dims[1]);
+        bufs[i == 0 ? 0 : 1] = tin[i].data = malloc(sizeof(float) * (size_t)n);
+        cl_permute(in[i].data, tin[i].data, in[i].desc.dims[0], in[i].desc.dims[1], sp, true);
+    }
+    int64_t ny = sc_desc_numel(&out[0].desc), sp = ny / (out[0].desc.dims[0] * out[0].desc.dims[1]);
+    if (cl_out) bufs[2] = tout.data = malloc(sizeof(float) * (size_t)ny);
+    node->attrs.window.nhwc_in = cl_in;
+    node->attrs.window.nhwc_out = cl_out;
+    sc_status st = cpu_run_node(node, tin, n_in, &tout, 1);
+    node->attrs.window.nhwc_in = node->attrs.window.nhwc_out = false;
+    if (cl_out) cl_permute(tout.data, out[0].data, out[0].desc.dims[0], out[0].desc.dims[1], sp, false);
+    for (int i = 0; i < 3; i++) free(bufs[i]);
+    return st;
+}
+
+static bool close_or_same(const float *a, const float *b, int64_t n, double tol) {
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabs((double)a[i] - b[i]) <= tol * (1.0 + fabs((double)b[i]))) && memcmp(&a[i], &b[i], 4)) return false;
+    return true;
+}
+
+/* A Conv (k x k, + summand + relu) with every mix of channels-last sides under every activation
+ * layout setting matches its NCHW run, itself checked against the naive loops above. */
+static void conv_channels_last_case(int64_t k, bool with_sum) {
+    int64_t xd[4] = {1, 16, 6, 7}, wd[4] = {24, 16, k, k}, bd[1] = {24}, yd[4] = {1, 24, 6, 7};
+    int64_t nx = numel(xd, 4), nw = numel(wd, 4), ny = numel(yd, 4);
+    float *x = malloc(sizeof(float) * (size_t)nx), *w = malloc(sizeof(float) * (size_t)nw), *b = malloc(sizeof(float) * 24);
+    float *sum = malloc(sizeof(float) * (size_t)ny), *ref = malloc(sizeof(float) * (size_t)ny), *got = malloc(sizeof(float) * (size_t)ny);
+    for (int64_t i = 0; i < nx; i++) x[i] = (float)urand();
+    for (int64_t i = 0; i < nw; i++) w[i] = (float)urand();
+    for (int64_t i = 0; i < 24; i++) b[i] = (float)urand();
+    for (int64_t i = 0; i < ny; i++) sum[i] = (float)urand();
+    sc_node node;
+    int ids[4] = {0};
+    memset(&node, 0, sizeof node);
+    node.op = SC_OP_CONV;
+    node.name = "conv channels-last";
+    node.in = node.out = ids;
+    node.n_in = with_sum ? 4 : 3;
+    node.n_out = 1;
+    node.attrs.window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1},
+                                          .pads = {k / 2, k / 2, k / 2, k / 2}, .group = 1, .fused_sum = with_sum,
+                                          .fused_relu = true};
+    sc_tensor in[4] = {{sc_desc_make(SC_F32, 4, xd), x}, {sc_desc_make(SC_F32, 4, wd), w}, {sc_desc_make(SC_F32, 1, bd), b},
+                       {sc_desc_make(SC_F32, 4, yd), sum}};
+    sc_tensor out = {sc_desc_make(SC_F32, 4, yd), ref};
+    sc_status st = cpu_run_node(&node, in, node.n_in, &out, 1);
+    bool ok = !st;
+    cpu_conv_layout keep = cpu_conv_get_layout();
+    const cpu_conv_layout layouts[3] = {CPU_CONV_LAYOUT_AUTO, CPU_CONV_LAYOUT_PLAIN, CPU_CONV_LAYOUT_BLOCKED};
+    for (int l = 0; ok && l < 3; l++) {
+        cpu_conv_set_layout(layouts[l]);
+        for (int mix = 1; ok && mix < 4; mix++) {
+            out.data = got;
+            st = run_channels_last(&node, in, node.n_in, &out, mix & 1, mix & 2);
+            ok = !st && close_or_same(got, ref, ny, 1e-5);
+            if (!ok) printf("  layout setting %d, channels-last in %d out %d\n", l, mix & 1, (mix & 2) != 0);
+        }
+    }
+    cpu_conv_set_layout(keep);
+    printf("%s conv %lldx%lld%s, channels-last X and/or Y under every layout setting\n", ok ? "ok  " : "FAIL",
+           (long long)k, (long long)k, with_sum ? " + summand + relu" : " + relu");
+    if (st) printf("  %s\n", sc_status_message(st)), sc_status_free(st);
+    failures += !ok;
+    free(x), free(w), free(b), free(sum), free(ref), free(got);
+}
+
+/* MaxPool (bit for bit, NaN and -0 included) and GlobalAveragePool on channels-last buffers. */
+static void pools_channels_last(void) {
+    int64_t xd[4] = {2, 19, 11, 12}, yd[4] = {2, 19, 6, 7}, gd[4] = {2, 19, 1, 1};
+    int64_t nx = numel(xd, 4), ny = numel(yd, 4);
+    float *x = malloc(sizeof(float) * (size_t)nx), *ref = malloc(sizeof(float) * (size_t)ny), *got = malloc(sizeof(float) * (size_t)ny);
+    const float specials[] = {NAN, -INFINITY, 0.0f, -0.0f};
+    for (int64_t i = 0; i < nx; i++) {
+        double u = urand();
+        x[i] = u > 0.8 ? specials[(int)(fabs(u * 1e6)) % 4] : (float)u;
+    }
+    sc_node node;
+    int ids[2] = {0};
+    memset(&node, 0, sizeof node);
+    node.op = SC_OP_MAX_POOL;
+    node.name = "maxpool channels-last";
+    node.in = node.out = ids;
+    node.n_in = node.n_out = 1;
+    node.attrs.window = (sc_window_attrs){.n_spatial = 2, .has_kernel_shape = true, .kernel_shape = {3, 3},
+                                          .strides = {2, 2}, .dilations = {1, 1}, .pads = {1, 1, 1, 1}, .ceil_mode = true};
+    sc_tensor in = {sc_desc_make(SC_F32, 4, xd), x}, out = {sc_desc_make(SC_F32, 4, yd), ref};
+    sc_status st = cpu_run_node(&node, &in, 1, &out, 1);
+    out.data = got;
+    if (!st) st = run_channels_last(&node, &in, 1, &out, true, true);
+    bool ok = !st && !memcmp(got, ref, sizeof(float) * (size_t)ny);
+    printf("%s maxpool channels-last == NCHW bit for bit\n", ok ? "ok  " : "FAIL");
+    failures += !ok;
+    if (st) printf("  %s\n", sc_status_message(st)), sc_status_free(st);
+
+    for (int64_t i = 0; i < nx; i++) x[i] = (float)urand();
+    memset(&node, 0, sizeof node);
+    node.op = SC_OP_GLOBAL_AVERAGE_POOL;
+    node.name = "global average pool channels-last";
+    node.in = node.out = ids;
+    node.n_in = node.n_out = 1;
+    out = (sc_tensor){sc_desc_make(SC_F32, 4, gd), ref};
+    st = cpu_run_node(&node, &in, 1, &out, 1);
+    out.data = got;
+    if (!st) st = run_channels_last(&node, &in, 1, &out, true, false);
+    ok = !st && close_or_same(got, ref, 38, 1e-6);
+    printf("%s global average pool channels-last\n", ok ? "ok  " : "FAIL");
+    failures += !ok;
+    if (st) printf("  %s\n", sc_status_message(st)), sc_status_free(st);
+    free(x), free(ref), free(got);
+}
+
+static void test_channels_last(void) {
+    conv_channels_last_case(1, true);
+    conv_channels_last_case(3, true);
+    conv_channels_last_case(3, false);
+    pools_channels_last();
 }
 
 /* Weights changed in place between calls: the fingerprint (and cpu_dnnl_cache_clear) must notice. */
@@ -451,11 +653,62 @@ static void pool_case(const char *name, sc_op op, const pool_spec *p, bool indic
     case_check(&c);
 }
 
+/* 2-D f32 MaxPool without Indices takes the separable path (cpu_pool_2d.c), with Indices the
+ * generic scan; both must give the same bits, including NaN (only a window's first tap's NaN
+ * propagates), -inf and the sign of tied zeros. */
+static void maxpool_paths_agree(const char *name, const pool_spec *p) {
+    sc_node node;
+    int ids[2] = {0};
+    memset(&node, 0, sizeof node);
+    node.op = SC_OP_MAX_POOL;
+    node.name = name;
+    node.in = node.out = ids;
+    node.n_in = 1;
+    sc_window_attrs *w = &node.attrs.window;
+    *w = (sc_window_attrs){.n_spatial = 2, .has_kernel_shape = true, .ceil_mode = p->ceil_mode};
+    int64_t xd[4] = {p->N, p->C, p->in[0], p->in[1]}, yd[4] = {p->N, p->C};
+    for (int i = 0; i < 2; i++) {
+        w->kernel_shape[i] = p->k[i], w->strides[i] = p->s[i], w->dilations[i] = p->d[i];
+        w->pads[i] = p->pads[i], w->pads[2 + i] = p->pads[2 + i];
+        int64_t span = p->in[i] + p->pads[i] + p->pads[2 + i] - ((p->k[i] - 1) * p->d[i] + 1);
+        yd[2 + i] = p->ceil_mode ? (span + p->s[i] - 1) / p->s[i] + 1 : span / p->s[i] + 1;
+        if (p->ceil_mode && (yd[2 + i] - 1) * p->s[i] >= p->in[i] + p->pads[i]) yd[2 + i]--;
+    }
+    int64_t n = numel(xd, 4), ny = numel(yd, 4);
+    float *x = malloc(sizeof *x * (size_t)n), *fast = malloc(sizeof *x * (size_t)ny), *ref = malloc(sizeof *x * (size_t)ny);
+    int64_t *ind = malloc(sizeof *ind * (size_t)ny);
+    const float specials[] = {NAN, -INFINITY, 0.0f, -0.0f};
+    for (int64_t i = 0; i < n; i++) {
+        double u = urand();
+        x[i] = u > 0.7 ? specials[(int)(fabs(u * 1e6)) % 4] : (float)u;
+    }
+    sc_tensor in = {sc_desc_make(SC_F32, 4, xd), x};
+    sc_tensor one = {sc_desc_make(SC_F32, 4, yd), fast}, two[2] = {{sc_desc_make(SC_F32, 4, yd), ref}, {sc_desc_make(SC_I64, 4, yd), ind}};
+    node.n_out = 1;
+    sc_status st = cpu_run_node(&node, &in, 1, &one, 1);
+    node.n_out = 2;
+    if (!st) st = cpu_run_node(&node, &in, 1, two, 2);
+    bool ok = !st && !memcmp(fast, ref, sizeof *x * (size_t)ny);
+    printf("%s %s\n", ok ? "ok  " : "FAIL", name);
+    if (st) printf("  %s\n", sc_status_message(st)), sc_status_free(st);
+    failures += !ok;
+    free(x), free(fast), free(ref), free(ind);
+}
+
 static void test_pools(void) {
     pool_spec p1 = {2, 2, 3, {9, 10}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, false, false, 0};
     pool_case("maxpool 3x3 s2 pad 1 + indices", SC_OP_MAX_POOL, &p1, true);
+    pool_case("maxpool 3x3 s2 pad 1 (separable path)", SC_OP_MAX_POOL, &p1, false);
     pool_spec p2 = {2, 1, 2, {8, 9}, {3, 2}, {2, 3}, {1, 1}, {0, 1, 1, 0}, true, false, 1};
     pool_case("maxpool ceil_mode asymmetric pads + column-major indices", SC_OP_MAX_POOL, &p2, true);
+    pool_case("maxpool ceil_mode asymmetric pads (separable path)", SC_OP_MAX_POOL, &p2, false);
+    pool_spec stem = {2, 1, 4, {28, 30}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, false, false, 0};
+    pool_case("maxpool ResNet stem shape (separable path)", SC_OP_MAX_POOL, &stem, false);
+    pool_spec big_pad = {2, 1, 2, {5, 4}, {4, 5}, {3, 1}, {1, 2}, {3, 4, 3, 4}, true, false, 0};
+    pool_case("maxpool pads past the input, ceil_mode, dilation (separable path)", SC_OP_MAX_POOL, &big_pad, false);
+    maxpool_paths_agree("maxpool separable == generic scan bit for bit (NaN, -inf, +-0)", &stem);
+    maxpool_paths_agree("maxpool separable == generic scan, ceil_mode asymmetric pads", &p2);
+    maxpool_paths_agree("maxpool separable == generic scan, dilations and wide pads", &big_pad);
     pool_spec p3 = {2, 1, 2, {11, 9}, {3, 2}, {1, 2}, {2, 3}, {2, 1, 2, 1}, false, false, 0};
     pool_case("maxpool dilations", SC_OP_MAX_POOL, &p3, false);
     pool_spec p4 = {1, 2, 3, {17}, {4}, {3}, {1}, {2, 1}, true, false, 0};
@@ -468,6 +721,9 @@ static void test_pools(void) {
     pool_case("avgpool ceil_mode count_include_pad", SC_OP_AVERAGE_POOL, &a2, false);
     a2.include_pad = false;
     pool_case("avgpool ceil_mode exclude pad", SC_OP_AVERAGE_POOL, &a2, false);
+    pool_spec a4 = {2, 1, 4, {28, 30}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, false, true, 0};
+    pool_case("avgpool 3x3 s2 count_include_pad, interior columns", SC_OP_AVERAGE_POOL, &a4, false);
+    pool_case("avgpool dilations, wide pads, ceil_mode exclude pad", SC_OP_AVERAGE_POOL, &big_pad, false);
     pool_spec a3 = {3, 1, 2, {5, 6, 7}, {2, 3, 2}, {2, 2, 1}, {1, 1, 1}, {1, 0, 1, 0, 1, 1}, false, true, 0};
     pool_case("avgpool 3d", SC_OP_AVERAGE_POOL, &a3, false);
 
@@ -613,6 +869,8 @@ int main(void) {
     cpu_set_num_threads(2);
     test_conv();
     test_conv_weight_update();
+    test_conv_sum_in_place();
+    test_channels_last();
     test_gemm();
     test_matmul();
     test_pools();

@@ -1,8 +1,13 @@
 /* graph_fuse_inference (graph/pass_fuse.c) keeps what a graph computes: each graph is prepared twice,
  * once as written and once with the inference rewrites, and both run on the CPU backend. The
- * unfused run goes through the separate Conv, BatchNormalization, Relu and Erf/Mul/Add kernels, so
- * it is an independent reference for the folded weights, the oneDNN Relu post-op and the Gelu
- * kernel. The test also checks each rewrite actually fired (fewer nodes of the fused kinds). */
+ * unfused run goes through the separate Conv, BatchNormalization, Add, Relu and Erf/Mul/Add kernels,
+ * so it is an independent reference for the folded weights, the oneDNN sum and Relu post-ops and
+ * the Gelu kernel. The test also checks each rewrite actually fired (fewer nodes of the fused kinds)
+ * and that the fused graph passes shape inference again.
+ *
+ * Residual blocks (Add of a Conv and S, then Relu) cover the executor's buffer reuse: when the
+ * block's Add is S's last reader the fused Conv accumulates into S's buffer; when S is read again
+ * afterwards (the "shared residual" graph) it must not, or the later reader sees the block's sum. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,10 +103,79 @@ static void build_gelu(sc_graph *g) {
     mark_io(g, x, y);
 }
 
+/* A 3x3 (pad 1) or 1x1 Conv with fresh random weights and bias: x (1, ci, 8, 8) -> (1, co, 8, 8). */
+static int add_conv(sc_graph *g, const char *name, int x, int ci, int co, int k) {
+    char buf[64];
+    int64_t wd[] = {co, ci, k, k}, bd[] = {co}, yd[] = {1, co, 8, 8};
+    snprintf(buf, sizeof buf, "%s.W", name);
+    int w = add_value(g, buf, SC_VALUE_PARAM, 4, wd, -0.3f, 0.3f);
+    snprintf(buf, sizeof buf, "%s.B", name);
+    int b = add_value(g, buf, SC_VALUE_PARAM, 1, bd, -0.2f, 0.2f);
+    snprintf(buf, sizeof buf, "%s.y", name);
+    int y = add_value(g, buf, SC_VALUE_ACT, 4, yd, 0, 0);
+    add_node(g, SC_OP_CONV, name, (int[]){x, w, b}, 3, y);
+    sc_window_attrs *wa = &g->nodes[g->n_nodes - 1].attrs.window;
+    wa->n_spatial = 2;
+    wa->group = 1;
+    for (int i = 0; i < 2; i++) wa->strides[i] = wa->dilations[i] = 1, wa->pads[i] = wa->pads[2 + i] = k / 2;
+    return y;
+}
+
+static int add_unary(sc_graph *g, sc_op op, const char *name, int x) {
+    int y = add_value(g, name, SC_VALUE_ACT, g->values[x].desc.rank, g->values[x].desc.dims, 0, 0);
+    add_node(g, op, name, &x, 1, y);
+    return y;
+}
+
+static int add_binary(sc_graph *g, sc_op op, const char *name, int a, int b) {
+    int y = add_value(g, name, SC_VALUE_ACT, g->values[a].desc.rank, g->values[a].desc.dims, 0, 0);
+    add_node(g, op, name, (int[]){a, b}, 2, y);
+    return y;
+}
+
+/* kind 0: identity block, a = relu(conv(x)); y = relu(conv3x3(relu(conv1x1(a))) + a), the Add is
+ *         a's last reader (the fused Conv reuses a's buffer);
+ * kind 1: the same with S on the Add's left and a read again afterwards, out = y * a;
+ * kind 2: projection block, y = relu(conv1x1(relu(conv3x3(a))) + conv1x1_proj(a)), both Add
+ *         operands Convs (the later one fuses, the other's output is S);
+ * kind 3: no Relu after the Add, S is the graph input x (not an executor-owned buffer);
+ * kind 4: S = sigmoid(a) is computed after the Conv (the fused Conv must run at the Add's place);
+ * kind 5: kind 0 followed by a 1x1 head Conv, so a, h and the block's output are all read by Convs
+ *         only and live channels-last (the summand a too, in the fused Conv's output buffer). */
+static void build_residual(sc_graph *g, int kind) {
+    rng = 21 + (uint64_t)kind;
+    graph_init(g);
+    int64_t xd[] = {1, 8, 8, 8};
+    int x = add_value(g, "x", SC_VALUE_INPUT, 4, xd, 0, 0);
+    int a = kind == 3 ? x : add_unary(g, SC_OP_RELU, "a", add_conv(g, "stem", x, 8, 8, 3));
+    int h = add_unary(g, SC_OP_RELU, "h", add_conv(g, "c1", a, 8, 6, kind == 2 ? 3 : 1));
+    int c2 = add_conv(g, "c2", h, 6, 8, kind == 2 ? 1 : 3);
+    int s = kind == 2 ? add_conv(g, "proj", a, 8, 8, 1) : kind == 4 ? add_unary(g, SC_OP_SIGMOID, "sig", a) : a;
+    int sum = kind == 1 ? add_binary(g, SC_OP_ADD, "sum", s, c2) : add_binary(g, SC_OP_ADD, "sum", c2, s);
+    int y = kind == 3 ? sum : add_unary(g, SC_OP_RELU, "y", sum);
+    if (kind == 1) y = add_binary(g, SC_OP_MUL, "out", y, a);
+    if (kind == 5) y = add_conv(g, "head", y, 8, 4, 1);
+    mark_io(g, x, y);
+}
+static void build_identity_block(sc_graph *g) { build_residual(g, 0); }
+static void build_shared_residual(sc_graph *g) { build_residual(g, 1); }
+static void build_projection_block(sc_graph *g) { build_residual(g, 2); }
+static void build_input_residual(sc_graph *g) { build_residual(g, 3); }
+static void build_late_residual(sc_graph *g) { build_residual(g, 4); }
+static void build_channels_last_block(sc_graph *g) { build_residual(g, 5); }
+
 static int count_op(const sc_graph *g, sc_op op) {
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].op == op;
     return n;
+}
+
+/* Convs reading and writing channels-last values (pass_fuse.c rewrite 6). */
+static int count_channels_last(const sc_graph *g, int *in, int *out) {
+    *in = *out = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == SC_OP_CONV) *in += g->nodes[i].attrs.window.nhwc_in, *out += g->nodes[i].attrs.window.nhwc_out;
+    return *in + *out;
 }
 
 /* Prepares g (fused or not) and runs it on x; returns the malloc'd output. */
@@ -125,7 +199,9 @@ static float *prepare_and_run(sc_graph *g, bool inference, const float *x) {
     return out.data;
 }
 
-static void check_case(const char *what, void (*build)(sc_graph *), sc_op gone, sc_op fused_into, int64_t n_x) {
+/* min_cl_in / min_cl_out: how many Convs must read / write channels-last values after fusion. */
+static void check_case_cl(const char *what, void (*build)(sc_graph *), sc_op gone, sc_op fused_into, int64_t n_x,
+                          int min_cl_in, int min_cl_out) {
     float *x = malloc(sizeof(float) * (size_t)n_x);
     rng = 1234;
     for (int64_t i = 0; i < n_x; i++) x[i] = 2.0f * urand();
@@ -141,6 +217,19 @@ static void check_case(const char *what, void (*build)(sc_graph *), sc_op gone, 
         }
         if (count_op(&fused, fused_into) == 0) {
             fprintf(stderr, "FAIL %s: no %s node after fusion\n", what, sc_op_name(fused_into));
+            failures++;
+        }
+        int cl_in, cl_out;
+        count_channels_last(&fused, &cl_in, &cl_out);
+        if (cl_in < min_cl_in || cl_out < min_cl_out) {
+            fprintf(stderr, "FAIL %s: %d / %d Convs read / write channels-last values, expected at least %d / %d\n", what,
+                    cl_in, cl_out, min_cl_in, min_cl_out);
+            failures++;
+        }
+        sc_status st = graph_infer_shapes(&fused);
+        if (st) {
+            fprintf(stderr, "FAIL %s: shape inference of the fused graph: %s\n", what, sc_status_message(st));
+            sc_status_free(st);
             failures++;
         }
         int64_t n = sc_desc_numel(&plain.values[plain.outputs[0]].desc);
@@ -163,10 +252,24 @@ static void check_case(const char *what, void (*build)(sc_graph *), sc_op gone, 
     graph_free(&fused);
 }
 
+static void check_case(const char *what, void (*build)(sc_graph *), sc_op gone, sc_op fused_into, int64_t n_x) {
+    check_case_cl(what, build, gone, fused_into, n_x, 0, 0);
+}
+
 int main(void) {
     check_case("Conv + BatchNormalization + Relu", build_conv_bn_relu, SC_OP_BATCH_NORM, SC_OP_CONV, 2 * 3 * 9 * 9);
     check_case("Conv + BatchNormalization + Relu (Relu post-op)", build_conv_bn_relu, SC_OP_RELU, SC_OP_CONV, 2 * 3 * 9 * 9);
     check_case("GELU pattern", build_gelu, SC_OP_ERF, SC_OP_GELU, 4 * 33);
+    check_case("identity block (Add into Conv, residual buffer reused)", build_identity_block, SC_OP_ADD, SC_OP_CONV, 512);
+    check_case("identity block (Relu after the sum)", build_identity_block, SC_OP_RELU, SC_OP_CONV, 512);
+    check_case("residual read after the Add (no buffer reuse)", build_shared_residual, SC_OP_ADD, SC_OP_CONV, 512);
+    check_case("projection block (both operands Convs)", build_projection_block, SC_OP_ADD, SC_OP_CONV, 512);
+    check_case("graph input as the residual", build_input_residual, SC_OP_ADD, SC_OP_CONV, 512);
+    check_case("residual computed after the Conv", build_late_residual, SC_OP_ADD, SC_OP_CONV, 512);
+    check_case_cl("identity block + head: channels-last values, summand too", build_channels_last_block, SC_OP_ADD,
+                  SC_OP_CONV, 512, 3, 3);
+    check_case_cl("identity block: channels-last between its two Convs", build_identity_block, SC_OP_ADD, SC_OP_CONV,
+                  512, 1, 1);
     if (failures) printf("%d failure(s)\n", failures);
     else printf("test_pass_fuse: all passed\n");
     return failures ? 1 : 0;

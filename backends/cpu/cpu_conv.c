@@ -2,6 +2,13 @@
  *
  *   Y[n, m, o] = B[m] + sum_{c in group(m), t} X[n, c, o * stride - pad_begin + t * dil] * W[m, c, t]
  *
+ * Inference fusions (graph/pass_fuse.c, never from import): with fused_sum, input 3 S (Y's shape) is
+ * added, Y = conv + S; with fused_relu, Y = max(Y, 0) last. Both are oneDNN post-ops (sum, then
+ * eltwise relu), so the sum reads S from the destination: S is copied into Y first unless the
+ * executor already gave Y S's buffer (backends/executor.c, when this node is S's last reader).
+ * With nhwc_in / nhwc_out, X / Y (and S, which always shares Y's layout) are stored channels-last,
+ * (N, D1.., C), between Convs that pass them on without a reorder (pass_fuse.c); f32 only.
+ *
  * n = 1, 2 or 3 spatial dims; group covers depthwise (group == C). auto_pad is resolved here from the
  * input, kernel, stride and dilation (cpu_window_resolve). f32 runs on oneDNN convolution primitives
  * (cached per shape, weights reordered once and cached per weight pointer, see cpu_dnnl.h); f64 runs
@@ -99,11 +106,21 @@ static void conv_ref_f64(const cpu_window *w, int64_t N, int64_t C, int64_t M, i
 /* ---- oneDNN f32 path ---- */
 
 /* Measured on this machine (Xeon with AVX-512, 2 threads, batch 1, minimum of 20 runs per conv over
- * ResNet-50's 53 convs): PLAIN 38.2 ms, BLOCKED 39.5 ms in total. BLOCKED wins every 3x3 and the 7x7
- * stem (e.g. 64->64 3x3 @56: 0.75 vs 1.25 ms) since the brgconv kernels beat im2col + GEMM, while
- * PLAIN wins the 1x1 convs (e.g. 64->256 @56: 0.66 vs 0.97 ms): in NCHW a 1x1 conv is a single
- * GEMM and needs no per-call reorders. AUTO takes each side where it wins. */
+ * ResNet-50's 53 convs), NCHW values everywhere: PLAIN 38.2 ms, BLOCKED 39.5 ms in total. BLOCKED
+ * wins every 3x3 and the 7x7 stem (e.g. 64->64 3x3 @56: 0.75 vs 1.25 ms) since the brgconv kernels
+ * beat im2col + GEMM, while PLAIN wins the 1x1 convs (e.g. 64->256 @56: 0.66 vs 0.97 ms): in NCHW a
+ * 1x1 conv is a single GEMM and needs no per-call reorders. AUTO takes each side where it wins,
+ * and for `scorch-run run` the values between Convs are channels-last anyway (nhwc_in/nhwc_out),
+ * so most Convs run brgconv without any reorder. */
 static cpu_conv_layout conv_layout = CPU_CONV_LAYOUT_AUTO;
+
+/* The activation layout a primitive is created with: the caller's (USER), oneDNN's choice (ANY,
+ * reordered per call from and to the caller's), or channels-last on both sides (CL), the layout of
+ * AVX-512 brgconv (1x1 kernels included), reordering only a side whose value is NCHW.
+ * AUTO: CL when either side is channels-last or the Conv has a summand (oneDNN 2.6's NCHW GEMM
+ * convolution with a sum post-op ran about 5x slower than without it, e.g. ResNet-50's 64->256 1x1
+ * @56, far more than the reorders cost), else USER for 1x1 and ANY for larger kernels. */
+enum { CONV_PRIM_USER, CONV_PRIM_ANY, CONV_PRIM_CL };
 
 typedef struct {
     int nd; /* 3..5 */
@@ -111,8 +128,10 @@ typedef struct {
     int64_t stride[3], dil[3], pl[3], pr[3];
     int64_t group;
     int has_bias;
-    int layout;
-    int relu; /* sc_window_attrs.fused_relu: eltwise relu post-op */
+    int layout;         /* CONV_PRIM_* */
+    int src_cl, dst_cl; /* user X / Y (and S) channels-last */
+    int relu; /* sc_window_attrs.fused_relu: eltwise relu post-op (after the sum) */
+    int sum;  /* sc_window_attrs.fused_sum: sum post-op, dst holds S when the primitive starts */
 } conv_key;
 
 typedef struct {
@@ -120,6 +139,7 @@ typedef struct {
     dnnl_primitive_t conv;
     dnnl_memory_desc_t user_wei_md, wei_md;
     dnnl_primitive_t src_reorder, dst_reorder; /* NULL when the primitive takes the user layout */
+    dnnl_primitive_t dst_in_reorder;           /* user dst -> primitive dst (S for the sum post-op) */
     dnnl_memory_t src_user, src_prim, dst_user, dst_prim, wei_user, bias;
 } conv_entry;
 
@@ -140,6 +160,7 @@ static void conv_entry_free(conv_entry *e) {
     if (e->conv) dnnl_primitive_destroy(e->conv);
     if (e->src_reorder) dnnl_primitive_destroy(e->src_reorder);
     if (e->dst_reorder) dnnl_primitive_destroy(e->dst_reorder);
+    if (e->dst_in_reorder) dnnl_primitive_destroy(e->dst_in_reorder);
     dnnl_memory_t mems[] = {e->src_user, e->src_prim, e->dst_user, e->dst_prim, e->wei_user, e->bias};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
@@ -195,15 +216,23 @@ static dnnl_format_tag_t plain_tag(int nd) {
     return tags[nd];
 }
 
+/* (N, C, D1..Dn) stored as (N, D1..Dn, C); nd is 3..5. */
+static dnnl_format_tag_t channels_last_tag(int nd) { return nd == 3 ? dnnl_acb : nd == 4 ? dnnl_acdb : dnnl_acdeb; }
+
+static dnnl_format_tag_t prim_tag(const conv_key *k, dnnl_format_tag_t user) {
+    return k->layout == CONV_PRIM_USER ? user : k->layout == CONV_PRIM_CL ? channels_last_tag(k->nd) : dnnl_format_tag_any;
+}
+
 static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, const conv_key *k,
                                   conv_entry *e) {
     int nd = k->nd, wnd = k->group > 1 ? nd + 1 : nd;
     dnnl_memory_desc_t src_user, dst_user, src_any, dst_any, wei_any, bias_md;
-    dnnl_format_tag_t act = k->layout == CPU_CONV_LAYOUT_PLAIN ? plain_tag(nd) : dnnl_format_tag_any;
-    dnnl_memory_desc_init_by_tag(&src_user, nd, k->src, dnnl_f32, plain_tag(nd));
-    dnnl_memory_desc_init_by_tag(&dst_user, nd, k->dst, dnnl_f32, plain_tag(nd));
-    dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dnnl_f32, act);
-    dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dnnl_f32, act);
+    dnnl_format_tag_t src_tag = k->src_cl ? channels_last_tag(nd) : plain_tag(nd);
+    dnnl_format_tag_t dst_tag = k->dst_cl ? channels_last_tag(nd) : plain_tag(nd);
+    dnnl_memory_desc_init_by_tag(&src_user, nd, k->src, dnnl_f32, src_tag);
+    dnnl_memory_desc_init_by_tag(&dst_user, nd, k->dst, dnnl_f32, dst_tag);
+    dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dnnl_f32, prim_tag(k, src_tag));
+    dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dnnl_f32, prim_tag(k, dst_tag));
     dnnl_memory_desc_init_by_tag(&e->user_wei_md, wnd, k->wei, dnnl_f32, plain_tag(wnd));
     dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dnnl_f32, dnnl_format_tag_any);
     dnnl_dims_t bias_dims = {k->dst[1]};
@@ -223,15 +252,16 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
     if (s != dnnl_success) return cpu_dnnl_error(call, "convolution descriptor", s);
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
-    if (k->relu) {
+    if (k->relu || k->sum) {
         s = dnnl_primitive_attr_create(&attr);
         if (s == dnnl_success) s = dnnl_post_ops_create(&po);
-        if (s == dnnl_success) s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+        if (s == dnnl_success && k->sum) s = dnnl_post_ops_append_sum(po, 1.0f);
+        if (s == dnnl_success && k->relu) s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
         if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
         if (po) dnnl_post_ops_destroy(po);
         if (s != dnnl_success) {
             if (attr) dnnl_primitive_attr_destroy(attr);
-            return cpu_dnnl_error(call, "relu post-op", s);
+            return cpu_dnnl_error(call, "sum/relu post-ops", s);
         }
     }
     dnnl_primitive_desc_t pd;
@@ -254,6 +284,7 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
     if (!st && !dnnl_memory_desc_equal(dst_md, &dst_user)) {
         st = memory_new(call, eng, dst_md, DNNL_MEMORY_ALLOCATE, &e->dst_prim);
         if (!st) st = reorder_create(call, eng, dst_md, &dst_user, &e->dst_reorder);
+        if (!st && k->sum) st = reorder_create(call, eng, &dst_user, dst_md, &e->dst_in_reorder);
     }
     dnnl_primitive_desc_destroy(pd);
     return st;
@@ -342,6 +373,10 @@ static sc_status conv_run_dnnl(const sc_kernel_call *call, const conv_key *k, co
         dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, e->src_user}, {DNNL_ARG_TO, e->src_prim}};
         s = dnnl_primitive_execute(e->src_reorder, strm, 2, a);
     }
+    if (s == dnnl_success && e->dst_in_reorder) {
+        dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, e->dst_user}, {DNNL_ARG_TO, e->dst_prim}};
+        s = dnnl_primitive_execute(e->dst_in_reorder, strm, 2, a);
+    }
     dnnl_memory_t src = e->src_prim ? e->src_prim : e->src_user, dst = e->dst_prim ? e->dst_prim : e->dst_user;
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wmem}, {DNNL_ARG_DST, dst}, {DNNL_ARG_BIAS, e->bias}};
     if (s == dnnl_success) s = dnnl_primitive_execute(e->conv, strm, e->bias ? 4 : 3, args);
@@ -370,6 +405,45 @@ static sc_status conv_check(const sc_kernel_call *call, const sc_desc *x, const 
     return SC_OK;
 }
 
+/* Input 3 of a fused_sum Conv: present exactly when the flag is set, with Y's dtype and shape. */
+static sc_status conv_sum_check(const sc_kernel_call *call, const sc_desc *y, const sc_tensor **sum) {
+    bool fused = call->node->attrs.window.fused_sum, has = call->n_in > 3 && call->in[3].data;
+    *sum = has ? &call->in[3] : NULL;
+    if (fused != has)
+        return cpu_errorf(call, fused ? "fused_sum is set but the summand (input 3) is missing"
+                                      : "input 3 is given without fused_sum (an inference fusion)");
+    if (has && (call->in[3].desc.dtype != y->dtype || !sc_desc_same_shape(&call->in[3].desc, y))) {
+        char a[96], b[96];
+        return cpu_errorf(call, "summand %s does not match Y %s", sc_desc_str(&call->in[3].desc, a, sizeof a),
+                          sc_desc_str(y, b, sizeof b));
+    }
+    return SC_OK;
+}
+
+/* f64: the reference loops, then + S and relu as the f32 post-ops do. S is copied first when it
+ * shares Y's buffer, since the loops overwrite Y. */
+static sc_status conv_f64(const sc_kernel_call *call, const cpu_window *w, int64_t G, const sc_tensor *sum) {
+    const sc_desc *x = &call->in[0].desc, *y = &call->out[0].desc;
+    int64_t n = sc_desc_numel(y);
+    double *yd = call->out[0].data, *copy = NULL;
+    const double *sd = sum ? sum->data : NULL;
+    if (sd == yd && sd) {
+        copy = malloc(sizeof *copy * (size_t)n);
+        if (!copy) return cpu_errorf(call, "out of memory for the summand");
+        memcpy(copy, sd, sizeof *copy * (size_t)n);
+        sd = copy;
+    }
+    conv_ref_f64(w, x->dims[0], x->dims[1], call->in[1].desc.dims[0], G, call->in[0].data, call->in[1].data,
+                 call->n_in > 2 ? call->in[2].data : NULL, yd);
+    bool relu = call->node->attrs.window.fused_relu;
+    for (int64_t i = 0; i < n; i++) {
+        double v = yd[i] + (sd ? sd[i] : 0.0);
+        yd[i] = relu && !(v > 0.0) ? 0.0 : v;
+    }
+    free(copy);
+    return SC_OK;
+}
+
 sc_status cpu_conv(const sc_kernel_call *call) {
     const sc_window_attrs *wa = &call->node->attrs.window;
     const sc_desc *x = &call->in[0].desc, *wd = &call->in[1].desc, *y = &call->out[0].desc;
@@ -390,17 +464,14 @@ sc_status cpu_conv(const sc_kernel_call *call) {
             return cpu_errorf(call, "output spatial dim %d is %lld, the window gives %lld", i, (long long)w.out[i],
                               (long long)expect);
     }
+    const sc_tensor *sum = NULL;
+    SC_TRY(conv_sum_check(call, y, &sum));
     if (sc_desc_numel(y) == 0) return SC_OK;
-    if (x->dtype == SC_F64) {
-        conv_ref_f64(&w, x->dims[0], x->dims[1], wd->dims[0], G, call->in[0].data, call->in[1].data, bias,
-                     call->out[0].data);
-        if (wa->fused_relu) {
-            double *yd = call->out[0].data;
-            for (int64_t i = 0; i < sc_desc_numel(y); i++) yd[i] = yd[i] > 0.0 ? yd[i] : 0.0;
-        }
-        return SC_OK;
-    }
+    if (x->dtype == SC_F64 && (wa->nhwc_in || wa->nhwc_out))
+        return cpu_errorf(call, "channels-last activations are f32 only");
+    if (x->dtype == SC_F64) return conv_f64(call, &w, G, sum);
     if (x->dtype != SC_F32) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
+    if (sum && sum->data != call->out[0].data) memcpy(call->out[0].data, sum->data, (size_t)sc_desc_bytes(y));
 
     conv_key k;
     memset(&k, 0, sizeof k);
@@ -421,13 +492,17 @@ sc_status cpu_conv(const sc_kernel_call *call) {
     }
     k.group = G;
     k.has_bias = bias != NULL;
-    k.layout = conv_layout;
     k.relu = wa->fused_relu;
-    if (k.layout == CPU_CONV_LAYOUT_AUTO) {
-        bool pointwise = true;
-        for (int i = 0; i < ns; i++) pointwise = pointwise && wd->dims[2 + i] == 1;
-        k.layout = pointwise ? CPU_CONV_LAYOUT_PLAIN : CPU_CONV_LAYOUT_BLOCKED;
-    }
+    k.sum = sum != NULL;
+    k.src_cl = wa->nhwc_in;
+    k.dst_cl = wa->nhwc_out;
+    bool pointwise = true;
+    for (int i = 0; i < ns; i++) pointwise = pointwise && wd->dims[2 + i] == 1;
+    k.layout = conv_layout == CPU_CONV_LAYOUT_PLAIN     ? CONV_PRIM_USER
+               : conv_layout == CPU_CONV_LAYOUT_BLOCKED ? CONV_PRIM_ANY
+               : k.src_cl || k.dst_cl || k.sum          ? CONV_PRIM_CL
+               : pointwise                              ? CONV_PRIM_USER
+                                                        : CONV_PRIM_ANY;
     cpu_dnnl_lock();
     sc_status st = conv_run_dnnl(call, &k, call->in[0].data, call->in[1].data, sc_desc_numel(wd), bias,
                                  call->out[0].data);

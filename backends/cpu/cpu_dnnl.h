@@ -32,11 +32,13 @@ void cpu_dnnl_register_cache(cpu_dnnl_cache_clear_fn fn);
 
 /* Where convolution activations live while oneDNN computes (weights always take the primitive's
  * preferred layout, reordered once and cached):
- *   PLAIN:   src/dst stay NCHW; oneDNN runs its GEMM-based kernels (a 1x1 conv is one GEMM).
+ *   PLAIN:   src/dst stay in the caller's layout (NCHW, or channels-last for values that
+ *            graph/pass_fuse.c marks so); oneDNN runs its GEMM-based kernels for NCHW.
  *   BLOCKED: src/dst in the primitive's preferred layout (nhwc / blocked for the AVX-512 brgconv
- *            kernels), reordered from and to NCHW on every call.
- *   AUTO:    PLAIN for 1x1 kernels, BLOCKED otherwise: the faster of the two per ResNet-50 conv
- *            shape on this machine (2 threads; measurements in cpu_conv.c).
+ *            kernels), reordered from and to the caller's on every call.
+ *   AUTO:    channels-last when a side already is or the Conv has a fused summand, else PLAIN for
+ *            1x1 kernels and BLOCKED otherwise: the fastest per ResNet-50 conv shape on this
+ *            machine (2 threads; measurements in cpu_conv.c).
  * Changing the layout clears the caches. */
 typedef enum { CPU_CONV_LAYOUT_PLAIN, CPU_CONV_LAYOUT_BLOCKED, CPU_CONV_LAYOUT_AUTO } cpu_conv_layout;
 void cpu_conv_set_layout(cpu_conv_layout layout);

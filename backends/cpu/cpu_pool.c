@@ -6,7 +6,9 @@
  * index of the maximum in the whole input tensor, ((n * C + c) * D1 + i1) * D2 + ... for
  * storage_order 0, and i1 + i2 * D1 + ... (column-major spatial part) for storage_order 1.
  * AveragePool of a window that reads nothing is NaN. Output dims come from shape inference.
- * Loops run in parallel over N * C planes.
+ * Loops run in parallel over N * C planes; 2-D f32 windows take the separable passes of
+ * cpu_pool_2d.c (not MaxPool with Indices, whose argmax stays here). Channels-last f32 inputs
+ * (nhwc_in, set for inference by graph/pass_fuse.c) run in cpu_pool_cl.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -123,6 +125,18 @@ sc_status cpu_max_pool(const sc_kernel_call *call) {
     bool col = call->node->attrs.window.storage_order == 1;
     int64_t NC = x->dims[0] * x->dims[1];
     if (x->dtype != SC_F32 && x->dtype != SC_F64) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
+    const sc_window_attrs *wa = &call->node->attrs.window;
+    if (wa->nhwc_in || wa->nhwc_out) {
+        if (wa->nhwc_in != wa->nhwc_out || ind || x->dtype != SC_F32)
+            return cpu_errorf(call, "channels-last MaxPool needs f32, no Indices, and both sides channels-last");
+        pool_max_channels_last_f32(&w, x->dims[0], x->dims[1], call->in[0].data, call->out[0].data);
+        return SC_OK;
+    }
+    if (x->dtype == SC_F32 && !ind && pool_2d_fast_applies(&w)) {
+        if (!pool_2d_f32(&w, NC, call->in[0].data, call->out[0].data, true, false))
+            return cpu_errorf(call, "out of memory for the pool rows");
+        return SC_OK;
+    }
     pool_taps *ct = pool_last_dim_taps(&w);
     if (!ct) return cpu_errorf(call, "out of memory for %lld pool windows", (long long)w.out[2]);
     if (x->dtype == SC_F32) max_pool_f32(&w, NC, call->in[0].data, call->out[0].data, ind, col, ct);
@@ -137,20 +151,27 @@ sc_status cpu_average_pool(const sc_kernel_call *call) {
     const sc_desc *x = &call->in[0].desc;
     bool inc = call->node->attrs.window.count_include_pad;
     int64_t NC = x->dims[0] * x->dims[1];
-    if (x->dtype == SC_F32) avg_pool_f32(&w, NC, call->in[0].data, call->out[0].data, inc);
+    if (x->dtype == SC_F32 && pool_2d_fast_applies(&w)) {
+        if (!pool_2d_f32(&w, NC, call->in[0].data, call->out[0].data, false, inc))
+            return cpu_errorf(call, "out of memory for the pool rows");
+    } else if (x->dtype == SC_F32) avg_pool_f32(&w, NC, call->in[0].data, call->out[0].data, inc);
     else if (x->dtype == SC_F64) avg_pool_f64(&w, NC, call->in[0].data, call->out[0].data, inc);
     else return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
     return SC_OK;
 }
 
-/* Y[n, c, 1, ..] = mean over all spatial positions of X[n, c, ...]. */
+/* Y[n, c, 1, ..] = mean over all spatial positions of X[n, c, ...]. Its attrs are empty but for
+ * attrs.window.nhwc_in (channels-last X), set only by graph/pass_fuse.c. */
 sc_status cpu_global_average_pool(const sc_kernel_call *call) {
     const sc_desc *x = &call->in[0].desc;
     if (x->rank < 2) return cpu_errorf(call, "input rank %d < 2", x->rank);
     int64_t NC = x->dims[0] * x->dims[1], sp = 1;
     for (int i = 2; i < x->rank; i++) sp *= x->dims[i];
     if (sc_desc_numel(&call->out[0].desc) != NC) return cpu_errorf(call, "output must have N * C elements");
-    if (x->dtype == SC_F32) {
+    if (call->node->attrs.window.nhwc_in) {
+        if (x->dtype != SC_F32) return cpu_errorf(call, "channels-last input needs f32");
+        pool_global_avg_channels_last_f32(x->dims[0], x->dims[1], sp, call->in[0].data, call->out[0].data);
+    } else if (x->dtype == SC_F32) {
         const float *xp = call->in[0].data;
         float *y = call->out[0].data;
 #pragma omp parallel for

@@ -115,4 +115,16 @@ int64_t pool_first_max_f32(const cpu_window *w, const pool_taps *a, const pool_t
 int64_t pool_first_max_f64(const cpu_window *w, const pool_taps *a, const pool_taps *b, const pool_taps *c,
                            const double *xp, double *best);
 
+/* cpu_pool_2d.c: separable f32 paths for 2-D windows (MaxPool without Indices, AveragePool), the
+ * same values as the generic loops (MaxPool exactly, AveragePool up to summation order).
+ * pool_2d_f32 returns false when out of memory. */
+bool pool_2d_fast_applies(const cpu_window *w);
+bool pool_2d_f32(const cpu_window *w, int64_t NC, const float *x, float *y, bool is_max, bool include_pad);
+
+/* cpu_pool_cl.c: channels-last f32 (x (N, D.., C), y likewise; sc_window_attrs.nhwc_in / nhwc_out).
+ * pool_max_channels_last_f32: MaxPool values, bit for bit the generic scan's per channel.
+ * pool_global_avg_channels_last_f32: y (N, C) = mean over the sp positions of each channel. */
+void pool_max_channels_last_f32(const cpu_window *w, int64_t N, int64_t C, const float *x, float *y);
+void pool_global_avg_channels_last_f32(int64_t N, int64_t C, int64_t sp, const float *x, float *y);
+
 #endif
