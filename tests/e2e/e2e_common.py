@@ -16,8 +16,12 @@ data:
            torch.optim.SGD: |ours - ref| <= 1e-3 |ref| at every step.
   adamw10  the same with AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01) vs
            torch.optim.AdamW.
-The data set holds exactly one batch, so every step sees every sample; the trainer's per-epoch
-shuffle only reorders the batch, which changes neither the mean loss nor the batch statistics.
+The data set holds N samples and the trainer takes `batch` of them per step through its seeded
+shuffle (train/train_data.c), replicated here by trainer_permutation so that the reference trains on
+the very same batches: N = batch makes every step see the one batch (GPT, DRANet), N = 10 * batch
+gives a fresh batch each step (resnet18). --oracle runs PyTorch float32 (onnx_torch at float32) in
+place of Scorch through the same comparison: a float32 check means something only where that oracle
+itself passes it with a margin (tests/e2e/README.md).
 The reference runs in float64: it is then the exact value up to 1e-12 or so, and the tolerances
 above measure Scorch's float32 error alone. Losses follow autodiff/loss.c: mean softmax
 cross-entropy with ignore_index -100, over [N, C] vs [N], [N, C, H, W] vs [N, H, W], and language
@@ -50,6 +54,7 @@ STEPS = 10
 SGD = dict(lr=0.05, momentum=0.9, weight_decay=1e-4)
 ADAMW = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
 REF_DTYPE = torch.float64
+OURS = "scorch"  # what is compared with the reference: "torch-f32" under --oracle
 # The curve check must have teeth: over the 10 steps the loss has to move by at least this much
 # (relative), many times the tolerance, or an optimizer that did nothing could pass.
 MIN_CURVE_CHANGE = 20 * CURVE_RTOL
@@ -66,14 +71,25 @@ def fail(msg):
     sys.exit(1)
 
 
-def parse_args(description):
+def parse_args(description, add_options=None):
+    """add_options(parser): a model script's own experiment knobs (sizes, batch)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--scorch", required=True, help="path of scorch-run")
     p.add_argument("--workdir", required=True, help="scratch folder (created)")
     p.add_argument("--check", required=True, choices=["grads", "sgd10", "adamw10", "grads64", "sgd3_64", "adamw3_64"])
     p.add_argument("--keep", action="store_true", help="print every tensor's comparison")
     p.add_argument("--lr", type=float, help="override the learning rate (experiments)")
+    p.add_argument("--oracle", action="store_true",
+                   help="run PyTorch float32 (onnx_torch at float32) in place of Scorch: measures how far the "
+                        "float32 oracle itself is from the float64 reference in this setup")
+    if add_options:
+        add_options(p)
     a = p.parse_args()
+    if a.oracle and a.check.endswith("64"):
+        p.error("--oracle compares float32 runs; the *_64 checks are float64 on both sides")
+    if a.oracle:
+        global OURS
+        OURS = "torch-f32"
     os.makedirs(a.workdir, exist_ok=True)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     return a
@@ -119,11 +135,39 @@ def model_to_f64(model):
     return m
 
 
+# The trainer's batches (train/train_data.c): with N samples, epoch e visits them in a Fisher-Yates
+# permutation drawn from SplitMix64 keyed by (seed, PURPOSE_PERM, e), and step k takes the global
+# sample numbers [k*B, (k+1)*B). Replicated here so that the reference sees the very same batches.
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_PURPOSE_PERM = 2
+SEED = 0  # run_scorch passes --seed 0
+
+
+def _mix64(x):
+    x = (x + _GOLDEN) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def trainer_permutation(n, epoch, seed=SEED):
+    s = _mix64(_mix64(seed ^ _mix64(_PURPOSE_PERM)) ^ epoch)
+    perm = list(range(n))
+    for i in range(n - 1, 0, -1):
+        s = (s + _GOLDEN) & _MASK
+        j = _mix64(s) % (i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
 class Case:
-    """One model and one data set, as both sides see them. f64: the model and the float data are
+    """One model and one data set, as both sides see them. The data set holds N samples and the
+    trainer takes `batch` of them per step (trainer_permutation); N = batch makes every step see the
+    same batch, N = steps * batch a fresh batch each step. f64: the model and the float data are
     converted to float64 for both sides (the *64 checks)."""
 
-    def __init__(self, name, model_path, x, y, train_args, f64=False):
+    def __init__(self, name, model_path, x, y, train_args, f64=False, batch=None):
         if f64:
             model_path64 = model_path[:-len(".onnx")] + "_f64.onnx"
             onnx.save(model_to_f64(onnx.load(model_path)), model_path64)
@@ -134,13 +178,27 @@ class Case:
         self.name = name
         self.model_path = model_path
         self.x, self.y = x, y
+        self.batch = batch or len(x)
         self.train_args = list(train_args)  # --batch / --seq binding the model's symbolic dims
+        if "--batch" not in self.train_args:
+            self.train_args += ["--batch", str(self.batch)]
         self.workdir = os.path.dirname(os.path.abspath(model_path))
         self.x_path = os.path.join(self.workdir, "x.npy")
         self.y_path = os.path.join(self.workdir, "y.npy")
         np.save(self.x_path, x)
         np.save(self.y_path, y)
         self.model = onnx.load(model_path)
+        self._perms = {}
+
+    def step_samples(self, step):
+        """Indices into x / y of the batch of optimizer step `step` (0-based), in the trainer's order."""
+        n, out = len(self.x), []
+        for s in range(step * self.batch, (step + 1) * self.batch):
+            e = s // n
+            if e not in self._perms:
+                self._perms[e] = trainer_permutation(n, e)
+            out.append(self._perms[e][s % n])
+        return np.array(out)
 
 
 def torch_loss(logits, labels):
@@ -155,20 +213,73 @@ def reference_module(case):
     return OnnxTorch(case.model, dtype=REF_DTYPE, bn_training=True)
 
 
-def forward_loss(module, case):
-    outs = module({case.model.graph.input[0].name: torch.from_numpy(case.x)})
+def forward_loss(module, case, step=0):
+    idx = case.step_samples(step)
+    outs = module({case.model.graph.input[0].name: torch.from_numpy(case.x[idx])})
     logits = outs[case.model.graph.output[0].name]
-    return torch_loss(logits, case.y)
+    return torch_loss(logits, case.y[idx])
 
 
-def run_scorch(args, case, tag, extra):
+def optimizer_args(optim):
+    if optim == "sgd":
+        return ["--optimizer", "sgd", "--lr", repr(SGD["lr"]), "--momentum", repr(SGD["momentum"]),
+                "--weight-decay", repr(SGD["weight_decay"])]
+    return ["--optimizer", "adamw", "--lr", repr(ADAMW["lr"]), "--weight-decay", repr(ADAMW["weight_decay"])]
+
+
+def make_optimizer(optim, params):
+    return torch.optim.SGD(params, **SGD) if optim == "sgd" else torch.optim.AdamW(params, **ADAMW)
+
+
+def torch_train(module, case, steps, optim, params, on_step1=None):
+    """`steps` optimizer steps of `optim` (None: gradients only) on `params`, step k on the trainer's
+    batch k; on_step1(loss) runs after the first backward. Returns the losses."""
+    opt = make_optimizer(optim, params) if optim else None
+    losses = []
+    for step in range(steps):
+        module.zero_grad(set_to_none=True)
+        loss = forward_loss(module, case, step)
+        loss.backward()
+        if step == 0 and on_step1:
+            on_step1(loss)
+        if opt:
+            opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def run_oracle(case, dump, log, steps, optim):
+    """What run_scorch writes (step 1's gradients and loss as .npy, the loss log), computed by PyTorch
+    float32 (onnx_torch at float32) instead of Scorch: --oracle."""
+    module = OnnxTorch(case.model, dtype=torch.float32, bn_training=True)
+    params = [p for _, p in module.named_onnx_parameters()]
+    os.makedirs(dump, exist_ok=True)
+
+    def write_dump(loss):
+        np.save(os.path.join(dump, "loss.npy"), np.float32(loss.detach()))
+        for n, p in module.named_onnx_parameters():
+            if p.grad is not None:
+                np.save(os.path.join(dump, sanitize(n) + ".npy"), p.grad.detach().numpy())
+    t0 = time.time()
+    losses = torch_train(module, case, steps, optim, params, write_dump)
+    with open(log, "w") as f:
+        f.write("step,loss\n" + "".join("%d,%.9g\n" % (i + 1, v) for i, v in enumerate(losses)))
+    print("[%.1fs] oracle: PyTorch float32, %d step(s) of %s in place of Scorch" % (time.time() - t0, steps, optim))
+
+
+def run_scorch(args, case, tag, steps, optim):
+    """`steps` steps of `optim` (None: one step at lr 0, the gradient dump only)."""
     out_dir = os.path.join(case.workdir, tag)
     os.makedirs(out_dir, exist_ok=True)
     dump = os.path.join(out_dir, "grads")
     log = os.path.join(out_dir, "metrics.csv")
+    if args.oracle:
+        run_oracle(case, dump, log, steps, optim)
+        return dump, log
+    extra = ["--steps", str(steps)] + (optimizer_args(optim) if optim else ["--lr", "0"])
     cmd = [args.scorch, "train", case.model_path, "-o", os.path.join(out_dir, "trained.onnx"),
            "--data", case.x_path, "--labels", case.y_path, "--dump-grads", dump, "--log", log,
-           "--seed", "0"] + case.train_args + extra
+           "--seed", str(SEED)] + case.train_args + extra
     sh(cmd)
     return dump, log
 
@@ -194,7 +305,7 @@ def check_grad_dump(dump, named_grads, loss_ref, verbose=False, tol=(RTOL, ATOL_
     """Compares DIR/<name>.npy and DIR/loss.npy with the reference; returns the summary dict."""
     loss = float(np.load(os.path.join(dump, "loss.npy")))
     loss_rel = abs(loss - loss_ref) / abs(loss_ref)
-    print("loss: scorch %.9g  torch %.9g  rel diff %.3g%s" % (loss, loss_ref, loss_rel, "" if check_loss else " (not checked)"))
+    print("loss: %s %.9g  torch %.9g  rel diff %.3g%s" % (OURS, loss, loss_ref, loss_rel, "" if check_loss else " (not checked)"))
     problems = []
     if check_loss and loss_rel > LOSS_RTOL:
         problems.append("loss %.9g vs torch %.9g (rel diff %.3g > %g)" % (loss, loss_ref, loss_rel, LOSS_RTOL))
@@ -222,15 +333,15 @@ def check_grad_dump(dump, named_grads, loss_ref, verbose=False, tol=(RTOL, ATOL_
     print("%d gradients compared; max |d|/max|ref| over tensors: %.3g" % (len(rows), worst_rel))
     for excess, name, idx, rel, ours, ref in rows[: (len(rows) if verbose else 8)]:
         at = np.unravel_index(idx, ref.shape) if ref.ndim else ()
-        print("  %-48s excess %.3g  max|d|/max|ref| %.3g  worst at %s: scorch %.9g torch %.9g"
-              % (name, excess, rel, tuple(int(v) for v in at), ours.reshape(-1)[idx], ref.reshape(-1)[idx]))
+        print("  %-48s excess %.3g  max|d|/max|ref| %.3g  worst at %s: %s %.9g torch %.9g"
+              % (name, excess, rel, tuple(int(v) for v in at), OURS, ours.reshape(-1)[idx], ref.reshape(-1)[idx]))
     bad = [r for r in rows if r[0] > 1.0]
     if bad:
         excess, name, idx, rel, ours, ref = bad[0]
         at = tuple(int(v) for v in np.unravel_index(idx, ref.shape)) if ref.ndim else ()
-        problems.append("%d of %d gradients out of tolerance; worst '%s' at %s: scorch %.9g torch %.9g "
+        problems.append("%d of %d gradients out of tolerance; worst '%s' at %s: %s %.9g torch %.9g "
                         "(|d| is %.3g x the tolerance rtol %g + %g*max|ref| + %g; max|d|/max|ref| %.3g)"
-                        % ((len(bad), len(rows), name, at, ours.reshape(-1)[idx], ref.reshape(-1)[idx], excess) + tol
+                        % ((len(bad), len(rows), name, at, OURS, ours.reshape(-1)[idx], ref.reshape(-1)[idx], excess) + tol
                            + (rel,)))
     return {"loss_rel": loss_rel, "worst_excess": rows[0][0] if rows else 0.0, "worst_rel": worst_rel,
             "problems": problems}
@@ -238,7 +349,7 @@ def check_grad_dump(dump, named_grads, loss_ref, verbose=False, tol=(RTOL, ATOL_
 
 def reference_grads(module, case):
     module.zero_grad(set_to_none=True)
-    loss = forward_loss(module, case)
+    loss = forward_loss(module, case, 0)
     loss.backward()
     named = [(n, None if p.grad is None else p.grad.detach().numpy().astype(np.float64))
              for n, p in module.named_onnx_parameters()]
@@ -247,7 +358,7 @@ def reference_grads(module, case):
 
 def check_grads(args, case, extra_refs=()):
     """extra_refs: (label, loss, named grads) of other references to cross-check the interpreter with."""
-    dump, _ = run_scorch(args, case, "grads", ["--steps", "1", "--lr", "0"])
+    dump, _ = run_scorch(args, case, "grads", 1, None)
     t0 = time.time()
     loss_ref, named = reference_grads(reference_module(case), case)
     print("[%.1fs] torch reference (onnx_torch, %s)" % (time.time() - t0, REF_DTYPE))
@@ -278,44 +389,39 @@ def check_grads(args, case, extra_refs=()):
           % (case.name, r["loss_rel"], r["worst_excess"], r["worst_rel"]))
 
 
-def check_curve(args, case, optim):
-    if args.lr:
-        (SGD if optim == "sgd" else ADAMW)["lr"] = args.lr
-    if optim == "sgd":
-        extra = ["--optimizer", "sgd", "--lr", repr(SGD["lr"]), "--momentum", repr(SGD["momentum"]),
-                 "--weight-decay", repr(SGD["weight_decay"])]
-    else:
-        extra = ["--optimizer", "adamw", "--lr", repr(ADAMW["lr"]), "--weight-decay", repr(ADAMW["weight_decay"])]
-    dump, log = run_scorch(args, case, optim + str(STEPS), ["--steps", str(STEPS)] + extra)
-    ours = read_losses(log)
-    if len(ours) != STEPS:
-        fail("%s: %d losses in the log, expected %d" % (log, len(ours), STEPS))
+def trained_params(module, dump, case):
+    """The reference's parameters that the dump says Scorch trains (requires_grad off for the rest)."""
     trained = {f[:-4] for f in os.listdir(dump) if f.endswith(".npy")} - {"loss"}
-    module = reference_module(case)
     params = []
     for n, p in module.named_onnx_parameters():
         p.requires_grad_(sanitize(n) in trained)
         if p.requires_grad:
-            params.append(p)
+            params.append((n, p))
     if len(params) != len(trained):
         fail("%s: Scorch trains %d parameters, torch found %d of them" % (case.name, len(trained), len(params)))
-    if optim == "sgd":
-        opt = torch.optim.SGD(params, **SGD)
-    else:
-        opt = torch.optim.AdamW(params, **ADAMW)
+    return params
+
+
+def check_curve(args, case, optim, lr=None):
+    """lr: the model's learning rate for this optimizer (None: SGD / ADAMW's); --lr overrides it."""
+    lr = args.lr or lr
+    if lr:
+        (SGD if optim == "sgd" else ADAMW)["lr"] = lr
+    dump, log = run_scorch(args, case, optim + str(STEPS), STEPS, optim)
+    ours = read_losses(log)
+    if len(ours) != STEPS:
+        fail("%s: %d losses in the log, expected %d" % (log, len(ours), STEPS))
+    module = reference_module(case)
+    params = [p for _, p in trained_params(module, dump, case)]
     t0 = time.time()
-    ref = []
-    for _ in range(STEPS):
-        opt.zero_grad(set_to_none=True)
-        loss = forward_loss(module, case)
-        loss.backward()
-        opt.step()
-        ref.append(float(loss.detach()))
-    print("[%.1fs] torch reference, %d steps of %s" % (time.time() - t0, STEPS, type(opt).__name__))
+    ref = torch_train(module, case, STEPS, optim, params)
+    print("[%.1fs] torch reference, %d steps of %s (%s), %s" % (time.time() - t0, STEPS, optim,
+          SGD if optim == "sgd" else ADAMW, "one batch" if len(case.x) == case.batch else
+          "%d samples, batch %d" % (len(case.x), case.batch)))
     worst, worst_step = 0.0, 0
     for i, (a, b) in enumerate(zip(ours, ref)):
         rel = abs(a - b) / abs(b)
-        print("  step %2d  scorch %.9g  torch %.9g  rel diff %.3g" % (i + 1, a, b, rel))
+        print("  step %2d  %s %.9g  torch %.9g  rel diff %.3g" % (i + 1, OURS, a, b, rel))
         if rel > worst:
             worst, worst_step = rel, i + 1
     if worst > CURVE_RTOL:
@@ -331,29 +437,14 @@ def check_curve(args, case, optim):
 
 def check_weights(args, case, optim):
     """WEIGHT_STEPS optimizer steps in float64 on both sides; compares the trained weights (-o)."""
-    if optim == "sgd":
-        extra = ["--optimizer", "sgd", "--lr", repr(SGD["lr"]), "--momentum", repr(SGD["momentum"]),
-                 "--weight-decay", repr(SGD["weight_decay"])]
-    else:
-        extra = ["--optimizer", "adamw", "--lr", repr(ADAMW["lr"]), "--weight-decay", repr(ADAMW["weight_decay"])]
     tag = "%s%d_64" % (optim, WEIGHT_STEPS)
     lr = SGD["lr"] if optim == "sgd" else ADAMW["lr"]
-    dump, _ = run_scorch(args, case, tag, ["--steps", str(WEIGHT_STEPS)] + extra)
-    trained = {f[:-4] for f in os.listdir(dump) if f.endswith(".npy")} - {"loss"}
+    dump, _ = run_scorch(args, case, tag, WEIGHT_STEPS, optim)
     ours = {i.name: numpy_helper.to_array(i) for i in onnx.load(os.path.join(case.workdir, tag, "trained.onnx")).graph.initializer}
     module = reference_module(case)
-    params, w0 = [], {}
-    for n, p in module.named_onnx_parameters():
-        p.requires_grad_(sanitize(n) in trained)
-        if p.requires_grad:
-            params.append((n, p))
-            w0[n] = p.detach().numpy().copy()
-    opt = torch.optim.SGD([p for _, p in params], **SGD) if optim == "sgd" else \
-        torch.optim.AdamW([p for _, p in params], **ADAMW)
-    for _ in range(WEIGHT_STEPS):
-        opt.zero_grad(set_to_none=True)
-        forward_loss(module, case).backward()
-        opt.step()
+    params = trained_params(module, dump, case)
+    w0 = {n: p.detach().numpy().copy() for n, p in params}
+    torch_train(module, case, WEIGHT_STEPS, optim, [p for _, p in params])
     rows = []
     for n, p in params:
         ref = p.detach().numpy()
@@ -371,10 +462,12 @@ def check_weights(args, case, optim):
     print("PASS %s %s: %d weight tensors, worst max|d|/max|update| %.3g" % (case.name, tag, len(rows), max(r[2] / max(r[3], 1e-300) for r in rows)))
 
 
-def run_check(args, case, extra_refs=lambda: ()):
+def run_check(args, case, extra_refs=lambda: (), curve_lr=None):
+    """curve_lr: {"sgd": lr, "adamw": lr} of the model's sgd10 / adamw10 checks (default SGD / ADAMW)."""
     if args.check in ("grads", "grads64"):
         check_grads(args, case, extra_refs())
     elif args.check.endswith("_64"):
         check_weights(args, case, args.check[:-len("%d_64" % WEIGHT_STEPS)])
     else:
-        check_curve(args, case, args.check[:-len(str(STEPS))])
+        optim = args.check[:-len(str(STEPS))]
+        check_curve(args, case, optim, (curve_lr or {}).get(optim))

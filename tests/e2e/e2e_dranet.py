@@ -11,19 +11,30 @@ import numpy as np
 
 import e2e_common as E
 
-CLASSES, IMAGE, BATCH, WIDTH = 5, 32, 2, 8
+CLASSES, IMAGE, BATCH, WIDTH, GAMMA = 5, 32, 2, 8, 0.5
+
+
+def add_options(p):
+    p.add_argument("--batch", type=int, default=BATCH, help="samples per step (default %(default)s)")
+    p.add_argument("--image", type=int, default=IMAGE, help="image side (default %(default)s)")
+    p.add_argument("--width", type=int, default=WIDTH, help="backbone width (default %(default)s)")
+    p.add_argument("--gamma", type=float, default=GAMMA, help="initial attention gammas (default %(default)s)")
+    p.add_argument("--depth", type=int, default=50, help="backbone depth, 50 or 101 (default %(default)s)")
+    p.add_argument("--data-seed", type=int, default=4321, help="seed of the images and labels (default %(default)s)")
+    p.add_argument("--stream", action="store_true", help="a fresh batch each step (10 batches) instead of one batch")
 
 
 def main():
-    args = E.parse_args(__doc__)
+    args = E.parse_args(__doc__, add_options)
     path = os.path.join(args.workdir, "dranet.onnx")
-    E.sh([args.scorch, "gen", "dranet", "--depth", "50", "--image", str(IMAGE), "--classes", str(CLASSES),
-          "--width", str(WIDTH), "--gamma", "0.5", "-o", path])
-    rng = np.random.default_rng(4321)
-    x = rng.standard_normal((BATCH, 3, IMAGE, IMAGE)).astype(np.float32)
-    y = rng.integers(0, CLASSES, size=(BATCH, IMAGE, IMAGE), dtype=np.int64)
+    E.sh([args.scorch, "gen", "dranet", "--depth", str(args.depth), "--image", str(args.image),
+          "--classes", str(CLASSES), "--width", str(args.width), "--gamma", repr(args.gamma), "-o", path])
+    rng = np.random.default_rng(args.data_seed)
+    n = E.STEPS * args.batch if args.stream else args.batch
+    x = rng.standard_normal((n, 3, args.image, args.image)).astype(np.float32)
+    y = rng.integers(0, CLASSES, size=(n, args.image, args.image), dtype=np.int64)
     y[rng.random(y.shape) < 0.1] = -100
-    case = E.Case("dranet", path, x, y, ["--batch", str(BATCH)], f64=args.check.endswith("64"))
+    case = E.Case("dranet", path, x, y, [], f64=args.check.endswith("64"), batch=args.batch)
     E.run_check(args, case)
 
 

@@ -1,7 +1,11 @@
 """End-to-end check of torchvision's resnet18 against PyTorch (tests/e2e.cmake; e2e_common.py has the
 checks and tolerances). The model is torchvision.models.resnet18(num_classes=10) with seeded weights,
 exported in training mode (batch normalization with batch statistics, do_constant_folding off, opset
-17) for a batch of 16 images 3x32x32; labels are 16 class ids (batch 16, not 4: with 4, layer4 normalizes over 4 values per channel (1x1 maps) and even PyTorch float32 misses the float64 gradients by 3e-4 relative). The gradient check also runs the real
+17) for batches of 16 images 3x32x32. The data are 10 batches (a fresh one each step) of a learnable
+task: class prototypes plus unit noise, 10 classes; the gradient check uses the first batch. Batch 16,
+not 4: with 4, layer4 normalizes over 4 values per channel (1x1 maps) and even PyTorch float32 misses
+the float64 gradients by 3e-4 relative. The curves use fine-tuning learning rates (CURVE_LR): the
+AdamW curve is registered, the SGD one is not (README.md has the measurements). The gradient check also runs the real
 torchvision module on the same weights and data and requires the ONNX interpreter to agree with it
 (1e-6), which validates the reference itself. Run with /usr/bin/python3.
 """
@@ -14,7 +18,16 @@ import torchvision
 
 import e2e_common as E
 
-CLASSES, IMAGE, BATCH = 10, 32, 16
+CLASSES, IMAGE, BATCH, SIGNAL = 10, 32, 16, 1.0
+CURVE_LR = {"sgd": 1e-3, "adamw": 3e-5}
+
+
+def add_options(p):
+    p.add_argument("--batch", type=int, default=BATCH, help="samples per step (default %(default)s)")
+    p.add_argument("--image", type=int, default=IMAGE, help="image side (default %(default)s)")
+    p.add_argument("--signal", type=float, default=SIGNAL,
+                   help="amplitude of the class prototypes added to the noise (default %(default)s)")
+    p.add_argument("--one-batch", action="store_true", help="the data set is one batch (every step sees it)")
 
 
 def make_module():
@@ -24,9 +37,9 @@ def make_module():
     return m
 
 
-def export(path):
+def export(path, batch, image):
     m = make_module()
-    x = torch.zeros(BATCH, 3, IMAGE, IMAGE)
+    x = torch.zeros(batch, 3, image, image)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # num_batches_tracked mutation removed: not part of the math
         torch.onnx.export(m, x, path, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
@@ -36,21 +49,28 @@ def export(path):
 def torchvision_reference(case):
     """Loss and gradients of the torchvision module itself (float64, same weights and data)."""
     m = make_module().to(E.REF_DTYPE)
-    loss = E.torch_loss(m(torch.from_numpy(case.x).to(E.REF_DTYPE)), case.y)
+    idx = case.step_samples(0)
+    loss = E.torch_loss(m(torch.from_numpy(case.x[idx]).to(E.REF_DTYPE)), case.y[idx])
     loss.backward()
     named = [(n, p.grad.detach().numpy().astype(np.float64)) for n, p in m.named_parameters()]
     return [("torchvision.models.resnet18", float(loss.detach()), named)]
 
 
 def main():
-    args = E.parse_args(__doc__)
+    args = E.parse_args(__doc__, add_options)
     path = os.path.join(args.workdir, "resnet18.onnx")
-    export(path)
+    export(path, args.batch, args.image)
     rng = np.random.default_rng(1818)
-    x = rng.standard_normal((BATCH, 3, IMAGE, IMAGE)).astype(np.float32)
-    y = rng.integers(0, CLASSES, size=(BATCH,), dtype=np.int64)
-    case = E.Case("resnet18", path, x, y, ["--batch", str(BATCH)], f64=args.check.endswith("64"))
-    E.run_check(args, case, lambda: torchvision_reference(case))
+    n = args.batch if args.one_batch else E.STEPS * args.batch
+    proto = rng.standard_normal((CLASSES, 3, args.image, args.image))
+    y = rng.integers(0, CLASSES, size=(n,), dtype=np.int64)
+    x = (rng.standard_normal((n, 3, args.image, args.image)) + args.signal * proto[y]).astype(np.float32)
+    # stored so that the trainer's shuffle hands out the draws in order: step k trains on draws
+    # [k*batch, (k+1)*batch) (the data the conditioning measurements in README.md were taken on)
+    where = np.argsort(E.trainer_permutation(n, 0))
+    x, y = x[where], y[where]
+    case = E.Case("resnet18", path, x, y, [], f64=args.check.endswith("64"), batch=args.batch)
+    E.run_check(args, case, lambda: torchvision_reference(case), curve_lr=CURVE_LR)
 
 
 if __name__ == "__main__":
