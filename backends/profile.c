@@ -11,8 +11,10 @@ typedef struct {
     int64_t out_bytes;
 } profile_slot;
 
-static bool profile_on;
+static bool profile_on, profile_cpu_clock;
 static profile_slot profile_slots[SC_OP_COUNT];
+static const sc_graph *profile_graph;
+static double *profile_node_ms;
 
 void sc_profile_enable(bool on) { profile_on = on; }
 bool sc_profile_enabled(void) { return profile_on; }
@@ -21,9 +23,16 @@ void sc_profile_reset(void) {
     for (int i = 0; i < SC_OP_COUNT; i++) profile_slots[i] = (profile_slot){0};
 }
 
+void sc_profile_nodes(const sc_graph *g, double *ms) {
+    profile_graph = ms ? g : NULL;
+    profile_node_ms = g ? ms : NULL;
+}
+
+void sc_profile_clock_cpu(bool on) { profile_cpu_clock = on; }
+
 double sc_profile_now_ms(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(profile_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
@@ -32,6 +41,14 @@ void sc_profile_add(const sc_node *n, double ms, int64_t out_bytes) {
     p->calls++;
     p->ms += ms;
     p->out_bytes += out_bytes;
+    const sc_graph *g = profile_graph;
+    if (g && n >= g->nodes && n < g->nodes + g->n_nodes) profile_node_ms[n - g->nodes] += ms;
+}
+
+double sc_profile_total_ms(void) {
+    double t = 0;
+    for (int i = 0; i < SC_OP_COUNT; i++) t += profile_slots[i].ms;
+    return t;
 }
 
 static int slot_cmp(const void *a, const void *b) {

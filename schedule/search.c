@@ -116,6 +116,42 @@ static void optimal_calibrated(search *x, sc_strategy by) {
     }
 }
 
+/* dc's bisection splits a range at its middle by forward time, so its schedules (and whether one
+ * fits a tight budget) change with the node times: calibrated times can lose a frugal schedule that
+ * the FLOP/byte model's times found. With calibrated times, the dc schedules made on copies of the
+ * chain whose forward times are the uncalibrated cost model's, and all equal (middle by segment
+ * count), are offered too, judged with the calibrated times. */
+static sc_status frugal_retimed(search *x, sc_strategy by) {
+    if (!x->m->node_time) return SC_OK; /* the chain's times are the cost model's already */
+    const sc_chain *c = x->c;
+    sc_chain u = *c;
+    u.fwd_time = malloc(sizeof(double) * (size_t)c->k);
+    u.bwd_time = malloc(sizeof(double) * (size_t)c->k);
+    sc_status st = u.fwd_time && u.bwd_time ? SC_OK : sc_errorf("out of memory copying a chain of %d segments", c->k);
+    sc_cost_model model;
+    cost_model_default(&model, x->m->link_bandwidth, NULL);
+    for (int variant = 0; !st && variant < 2; variant++) {
+        for (int i = 0; i < c->k; i++) {
+            u.fwd_time[i] = variant ? 0 : 1;
+            u.bwd_time[i] = c->bwd_time[i];
+            for (int n = c->pos[i]; variant && n < c->pos[i + 1]; n++) u.fwd_time[i] += cost_node_time(&model, x->g, n);
+        }
+        static const int slot_choices[] = {0, 2, 4};
+        for (size_t i = 0; !st && i < sizeof slot_choices / sizeof *slot_choices; i++) {
+            int slots = slot_choices[i];
+            if (slots > c->k) break;
+            if (slots > 0 && strategy_binomial_forwards(c->k, slots) > 64 * (int64_t)c->k) continue;
+            sc_chain_schedule s = {0};
+            st = strategy_dc(&u, slots, 0, &s);
+            if (!st) st = offer(x, &s, by == SC_STRATEGY_AUTO ? SC_STRATEGY_DC : by, true, NULL);
+            chain_schedule_free(&s);
+        }
+    }
+    free(u.fwd_time);
+    free(u.bwd_time);
+    return st;
+}
+
 /* Budget-independent schedules that use little memory: dc bisection and binomial placements, sqrt,
  * none, and the program at the estimate's smallest budget. Labelled `by` unless by is AUTO. */
 static sc_status frugal_set(search *x, sc_strategy by) {
@@ -130,6 +166,7 @@ static sc_status frugal_set(search *x, sc_strategy by) {
         if (s > 0 && strategy_binomial_forwards(c->k, s) > 64 * (int64_t)c->k) continue; /* too many re-runs */
         SC_TRY(candidate(x, make_dc, s, 0, a ? SC_STRATEGY_DC : by, true, NULL, NULL));
     }
+    SC_TRY(frugal_retimed(x, by));
     int64_t min_est = strategy_min_budget(c, NULL, 0);
     sc_status st = candidate(x, make_optimal, 0, min_est, a ? SC_STRATEGY_OPTIMAL : by, true, NULL, NULL);
     sc_status_free(st); /* the program may find nothing at its rounding; dc with one slot covers it */

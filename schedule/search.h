@@ -7,7 +7,9 @@
  *   optimal:           strategy_optimal run at estimate budgets calibrated against the lowered
  *                      plans (the budget scaled by estimate / exact activation bytes, a few rounds),
  *                      plus a fixed set of frugal schedules (dc bisection and binomial slot counts,
- *                      sqrt, none, the program at the estimate's smallest feasible budget).
+ *                      sqrt, none, the program at the estimate's smallest feasible budget; with
+ *                      calibrated node times also dc bisected by the cost model's times and by
+ *                      segment count, so calibration cannot lose a frugal schedule).
  *   auto:              all of the above, each labelled with the strategy that made it.
  * The fastest candidate (predicted time, then arena) whose arena fits wins. When none fits, the
  * error names the smallest exact arena among the budget-independent candidates: planning again at

@@ -24,8 +24,12 @@
  *
  * Chains longer than DP_MAX_K are coarsened to DP_MAX_K groups of consecutive segments (a coarse
  * chain whose numbers bound those of the fine schedule a coarse one expands to) and the program
- * runs on that. Its result always competes with strategy_dc (bisection and a range of slot counts):
- * the fastest under chain_schedule_estimate within the budget wins, which also covers rounding.
+ * runs on that; chains of up to DP_FULL_K segments also get the program on the whole chain with a
+ * larger table, and the faster of the two competes. The result always competes with strategy_dc
+ * (bisection and a range of slot counts): the fastest under chain_schedule_estimate within the
+ * budget wins, which also covers rounding. The times are whatever the chain carries: the cost
+ * model's, or measured per-node times with --calibrate (schedule/cost.h), so the program minimises
+ * predicted recompute time, never FLOPs.
  *
  * The smallest feasible budget is exact in this model: every schedule runs each segment i with
  * FWD_ALL from a resident cut i and then BWD(i), so it needs fixed + need(i),
@@ -40,7 +44,12 @@
 
 #include "schedule/strategies.h"
 
-enum { DP_MAX_K = 96, DP_EXACT_SLOTS = 4096, DP_TABLE_ENTRIES = 4000000 };
+/* Two table shapes compete (strategy_optimal): a chain coarsened to DP_MAX_K groups with
+ * DP_TABLE_ENTRIES cells (fine memory units), and, for chains of up to DP_FULL_K segments, the
+ * uncoarsened chain with DP_FULL_ENTRIES cells (every segment boundary a candidate checkpoint, which
+ * lets the program keep the output of an expensive node and re-run only the cheap ones after it;
+ * its memory units are coarser). */
+enum { DP_MAX_K = 96, DP_EXACT_SLOTS = 4096, DP_TABLE_ENTRIES = 4000000, DP_FULL_K = 160, DP_FULL_ENTRIES = 8000000 };
 
 typedef struct {
     int k, S;
@@ -157,13 +166,13 @@ static sc_status dp_emit(const dp_table *d, int a, int b, int64_t m, int pinned,
 
 /* Runs the program for free memory `avail` bytes; appends the schedule and returns 1, or returns
  * 0 (no table fits, or nothing feasible at this rounding; *err set only on allocation failure). */
-static int dp_solve(const sc_chain *c, int64_t avail, sc_chain_schedule *out, sc_status *err) {
+static int dp_solve(const sc_chain *c, int64_t avail, int64_t entries, sc_chain_schedule *out, sc_status *err) {
     int k = c->k;
     int64_t u = 0;
     for (int i = 1; i <= k; i++) u = gcd64(u, c->cut_bytes[i]);
     for (int i = 0; i < k; i++)
         u = gcd64(gcd64(gcd64(u, c->fwd_all_bytes[i]), c->fwd_peak_bytes[i]), c->bwd_peak_bytes[i]);
-    int64_t slots_cap = DP_TABLE_ENTRIES / ((int64_t)k * (k + 1));
+    int64_t slots_cap = entries / ((int64_t)k * (k + 1));
     if (slots_cap > DP_EXACT_SLOTS) slots_cap = DP_EXACT_SLOTS;
     if (slots_cap < 16 || avail < 0) return 0;
     if (u <= 0) u = 1;
@@ -288,19 +297,20 @@ static void keep_best(const sc_chain *c, int64_t budget, sc_chain_schedule *cand
     memset(cand, 0, sizeof *cand);
 }
 
-static sc_status dp_candidate(const sc_chain *c, int64_t avail, sc_chain_schedule *cand) {
+/* The program's schedule on c coarsened to at most max_k groups, with a table of `entries` cells. */
+static sc_status dp_candidate(const sc_chain *c, int64_t avail, int max_k, int64_t entries, sc_chain_schedule *cand) {
     sc_status err = SC_OK;
-    if (c->k <= DP_MAX_K) {
-        dp_solve(c, avail, cand, &err);
+    if (c->k <= max_k) {
+        dp_solve(c, avail, entries, cand, &err);
         return err;
     }
     coarse_chain cc;
-    if (!coarse_build(c, DP_MAX_K, &cc)) {
+    if (!coarse_build(c, max_k, &cc)) {
         coarse_free(&cc);
         return sc_errorf("strategy optimal: out of memory coarsening a chain of %d segments", c->k);
     }
     sc_chain_schedule coarse = {0};
-    if (dp_solve(&cc.c, avail, &coarse, &err)) err = coarse_expand(&cc, &coarse, cand);
+    if (dp_solve(&cc.c, avail, entries, &coarse, &err)) err = coarse_expand(&cc, &coarse, cand);
     chain_schedule_free(&coarse);
     coarse_free(&cc);
     return err;
@@ -319,13 +329,18 @@ sc_status strategy_optimal(const sc_chain *c, int64_t budget, sc_chain_schedule 
     double best_time = INFINITY;
     int64_t avail = budget;
     avail -= c->fixed_bytes;
-    sc_status st = dp_candidate(c, avail, &cand);
-    if (st) {
+    sc_status st = dp_candidate(c, avail, DP_MAX_K, DP_TABLE_ENTRIES, &cand);
+    if (!st && cand.n) keep_best(c, budget, &cand, &best, &best_time);
+    chain_schedule_free(&cand);
+    if (!st && c->k > DP_MAX_K && c->k <= DP_FULL_K) {
+        st = dp_candidate(c, avail, DP_FULL_K, DP_FULL_ENTRIES, &cand);
+        if (!st && cand.n) keep_best(c, budget, &cand, &best, &best_time);
         chain_schedule_free(&cand);
+    }
+    if (st) {
+        chain_schedule_free(&best);
         return st;
     }
-    if (cand.n) keep_best(c, budget, &cand, &best, &best_time);
-    chain_schedule_free(&cand);
     /* none, sqrt and dc compete: on long chains against the coarse program, everywhere against
      * rounding */
     st = strategy_none(c, &cand);

@@ -11,7 +11,12 @@
  *   - backward phases (sched_phases) on a tied-weight graph: a backward node that reads a forward
  *     value made early and read again late (GPT's transposed embedding) runs in the late segment's
  *     phase, not in segment 0's, which would hold every gradient and activation to the end;
- *   - plan_build's infeasible-budget error names a budget that then plans (exact, not estimated).
+ *   - plan_build's infeasible-budget error names a budget that then plans (exact, not estimated);
+ *   - calibrated node times (sc_plan_options.node_time, `--calibrate`) drive the choice: on a chain of
+ *     six Gemm+Relu layers, at every budget where the plan made with equal node times recomputes a
+ *     forward node, making that node 10^4 times as expensive in the calibration data must give a plan
+ *     that recomputes it fewer times at some budget, and every calibrated plan predicts exactly the
+ *     sum of its RUNs' calibrated times.
  * Fails through the exit code.
  */
 #include <stdio.h>
@@ -338,7 +343,112 @@ static void test_named_minimum(pt_kind kind) {
     graph_free(&m.g);
 }
 
+/* Forward runs of node n in p. */
+static int runs_of(const sc_plan *p, int n) {
+    int r = 0;
+    for (int s = 0; s < p->n_steps; s++) r += p->steps[s].kind == SC_STEP_RUN && p->steps[s].node == n;
+    return r;
+}
+
+static double calibrated_sum(const sc_plan *p, const double *t) {
+    double sum = 0;
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->steps[s].kind == SC_STEP_RUN) sum += t[p->steps[s].node];
+    return sum;
+}
+
+/* x -> (Gemm -> Relu) x 6, all [8,16]: a chain long enough for several recomputation choices. */
+static void deep_build(pt_model *m) {
+    sc_graph *g = &m->g;
+    graph_init(g);
+    pt_rng = 4321;
+    int h = m->x = pt_input(g, "x", PT_N, PT_IN);
+    char name[32];
+    for (int l = 0; l < 6; l++) {
+        snprintf(name, sizeof name, "W%d", l);
+        int w = pt_param(g, name, PT_H, l ? PT_H : PT_IN, 0.4);
+        snprintf(name, sizeof name, "g%d", l);
+        h = pt_gemm(g, h, w, -1, name);
+        snprintf(name, sizeof name, "r%d", l);
+        h = pt_relu(g, h, name);
+    }
+    int wc = pt_param(g, "Wc", PT_C, PT_H, 0.4);
+    pt_output(g, pt_gemm(g, h, wc, -1, "logits"));
+    sc_train_options o;
+    sc_train_options_default(&o);
+    o.optim = SC_OPTIM_SGD;
+    o.momentum = 0.9f;
+    sc_status st = graph_link(g);
+    if (!st) st = autodiff_build_training(g, &o, &m->tg);
+    SC_ASSERT(!st);
+}
+
+/* Every budget from the none peak down (64-byte steps) that `optimal` plans with equal node times
+ * while recomputing some forward node X: with X made expensive, X must run fewer times. */
+static void test_calibrated_choice(void) {
+    pt_model m;
+    deep_build(&m);
+    const char *kn = "deep";
+    const sc_graph *g = &m.g;
+    int F = m.tg.n_forward_nodes;
+    double *flat = malloc(sizeof(double) * (size_t)g->n_nodes), *skew = malloc(sizeof(double) * (size_t)g->n_nodes);
+    SC_ASSERT(flat && skew);
+    for (int i = 0; i < g->n_nodes; i++) flat[i] = 1e-3;
+    sc_plan_options o = {0};
+    o.strategy = SC_STRATEGY_NONE;
+    sc_plan none;
+    SC_ASSERT(!plan_build(g, &m.tg, &o, &none));
+    o.strategy = SC_STRATEGY_OPTIMAL;
+    o.segments = F;
+    int changed = 0, tried = 0;
+    for (int64_t budget = none.arena_bytes - 64; budget > none.fixed_bytes; budget -= 64) {
+        o.budget = budget;
+        o.node_time = flat;
+        sc_plan a, b;
+        sc_status st = plan_build(g, &m.tg, &o, &a);
+        if (st) { /* below the smallest budget */
+            sc_status_free(st);
+            break;
+        }
+        int x = -1;
+        for (int n = 0; n < F && x < 0; n++)
+            if (runs_of(&a, n) > 1) x = n;
+        if (x < 0) {
+            plan_free(&a);
+            continue;
+        }
+        tried++;
+        for (int i = 0; i < g->n_nodes; i++) skew[i] = i == x ? 10.0 : 1e-3;
+        o.node_time = skew;
+        st = plan_build(g, &m.tg, &o, &b);
+        CHECK(!st, "%s at %lld: the calibrated plan failed: %s", kn, (long long)budget,
+              st ? sc_status_message(st) : "");
+        sc_status_free(st);
+        if (!st) {
+            double want = calibrated_sum(&b, skew);
+            CHECK(b.predicted_time > 0.999 * want && b.predicted_time < 1.001 * want,
+                  "%s at %lld: predicted %g s, calibrated RUN times sum to %g s", kn,
+                  (long long)budget, b.predicted_time, want);
+            CHECK(b.arena_bytes <= budget, "%s at %lld: calibrated plan needs %lld", kn,
+                  (long long)budget, (long long)b.arena_bytes);
+            if (runs_of(&b, x) < runs_of(&a, x)) changed++;
+            plan_free(&b);
+        }
+        plan_free(&a);
+    }
+    printf("%s: %d of %d budgets with a recomputed node avoid recomputing it once it is made expensive\n", kn,
+           changed, tried);
+    CHECK(tried > 0, "%s: no budget where optimal recomputes a node (nothing to test)", kn);
+    CHECK(changed > 0, "%s: making the recomputed node expensive never changed the plan (%d budgets)",
+          kn, tried);
+    plan_free(&none);
+    free(flat);
+    free(skew);
+    graph_free(&m.g);
+}
+
 int main(void) {
+    test_calibrated_choice();
     test_tied_phases();
     test_named_minimum(PT_RESIDUAL);
     test_named_minimum(PT_DENSE);

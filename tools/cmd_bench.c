@@ -4,13 +4,22 @@
  * weights and nothing diverges).
  *
  * Baseline: the store-everything plan (strategy none, no budget). For every (strategy, memory) pair
- * whose plan fits: one warm-up step, then --steps measured steps; the step time is the median of the
- * plan executions (host-side data filling and the NaN check excluded), the peak is the executor's
- * measured arena high-water mark. Reported per point: planned and measured peak, activation memory
- * (measured peak - fixed bytes) and its cut vs none, step time and overhead vs none, recompute factor
- * (forward FLOPs run / forward FLOPs of one pass). Memories are sizes (256MiB, 1.5GiB, bytes) or
- * percentages of the none plan's peak ("60%"). Output: a markdown table on stdout, --csv FILE,
- * --svg FILE (overhead against activation memory per strategy, tools/plan_report.h).
+ * whose plan fits: one warm-up step, then --steps measured steps. Per point: the step time, the median
+ * wall time of the plan executions (host-side data filling and the NaN check excluded); the kernel
+ * CPU time, the median of the step's kernel times summed on the thread CPU clock (per-op profile
+ * hook, backends/profile.h: with one thread the compute itself, which other jobs on a shared machine
+ * inflate far less than the wall time; the executor's own work is left out); planned and measured
+ * peak (the executor's arena high-water mark), activation memory (measured peak - fixed bytes) and
+ * its cut vs none, both overheads vs none, recompute factor (forward FLOPs run / forward FLOPs of one
+ * pass). Memories are sizes (256MiB, 1.5GiB, bytes) or percentages of the none plan's peak ("60%").
+ * Output: a markdown table on stdout, --csv FILE, --svg FILE (wall-time overhead against activation
+ * memory per strategy, tools/plan_report.h).
+ *
+ * Predictions: every point also shows the step time its plan predicts and its error against the
+ * measured kernel CPU time, by the uncalibrated cost model (schedule/cost.h) and, with --calibrate,
+ * by the calibrated one: all points are then planned with per-node times measured once on the CPU
+ * backend before the first point (train/calibrate.h), so the table shows both prediction errors and
+ * the plans calibration picks.
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/profile.h"
 #include "import/onnx.h"
 #include "schedule/cost.h"
 #include "tools/cmd.h"
@@ -33,11 +43,32 @@ typedef struct {
     int segments;
     int64_t planned_peak, measured_peak, fixed;
     double time, predicted, recompute_factor;
+    double model_predicted; /* the uncalibrated cost model's prediction of the same plan */
+    double cpu_time;        /* median over the steps of the kernels' summed thread CPU time */
 } bench_row;
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* One training step with its kernels timed on the thread CPU clock (backends/profile.h): *kernel_s
+ * gets their sum, the step's compute as other jobs on a shared machine barely inflate it. */
+static sc_status step_timed(sc_trainer *t, sc_step_result *sr, double *kernel_s) {
+    sc_profile_reset();
+    sc_profile_clock_cpu(true);
+    sc_profile_enable(true);
+    sc_status st = sc_trainer_step(t, sr);
+    sc_profile_enable(false);
+    sc_profile_clock_cpu(false);
+    *kernel_s = 1e-3 * sc_profile_total_ms();
+    sc_profile_reset();
+    return st;
 }
 
 static double forward_flops(const sc_graph *g, const sc_training_graph *tg) {
@@ -49,6 +80,8 @@ static double forward_flops(const sc_graph *g, const sc_training_graph *tg) {
 /* Replans t under (strategy, budget) and runs warm-up + steps; fills r. Infeasible plans are not an
  * error: r->feasible = false with the planner's message. */
 static sc_status bench_point_run(sc_trainer *t, const sc_plan_options *base, bench_row *r, int steps, double fwd_flops) {
+    sc_cost_model model;
+    cost_model_default(&model, 0, NULL);
     sc_plan_options o = *base;
     o.strategy = (sc_strategy)plan_strategy_parse(r->strategy);
     o.budget = r->budget;
@@ -68,33 +101,41 @@ static sc_status bench_point_run(sc_trainer *t, const sc_plan_options *base, ben
     r->fixed = p->fixed_bytes;
     r->predicted = p->predicted_time;
     r->recompute_factor = fwd_flops > 0 ? 1.0 + p->recompute_flops / fwd_flops : 1.0;
-    double *times = calloc((size_t)steps + 1, sizeof *times);
+    SC_TRY(plan_timeline_time(&sc_trainer_model(t)->graph, p, &model, &r->model_predicted));
+    double *times = calloc(2 * (size_t)steps + 2, sizeof *times), *cpu = times + steps + 1;
     if (!times) return sc_errorf("out of memory");
     r->measured_peak = 0;
     for (int i = 0; i <= steps && !st; i++) {
         sc_step_result sr;
-        st = sc_trainer_step(t, &sr);
+        double kernel_s = 0;
+        st = step_timed(t, &sr, &kernel_s);
         if (st) break;
         if (sr.peak_bytes > r->measured_peak) r->measured_peak = sr.peak_bytes;
-        if (i > 0) times[i - 1] = sr.exec_time;
+        if (i > 0) times[i - 1] = sr.exec_time, cpu[i - 1] = kernel_s;
     }
-    if (!st) {
-        qsort(times, (size_t)steps, sizeof *times, cmp_double);
-        r->time = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
-    }
+    if (!st) r->time = median(times, steps), r->cpu_time = median(cpu, steps);
     free(times);
     return st ? sc_status_prefix(st, "%s at %lld bytes: ", r->strategy, (long long)r->budget) : SC_OK;
 }
 
 /* ---- output ---- */
 
-static void row_cells(const bench_row *r, const bench_row *none, char cells[9][48]) {
+enum { N_COLS = 13 };
+
+/* "412.1 (+3.0%)": a predicted step time in ms and its error against the measured kernel CPU time
+ * (what the prediction models: the kernels' run times; on a shared machine the wall time also holds
+ * the time other jobs took). */
+static void pred_cell(char *cell, double predicted, double measured) {
+    snprintf(cell, 48, "%.2f (%+.1f%%)", predicted * 1e3, measured > 0 ? 100.0 * (predicted / measured - 1.0) : 0.0);
+}
+
+static void row_cells(const bench_row *r, const bench_row *none, bool calibrated, char cells[N_COLS][48]) {
     char a[32];
     snprintf(cells[0], 48, "%s", r->strategy);
     snprintf(cells[1], 48, "%s", r->budget ? fmt_bytes(r->budget, a, sizeof a) : "unlimited");
     if (!r->feasible) {
         snprintf(cells[2], 48, "infeasible");
-        for (int i = 3; i < 9; i++) snprintf(cells[i], 48, "-");
+        for (int i = 3; i < N_COLS; i++) snprintf(cells[i], 48, "-");
         return;
     }
     int64_t act = r->measured_peak - r->fixed, act0 = none->measured_peak - none->fixed;
@@ -104,23 +145,30 @@ static void row_cells(const bench_row *r, const bench_row *none, char cells[9][4
     snprintf(cells[5], 48, "%.1f%%", act0 > 0 ? 100.0 * (1.0 - (double)act / (double)act0) : 0.0);
     snprintf(cells[6], 48, "%.2f", r->time * 1e3);
     snprintf(cells[7], 48, "%+.1f%%", none->time > 0 ? 100.0 * (r->time / none->time - 1.0) : 0.0);
-    snprintf(cells[8], 48, "%.2f", r->recompute_factor);
+    snprintf(cells[8], 48, "%.2f", r->cpu_time * 1e3);
+    snprintf(cells[9], 48, "%+.1f%%", none->cpu_time > 0 ? 100.0 * (r->cpu_time / none->cpu_time - 1.0) : 0.0);
+    snprintf(cells[10], 48, "%.2f", r->recompute_factor);
+    pred_cell(cells[11], r->model_predicted, r->cpu_time);
+    if (calibrated) pred_cell(cells[12], r->predicted, r->cpu_time);
+    else snprintf(cells[12], 48, "-");
 }
 
-static void table_print(const bench_row *rows, int n, const bench_row *none) {
-    static const char *const head[9] = {"strategy", "budget", "planned peak", "measured peak", "activations",
-                                        "act. cut", "step ms", "overhead", "recompute"};
+static void table_print(const bench_row *rows, int n, const bench_row *none, bool calibrated) {
+    static const char *const head[N_COLS] = {"strategy", "budget", "planned peak", "measured peak", "activations",
+                                             "act. cut", "step ms", "overhead", "kernel CPU ms", "CPU overhead",
+                                             "recompute", "model ms (err)", "calibrated ms (err)"};
+    int cols = calibrated ? N_COLS : N_COLS - 1;
     printf("|");
-    for (int i = 0; i < 9; i++) printf(" %s |", head[i]);
+    for (int i = 0; i < cols; i++) printf(" %s |", head[i]);
     printf("\n|");
-    for (int i = 0; i < 9; i++) printf("%s|", i < 2 ? "---" : "---:");
+    for (int i = 0; i < cols; i++) printf("%s|", i < 2 ? "---" : "---:");
     printf("\n");
     for (int k = -1; k < n; k++) {
-        char cells[9][48];
+        char cells[N_COLS][48];
         const bench_row *r = k < 0 ? none : &rows[k];
-        row_cells(r, none, cells);
+        row_cells(r, none, calibrated, cells);
         printf("|");
-        for (int i = 0; i < 9; i++) printf(" %s%s |", cells[i], k < 0 && i == 0 ? " (baseline)" : "");
+        for (int i = 0; i < cols; i++) printf(" %s%s |", cells[i], k < 0 && i == 0 ? " (baseline)" : "");
         printf("\n");
     }
     for (int k = 0; k < n; k++)
@@ -134,20 +182,22 @@ static sc_status csv_write(const char *path, const char *model, const bench_row 
     if (!buf) return sc_errorf("out of memory");
     len += (size_t)snprintf(buf + len, cap - len,
                             "model,strategy,used,budget,feasible,segments,planned_peak,measured_peak,fixed_bytes,"
-                            "activation_bytes,activation_cut,step_time_s,overhead,recompute_factor,predicted_time_s\n");
+                            "activation_bytes,activation_cut,step_time_s,overhead,recompute_factor,predicted_time_s,"
+                            "model_predicted_time_s,kernel_cpu_time_s\n");
     int64_t act0 = none->measured_peak - none->fixed;
     for (int k = -1; k < n; k++) {
         const bench_row *r = k < 0 ? none : &rows[k];
         int64_t act = r->measured_peak - r->fixed;
         if (!r->feasible)
-            len += (size_t)snprintf(buf + len, cap - len, "%s,%s,,%lld,0,,,,,,,,,,\n", model, r->strategy,
+            len += (size_t)snprintf(buf + len, cap - len, "%s,%s,,%lld,0,,,,,,,,,,,,\n", model, r->strategy,
                                     (long long)r->budget);
         else
-            len += (size_t)snprintf(buf + len, cap - len, "%s,%s,%s,%lld,1,%d,%lld,%lld,%lld,%lld,%.6f,%.9g,%.6f,%.6f,%.9g\n",
+            len += (size_t)snprintf(buf + len, cap - len, "%s,%s,%s,%lld,1,%d,%lld,%lld,%lld,%lld,%.6f,%.9g,%.6f,%.6f,%.9g,%.9g,%.9g\n",
                                     model, r->strategy, plan_strategy_name(r->used), (long long)r->budget, r->segments,
                                     (long long)r->planned_peak, (long long)r->measured_peak, (long long)r->fixed,
                                     (long long)act, act0 > 0 ? 1.0 - (double)act / (double)act0 : 0.0, r->time,
-                                    none->time > 0 ? r->time / none->time - 1.0 : 0.0, r->recompute_factor, r->predicted);
+                                    none->time > 0 ? r->time / none->time - 1.0 : 0.0, r->recompute_factor, r->predicted,
+                                    r->model_predicted, r->cpu_time);
     }
     sc_status st = sc_write_file_atomic(path, buf, len);
     free(buf);
@@ -184,12 +234,22 @@ typedef struct {
     char *strategies[8], *memories[64];
     int n_strategies, n_memories, steps;
     const char *csv, *svg;
+    bool calibrate;
 } bench_args;
 
-static sc_status bench_run(sc_trainer_config *cfg, const sc_plan_options *base, bench_args *a) {
+static sc_status bench_run(sc_trainer_config *cfg, const sc_plan_options *base_in, bench_args *a) {
     sc_trainer *t = NULL;
     SC_TRY(sc_trainer_create(cfg, &t));
     sc_model *model = sc_trainer_model(t);
+    sc_plan_options calibrated = *base_in, *base = &calibrated;
+    sc_calibration cal = {0};
+    if (a->calibrate) {
+        sc_status cs = plan_calibrate(t, &model->graph, base, &cal, stdout);
+        if (cs) {
+            sc_trainer_free(t);
+            return cs;
+        }
+    }
     double fwd = forward_flops(&model->graph, sc_trainer_graph(t));
     bench_row none = {.strategy = "none", .budget = 0};
     sc_status st = bench_point_run(t, base, &none, a->steps, fwd);
@@ -211,9 +271,10 @@ static sc_status bench_run(sc_trainer_config *cfg, const sc_plan_options *base, 
                         r->feasible ? "measured" : "infeasible");
         }
     if (!st) {
-        printf("%s, %s, %d measured steps per point (median), %d threads\n\n", cfg->model_path,
-               sc_trainer_data_desc(t), a->steps, cfg->threads);
-        table_print(rows, n, &none);
+        printf("%s, %s, %d measured steps per point (median), %d threads, planned with %s\n\n", cfg->model_path,
+               sc_trainer_data_desc(t), a->steps, cfg->threads,
+               a->calibrate ? "calibrated node times" : "the cost model's node times");
+        table_print(rows, n, &none, a->calibrate);
     }
     if (!st && a->csv) st = csv_write(a->csv, cfg->model_path, rows, n, &none);
     if (!st && a->svg) st = svg_write(a->svg, cfg->model_path, rows, n, &none);
@@ -221,6 +282,7 @@ static sc_status bench_run(sc_trainer_config *cfg, const sc_plan_options *base, 
     if (!st && a->svg) printf("wrote %s\n", a->svg);
     free(rows);
     sc_trainer_free(t);
+    sc_calibration_free(&cal);
     return st;
 }
 
@@ -239,6 +301,7 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
     a->steps = 3;
     if ((o = args_get(s, "steps"))->set && (a->steps = (int)o->i) < 1) return "--steps must be at least 1";
     a->csv = args_get(s, "csv")->s;
+    a->calibrate = args_get(s, "calibrate")->set;
     a->svg = args_get(s, "svg")->s;
     const char *mem = args_get(s, "memories")->s, *str = args_get(s, "strategies")->s;
     if (!mem) return "--memories a,b,c is required";
@@ -283,10 +346,11 @@ int cmd_bench(int argc, char **argv) {
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},
         {.name = "csv", .kind = ARG_STR, .metavar = "FILE.csv", .help = "write the table as CSV"},
         {.name = "svg", .kind = ARG_STR, .metavar = "FILE.svg", .help = "plot time overhead against activation memory"},
+        PLAN_CALIBRATE_OPT,
     };
     arg_spec spec = {
         .usage = "scorch-run bench MODEL.onnx --batch N [--seq N] --memories a,b,c [--strategies none,sqrt,dc,optimal] "
-                 "[--steps 3] [--csv out.csv] [--svg out.svg]",
+                 "[--steps 3] [--calibrate] [--csv out.csv] [--svg out.svg]",
         .summary = "Runs training steps under every (strategy, memory) plan that fits and reports the measured peak,\n"
                    "activation memory cut and step time overhead against the store-everything plan.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};

@@ -1,19 +1,31 @@
 /* `scorch-run plan MODEL.onnx --batch N --memory SIZE [--strategy S] [--offload O] [--slots S]`: builds
  * the training graph exactly as `train` does (same loss head, SGD with momentum 0.9 or AdamW) and the
- * plan under the budget, executes nothing, and prints what the plan costs (tools/plan_report.h):
- * strategy used, segments, planned peak against the store-everything peak, fixed bytes, recompute
- * FLOPs and time share, bytes moved, predicted step time. --json prints the same as one object;
- * --trace writes a Chrome/Perfetto trace, --svg a memory timeline.
+ * plan under the budget, and prints what the plan costs (tools/plan_report.h): strategy used,
+ * segments, planned peak against the store-everything peak, fixed bytes, recompute FLOPs and time
+ * share, bytes moved, predicted step time. --json prints the same as one object; --trace writes a
+ * Chrome/Perfetto trace, --svg a memory timeline.
+ *
+ * By default nothing is executed. --measure N runs the plan: a training session (train/trainer.h,
+ * synthetic data, learning rate 0 so nothing diverges) built with the plan, one warm-up step and N
+ * timed ones; the summary adds the median measured step time (wall clock, and the kernels' thread
+ * CPU time, which other jobs barely change) and the prediction's error against both.
+ * --calibrate first measures every node of the training graph (train/calibrate.h) and plans with
+ * those times and the measured copy rate; it implies --measure 3, and the summary shows the
+ * uncalibrated cost model's prediction of the same plan next to the calibrated one, so both errors
+ * can be read off.
  * An infeasible budget exits 1 with plan_build's message (it names the smallest feasible budget).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/profile.h"
 #include "graph/passes.h"
 #include "import/onnx.h"
 #include "tools/cmd.h"
 #include "tools/plan_report.h"
+#include "train/calibrate.h"
+#include "train/trainer.h"
 
 typedef struct {
     const char *path;
@@ -50,14 +62,15 @@ static void plan_model_free(plan_model *pm) {
     pm->model = NULL;
 }
 
-static sc_status plan_none_peak(const plan_model *pm, const sc_plan_options *like, int64_t *peak, int64_t *fixed) {
+static sc_status plan_none_peak(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *like,
+                                int64_t *peak, int64_t *fixed) {
     sc_plan_options o = *like;
     o.strategy = SC_STRATEGY_NONE;
     o.offload = SC_OFFLOAD_NONE;
     o.budget = 0;
     o.slots = 0;
     sc_plan p = {0};
-    SC_TRY(plan_build(&pm->model->graph, &pm->tg, &o, &p));
+    SC_TRY(plan_build(g, tg, &o, &p));
     *peak = p.arena_bytes;
     *fixed = p.fixed_bytes;
     plan_free(&p);
@@ -65,34 +78,108 @@ static sc_status plan_none_peak(const plan_model *pm, const sc_plan_options *lik
 }
 
 typedef struct {
-    bool json;
+    bool json, calibrate;
+    int measure; /* timed steps, 0 = execute nothing */
+    int threads; /* 0 = all cores */
     const char *trace, *svg;
 } plan_outputs;
+
+/* Summary, trace and SVG of plan p for graph (g, tg) under the model of po. */
+static sc_status plan_show(const sc_graph *g, const sc_training_graph *tg, const sc_plan *p, const sc_plan_options *po,
+                           plan_summary *s, const plan_outputs *out) {
+    sc_cost_model m;
+    cost_model_default(&m, po->link_bandwidth, po->node_time);
+    SC_TRY(plan_none_peak(g, tg, po, &s->none_peak, &s->none_fixed));
+    SC_TRY(plan_summary_fill(g, tg, p, &m, s));
+    if (out->json) plan_summary_json(stdout, s, p);
+    else plan_summary_print(stdout, s, p);
+    if (out->trace) {
+        SC_TRY(plan_trace_write(out->trace, g, tg, p, &m));
+        if (!out->json) printf("wrote %s\n", out->trace);
+    }
+    if (out->svg) {
+        SC_TRY(plan_svg_write(out->svg, g, tg, p, s));
+        if (!out->json) printf("wrote %s\n", out->svg);
+    }
+    return SC_OK;
+}
 
 static sc_status plan_run(const plan_model_opts *mo, const sc_plan_options *po, plan_summary *s, const plan_outputs *out) {
     plan_model pm;
     SC_TRY(plan_model_load(mo, &pm));
-    const sc_graph *g = &pm.model->graph;
     sc_plan p = {0};
-    sc_status st = plan_none_peak(&pm, po, &s->none_peak, &s->none_fixed);
-    if (!st) st = plan_build(g, &pm.tg, po, &p);
-    sc_cost_model m;
-    cost_model_default(&m, po->link_bandwidth, po->node_time);
-    if (!st) st = plan_summary_fill(g, &pm.tg, &p, &m, s);
-    if (!st) {
-        if (out->json) plan_summary_json(stdout, s, &p);
-        else plan_summary_print(stdout, s, &p);
-    }
-    if (!st && out->trace) {
-        st = plan_trace_write(out->trace, g, &pm.tg, &p, &m);
-        if (!st && !out->json) printf("wrote %s\n", out->trace);
-    }
-    if (!st && out->svg) {
-        st = plan_svg_write(out->svg, g, &pm.tg, &p, s);
-        if (!st && !out->json) printf("wrote %s\n", out->svg);
-    }
+    sc_status st = plan_build(&pm.model->graph, &pm.tg, po, &p);
+    if (!st) st = plan_show(&pm.model->graph, &pm.tg, &p, po, s, out);
     plan_free(&p);
     plan_model_free(&pm);
+    return st;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* Medians of the plan execution's wall time and of its kernels' thread CPU time (profile hook) over
+ * `n` steps after one warm-up. */
+static sc_status steps_time(sc_trainer *t, int n, double *wall, double *kernels) {
+    double *x = calloc(2 * (size_t)n + 2, sizeof *x), *k = x + n + 1;
+    if (!x) return sc_errorf("out of memory");
+    sc_status st = SC_OK;
+    for (int i = 0; i <= n && !st; i++) {
+        sc_step_result r;
+        sc_profile_reset();
+        sc_profile_clock_cpu(true);
+        sc_profile_enable(true);
+        st = sc_trainer_step(t, &r);
+        sc_profile_enable(false);
+        sc_profile_clock_cpu(false);
+        if (!st && i > 0) x[i - 1] = r.exec_time, k[i - 1] = 1e-3 * sc_profile_total_ms();
+    }
+    sc_profile_reset();
+    if (!st) *wall = median(x, n), *kernels = median(k, n);
+    free(x);
+    return st;
+}
+
+/* --measure / --calibrate: the plan is built and run by a training session on the CPU. */
+static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_options *po, plan_summary *s,
+                                   const plan_outputs *out) {
+    sc_trainer_config cfg;
+    sc_trainer_config_default(&cfg);
+    cfg.model_path = mo->path;
+    cfg.batch = mo->batch;
+    cfg.seq = mo->seq;
+    cfg.lr = 0; /* timing only: every step trains the same weights */
+    cfg.train.optim = mo->adamw ? SC_OPTIM_ADAMW : SC_OPTIM_SGD;
+    cfg.train.momentum = mo->adamw ? 0.0f : 0.9f;
+    cfg.train.weight_decay = mo->adamw ? 0.01f : 0.0f;
+    cfg.steps = out->measure + 1;
+    cfg.use_plan = true;
+    cfg.plan = *po;
+    cfg.device = SC_DEVICE_CPU;
+    cfg.threads = out->threads;
+    sc_trainer *t = NULL;
+    SC_TRY(sc_trainer_create(&cfg, &t));
+    sc_graph *g = &sc_trainer_model(t)->graph;
+    const sc_training_graph *tg = sc_trainer_graph(t);
+    sc_plan_options o = *po;
+    sc_calibration c = {0};
+    sc_status st = SC_OK;
+    if (out->calibrate) {
+        st = plan_calibrate(t, g, &o, &c, out->json ? NULL : stdout);
+        if (!st) st = sc_trainer_replan(t, &o);
+    }
+    if (!st) st = steps_time(t, out->measure, &s->measured_time, &s->measured_kernel_time);
+    s->measured_steps = out->measure;
+    if (!st) st = plan_show(g, tg, sc_trainer_plan(t), &o, s, out);
+    sc_calibration_free(&c);
+    sc_trainer_free(t);
     return st;
 }
 
@@ -105,12 +192,17 @@ int cmd_plan(int argc, char **argv) {
         {.name = "json", .kind = ARG_FLAG, .help = "print the summary as one JSON object"},
         {.name = "trace", .kind = ARG_STR, .metavar = "FILE.json", .help = "write a Chrome/Perfetto trace of the plan"},
         {.name = "svg", .kind = ARG_STR, .metavar = "FILE.svg", .help = "write the device memory over the steps"},
+        PLAN_CALIBRATE_OPT,
+        {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads of --measure/--calibrate (default: all cores)"},
+        {.name = "measure", .kind = ARG_INT, .metavar = "N",
+         .help = "run the plan (CPU, 1 warm-up + N steps) and show the measured step time against the prediction"},
     };
     arg_spec spec = {
         .usage = "scorch-run plan MODEL.onnx --batch N [--seq N] --memory SIZE [--strategy none|sqrt|dc|optimal|auto] "
-                 "[--offload auto|weights|activations|none] [--slots S] [--json] [--trace plan.json] [--svg memory.svg]",
+                 "[--offload auto|weights|activations|none] [--slots S] [--calibrate] [--measure N] [--json] [--trace plan.json] "
+                 "[--svg memory.svg]",
         .summary = "Plans one training step (as `train` would build it) under a device memory budget and prints its\n"
-                   "predicted costs. Nothing is executed.",
+                   "predicted costs. Nothing is executed unless --measure or --calibrate is given.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
     args_result ar = args_parse(&spec, argc, argv);
     if (ar != ARGS_OK) {
@@ -129,15 +221,20 @@ int cmd_plan(int argc, char **argv) {
         if (!strcmp(a->s, "adamw")) mo.adamw = true;
         else if (strcmp(a->s, "sgd")) usage = "--optimizer must be sgd or adamw";
     }
+    plan_outputs out = {.json = args_get(&spec, "json")->set, .trace = args_get(&spec, "trace")->s,
+                        .svg = args_get(&spec, "svg")->s, .calibrate = args_get(&spec, "calibrate")->set};
+    if (!usage && (a = args_get(&spec, "measure"))->set && ((out.measure = (int)a->i) < 1 || a->i > 1000))
+        usage = "--measure takes a step count between 1 and 1000";
+    if (out.calibrate && !out.measure) out.measure = 3;
+    if (!usage && (a = args_get(&spec, "threads"))->set && ((out.threads = (int)a->i) < 1))
+        usage = "--threads must be at least 1";
     if (usage) {
         args_error("%s", usage);
         args_free(&spec);
         return 2;
     }
     s.batch = mo.batch, s.seq = mo.seq, s.budget = po.budget, s.slots = po.slots;
-    plan_outputs out = {.json = args_get(&spec, "json")->set, .trace = args_get(&spec, "trace")->s,
-                        .svg = args_get(&spec, "svg")->s};
-    sc_status st = plan_run(&mo, &po, &s, &out);
+    sc_status st = out.measure ? plan_run_measured(&mo, &po, &s, &out) : plan_run(&mo, &po, &s, &out);
     args_free(&spec);
     return cmd_report(st);
 }

@@ -22,6 +22,8 @@
  * (schedule/plan.h) with the plan executor; at the end a line compares the plan's predictions with
  * the measurements: "plan S (offload O): K segments, peak planned P measured M bytes, step time
  * predicted X s measured Y s (median)". An infeasible budget stops before training, naming the smallest budget.
+ * --calibrate (with a plan, CPU only) measures every node of the training graph first
+ * (train/calibrate.h) and re-plans with those times before the first step.
  */
 #include <math.h>
 #include <signal.h>
@@ -128,6 +130,7 @@ typedef struct {
     const char *out, *state_dir, *dump_grads;
     const char *interrupt_dir; /* where an interrupted run saves its state: state_dir or MODEL.state */
     int64_t save_every;
+    bool calibrate; /* --calibrate: re-plan with measured node times before the first step */
 } run_opts;
 
 /* The signal that stopped the run (0: none); cmd_train exits 128 + it. */
@@ -196,6 +199,17 @@ static char *default_output(const char *model) { return model_derived(model, ".t
 static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int64_t print_every, const char *log) {
     sc_trainer *t = NULL;
     SC_TRY(sc_trainer_create(cfg, &t));
+    sc_calibration cal = {0};
+    if (o->calibrate) {
+        sc_plan_options po = cfg->plan;
+        sc_status cs = plan_calibrate(t, &sc_trainer_model(t)->graph, &po, &cal, stderr);
+        if (!cs) cs = sc_trainer_replan(t, &po); /* the session keeps po.node_time: cal outlives it */
+        if (cs) {
+            sc_trainer_free(t);
+            sc_calibration_free(&cal);
+            return cs;
+        }
+    }
     const sc_training_graph *tg = sc_trainer_graph(t);
     int64_t total = sc_trainer_total_steps(t), done = sc_trainer_step_count(t);
     fprintf(stderr, "training %s on %s: %d trainable parameter tensors, data %s, %lld steps", cfg->model_path,
@@ -226,6 +240,7 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
     }
     free(p.exec_times);
     sc_trainer_free(t);
+    sc_calibration_free(&cal);
     return st;
 }
 
@@ -332,6 +347,7 @@ int cmd_train(int argc, char **argv) {
         {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where to train (default auto: the GPU when present)"},
         {.name = "tf32", .kind = ARG_FLAG, .help = "allow TF32 for f32 products and convolutions (CUDA)"},
         PLAN_CLI_OPTS,
+        PLAN_CALIBRATE_OPT,
     };
     arg_spec spec = {
         .usage = "scorch-run train MODEL.onnx [-o FILE] [--batch N] [--seq N] [--steps N | --epochs N] [--lr X] "
@@ -339,7 +355,7 @@ int cmd_train(int argc, char **argv) {
                  "[--warmup N] [--clip X] [--seed N] [--freeze REGEX] [--loss auto|ce|mse] "
                  "[--data X.npy --labels Y.npy | --tokens FILE [--token-dtype uint16|int32]] "
                  "[--save-every N --state DIR] [--resume DIR] [--log FILE.csv] [--threads N] [--dump-grads DIR] "
-                 "[--device cpu|cuda|auto] [--tf32] [--memory SIZE] [--strategy none|sqrt|dc|optimal|auto] [--offload O] [--slots S]",
+                 "[--device cpu|cuda|auto] [--tf32] [--memory SIZE] [--strategy none|sqrt|dc|optimal|auto] [--offload O] [--slots S] [--calibrate]",
         .summary = "Trains the model on the CPU or an NVIDIA GPU (forward, loss, backward, optimizer update) and writes it back as ONNX.\n"
                    "Without --data or --tokens it trains on seeded synthetic data shaped for the model.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
@@ -356,6 +372,9 @@ int cmd_train(int argc, char **argv) {
     if (!usage && se->set && (o.save_every = se->i) < 1) usage = "--save-every must be at least 1";
     if (!o.state_dir) o.state_dir = cfg.resume_dir;
     if (!usage && se->set && !o.state_dir) usage = "--save-every needs --state DIR (or --resume DIR)";
+    o.calibrate = args_get(&spec, "calibrate")->set;
+    if (!usage && o.calibrate && !cfg.use_plan)
+        usage = "--calibrate calibrates the planner: give --memory (or --strategy/--offload) with it";
     if (usage) {
         args_error("%s", usage);
         args_free(&spec);

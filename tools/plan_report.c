@@ -242,6 +242,35 @@ static void timeline_free(timeline *tl) {
     free(tl->stream);
 }
 
+sc_status plan_timeline_time(const sc_graph *g, const sc_plan *p, const sc_cost_model *m, double *seconds) {
+    timeline tl = {0};
+    sc_status st = timeline_build(g, p, m, &tl);
+    *seconds = tl.total;
+    timeline_free(&tl);
+    return st;
+}
+
+sc_status plan_calibrate(sc_trainer *t, const sc_graph *g, sc_plan_options *o, sc_calibration *c, FILE *f) {
+    SC_TRY(sc_trainer_calibrate(t, SC_CALIBRATE_WARMUP, SC_CALIBRATE_RUNS, c));
+    sc_status st = sc_calibration_check(c, g);
+    if (st) {
+        sc_calibration_free(c);
+        return st;
+    }
+    o->node_time = c->node_time;
+    o->link_bandwidth = c->link_bandwidth;
+    if (f) {
+        double sum = 0, model = 0;
+        sc_cost_model m;
+        cost_model_default(&m, 0, NULL);
+        for (int i = 0; i < c->n_nodes; i++) sum += c->node_time[i], model += cost_node_time(&m, g, i);
+        fprintf(f, "calibrated     %d nodes on the CPU backend (median of %d runs after %d warm-up): store-all step "
+                   "%.4g s measured, %.4g s in its nodes, %.4g s by the uncalibrated cost model; link %.3g GB/s\n",
+                c->n_nodes, c->runs, SC_CALIBRATE_WARMUP, c->step_time, sum, model, c->link_bandwidth * 1e-9);
+    }
+    return SC_OK;
+}
+
 sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, const sc_plan *p, const sc_cost_model *m,
                             plan_summary *s) {
     s->param_bytes = s->state_bytes = 0;
@@ -267,6 +296,10 @@ sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, cons
     s->timeline_time = tl.total;
     timeline_free(&tl);
     SC_TRY(st);
+    sc_cost_model model;
+    cost_model_default(&model, 0, NULL);
+    s->calibrated = m->node_time != NULL;
+    SC_TRY(plan_timeline_time(g, p, &model, &s->model_time));
     int64_t *mem[N_KINDS] = {0};
     SC_TRY(memory_by_step(g, tg, p, mem));
     s->peak_live = p->fixed_bytes;
@@ -314,8 +347,21 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
             p->flops, p->recompute_flops, p->flops > 0 ? 100.0 * p->recompute_flops / p->flops : 0.0,
             s->compute_time > 0 ? 100.0 * s->recompute_time / s->compute_time : 0.0, (long long)s->recompute_runs);
     fprintf(f, "moved          h2d %s, d2h %s\n", fmt_bytes(p->bytes_h2d, a, sizeof a), fmt_bytes(p->bytes_d2h, b, sizeof b));
-    fprintf(f, "step time      %.4g s predicted (compute %.4g s, recompute %.4g s, waiting on transfers %.4g s)\n",
-            p->predicted_time, s->compute_time, s->recompute_time, p->stall_time);
+    fprintf(f, "step time      %.4g s predicted%s (compute %.4g s, recompute %.4g s, waiting on transfers %.4g s)\n",
+            p->predicted_time, s->calibrated ? " with calibrated node times" : " by the cost model", s->compute_time,
+            s->recompute_time, p->stall_time);
+    if (s->calibrated) fprintf(f, "               %.4g s by the uncalibrated cost model\n", s->model_time);
+    if (s->measured_time > 0) {
+        fprintf(f, "measured       %.4g s per step, kernels %.4g s of thread CPU time (medians of %d steps after a "
+                   "warm-up)\n", s->measured_time, s->measured_kernel_time, s->measured_steps);
+        fprintf(f, "error          prediction %+.1f%% of the wall time, %+.1f%% of the kernel time",
+                100.0 * (p->predicted_time / s->measured_time - 1.0),
+                s->measured_kernel_time > 0 ? 100.0 * (p->predicted_time / s->measured_kernel_time - 1.0) : 0.0);
+        if (s->calibrated)
+            fprintf(f, "; uncalibrated cost model %+.1f%%, %+.1f%%", 100.0 * (s->model_time / s->measured_time - 1.0),
+                    s->measured_kernel_time > 0 ? 100.0 * (s->model_time / s->measured_kernel_time - 1.0) : 0.0);
+        fputc('\n', f);
+    }
 }
 
 void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
@@ -336,8 +382,12 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
     fprintf(f, "\"compute_time\": %.17g, \"recompute_time\": %.17g, \"recompute_time_share\": %.17g, ", s->compute_time,
             s->recompute_time, s->compute_time > 0 ? s->recompute_time / s->compute_time : 0.0);
     fprintf(f, "\"bytes_h2d\": %lld, \"bytes_d2h\": %lld, \"stall_time\": %.17g, \"predicted_time\": %.17g, "
-               "\"timeline_time\": %.17g}\n",
+               "\"timeline_time\": %.17g, ",
             (long long)p->bytes_h2d, (long long)p->bytes_d2h, p->stall_time, p->predicted_time, s->timeline_time);
+    fprintf(f, "\"calibrated\": %s, \"model_time\": %.17g, \"measured_time\": %.17g, \"measured_kernel_time\": %.17g, "
+               "\"measured_steps\": %d}\n",
+            s->calibrated ? "true" : "false", s->model_time, s->measured_time, s->measured_kernel_time,
+            s->measured_steps);
 }
 
 /* ---- Chrome trace ---- */

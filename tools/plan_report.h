@@ -24,6 +24,7 @@
 #include "schedule/cost.h"
 #include "schedule/plan.h"
 #include "tools/args.h"
+#include "train/calibrate.h"
 
 /* The plan options shared by `plan`, `train` and `bench` (with these help texts). */
 #define PLAN_CLI_OPTS                                                                                       \
@@ -34,6 +35,12 @@
         {.name = "offload", .kind = ARG_STR, .metavar = "auto|weights|activations|both|none",               \
          .help = "stream parameters/state or checkpointed activations through host memory (default none)"}, \
         {.name = "slots", .kind = ARG_INT, .metavar = "S", .help = "dc: at most S snapshot slots (binomial placement)"}
+
+/* --calibrate of `plan`, `train` and `bench` (train/calibrate.h). */
+#define PLAN_CALIBRATE_OPT                                                                                   \
+    {.name = "calibrate", .kind = ARG_FLAG,                                                                   \
+     .help = "plan with per-node times measured on the CPU backend (the training graph run 1 + 5 times, "    \
+             "median per node) and the measured host<->device copy rate, instead of the FLOP/byte model"}
 
 /* Reads PLAN_CLI_OPTS into *o. *given is set when any of them appeared. Returns NULL, or a usage
  * message. strategy_name/offload_name receive the names as given (or the defaults). */
@@ -61,11 +68,27 @@ typedef struct {
     double timeline_time;       /* step time of the timeline model (transfers overlapping compute) */
     int64_t peak_live;          /* max over steps of the sum of resident bytes (<= arena_bytes) */
     int64_t peak_activations;   /* arena_bytes - fixed_bytes */
+    double model_time;          /* the uncalibrated cost model's timeline_time of the same plan */
+    bool calibrated;            /* the plan was made with measured node times (--calibrate) */
+    /* set by the caller when the plan was run (plan --measure/--calibrate): median wall time of the
+     * plan's execution over measured_steps steps after a warm-up, and of its kernels' CPU time (the
+     * figure other jobs on the machine barely change); 0 = not run */
+    double measured_time;
+    double measured_kernel_time; /* median of the kernels' summed thread CPU time (backends/profile.h) */
+    int measured_steps;
 } plan_summary;
 
 /* Fills the derived fields of s (the caller sets the descriptive ones first). */
 sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, const sc_plan *p, const sc_cost_model *m,
                             plan_summary *s);
+
+/* The plan's step time under cost model m by the timeline model above. */
+sc_status plan_timeline_time(const sc_graph *g, const sc_plan *p, const sc_cost_model *m, double *seconds);
+
+/* --calibrate: measures t's training graph (sc_trainer_calibrate, CPU), checks g is that graph, and
+ * points o->node_time (owned by c: keep c alive while o is used) and o->link_bandwidth at the
+ * measurements. Prints one line about it to f (NULL: quiet). */
+sc_status plan_calibrate(sc_trainer *t, const sc_graph *g, sc_plan_options *o, sc_calibration *c, FILE *f);
 
 /* Human-readable summary table. */
 void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p);
