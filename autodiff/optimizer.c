@@ -88,34 +88,37 @@ static int update_emit(tb_builder *b, const sc_train_options *opt, sc_training_g
     return tb_emit(b, SC_OP_SGD_UPDATE, name, in, 5, 2, outs, &a, SC_VALUE_ACT);
 }
 
-/* Moves the update nodes [first, n_nodes) to just after position pos[k] each (stable). */
+/* Moves the update nodes [first, n_nodes) to just after position pos[k] each (stable). A counting
+ * sort by position (positions lie in [-1, first)): a deep ResNet has ~10^6 updates whose positions
+ * come in descending order, which an insertion sort would make quadratic. */
 static sc_status updates_place(sc_graph *g, int first, const int *pos) {
     int n = g->n_nodes, n_upd = n - first;
     sc_node *nodes = malloc(sizeof(sc_node) * (size_t)n);
-    int *order = malloc(sizeof(int) * (size_t)n_upd);
-    if (!nodes || !order) {
+    int *order = malloc(sizeof(int) * ((size_t)n_upd + 1));
+    int *start = calloc((size_t)first + 2, sizeof(int)); /* bucket of position p is p + 1 */
+    if (!nodes || !order || !start) {
         free(nodes);
         free(order);
+        free(start);
         return sc_errorf("out of memory placing optimizer updates");
     }
-    for (int k = 0; k < n_upd; k++) order[k] = k;
-    /* Insertion sort by position keeps the parameters' order among equal positions. */
-    for (int k = 1; k < n_upd; k++)
-        for (int j = k; j > 0 && pos[order[j - 1]] > pos[order[j]]; j--) {
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
+    for (int k = 0; k < n_upd; k++) {
+        SC_ASSERT(pos[k] >= -1 && pos[k] < first);
+        start[pos[k] + 2]++;
+    }
+    for (int p = 1; p <= first + 1; p++) start[p] += start[p - 1];
+    for (int k = 0; k < n_upd; k++) order[start[pos[k] + 1]++] = k; /* start[p+1] ends as bucket p+1's start */
     int at = 0, u = 0;
+    while (u < n_upd && pos[order[u]] < 0) nodes[at++] = g->nodes[first + order[u++]];
     for (int i = 0; i < first; i++) {
         nodes[at++] = g->nodes[i];
         while (u < n_upd && pos[order[u]] == i) nodes[at++] = g->nodes[first + order[u++]];
     }
-    while (u < n_upd) nodes[at++] = g->nodes[first + order[u++]];
-    SC_ASSERT(at == n);
+    SC_ASSERT(at == n && u == n_upd);
     memcpy(g->nodes, nodes, sizeof(sc_node) * (size_t)n);
     free(nodes);
     free(order);
+    free(start);
     return graph_link(g);
 }
 
@@ -140,7 +143,9 @@ sc_status optimizer_build(sc_graph *g, const sc_train_options *opt, sc_training_
     bool clip = opt->clip_norm > 0 && tg->n_params > 0;
     int scale = clip ? clip_scale_build(&b, opt, tg) : -1;
     SC_TRY(b.st);
-    SC_TRY(graph_link(g));
+    /* The caller's graph is linked (autodiff_build_backward ends with graph_link) and lr/step are
+     * new values without consumers; only clipping added nodes. */
+    if (clip) SC_TRY(graph_link(g));
     int first = g->n_nodes;
     int *pos = malloc(sizeof(int) * (size_t)(tg->n_params + 1));
     if (!pos) return sc_errorf("out of memory placing optimizer updates");

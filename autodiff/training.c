@@ -385,8 +385,7 @@ sc_status autodiff_build_training(sc_graph *g, const sc_train_options *opt, sc_t
         for (int i = 0; i < tg->n_params; i++) tb_output(&b, tg->grads[i]);
         SC_TRY(b.st);
     }
-    SC_TRY(optimizer_build(g, opt, tg));
-    SC_TRY(graph_link(g));
+    SC_TRY(optimizer_build(g, opt, tg)); /* ends with graph_link (updates_place) */
     int bad = -1;
     if (!graph_is_topo_sorted(g, &bad))
         return sc_errorf("internal: the training graph is not in topological order at node '%s'",

@@ -3,7 +3,10 @@
  * Streamed persistent values (a plan with weights offload: no fixed interval, moved by PREFETCH /
  * OFFLOAD) have the graph's host data as their home: PREFETCH copies from it, OFFLOAD writes the
  * updated value back into it, so after a step the host data is already current for them.
- * Activations offloaded by the plan get a host buffer owned by the session.
+ * Activations offloaded by the plan get a host buffer owned by the session. A graph output the plan
+ * offloaded and freed (streaming plans do that with every computed output, e.g. BatchNorm running
+ * statistics) is read from that host copy at the end of the step (outputs, writebacks); the copy
+ * counts only when it was made in the current step.
  *
  * Debug builds (no NDEBUG) track the device bytes of every transfer in flight and assert that no
  * RUN writes (or reads, for a host -> device copy) them, and that no interval under a copy is freed
@@ -27,6 +30,8 @@ struct sc_plan_session {
     int *fixed_iv;       /* per value: its fixed interval, -1 if none */
     int *cur;            /* per value (root): interval resident now, -1 when not resident */
     void **host;         /* per value: host copy made by OFFLOAD (or streamed home), NULL if none */
+    int64_t *host_step;  /* per value: the step (n_step) whose OFFLOAD made host[v], 0 if none */
+    int64_t n_step;      /* steps started */
     int64_t *xfer;       /* plan transfer id -> backend transfer id */
     int n_xfer;
     bool *streamed;      /* per value: persistent, home in host memory (no fixed interval) */
@@ -56,6 +61,7 @@ void plan_session_free(sc_plan_session *s) {
     if (s->host)
         for (int v = 0; v < s->g->n_values; v++) free(s->host[v]);
     free(s->host);
+    free(s->host_step);
     free(s->root);
     free(s->fixed_iv);
     free(s->cur);
@@ -156,6 +162,7 @@ sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, 
     s->fixed_iv = malloc(sizeof(int) * nv);
     s->cur = malloc(sizeof(int) * nv);
     s->host = calloc(nv, sizeof(void *));
+    s->host_step = calloc(nv, sizeof(int64_t));
     s->step_time = calloc((size_t)plan->n_steps + 1, sizeof(double));
     int max_xfer = 0;
     for (int i = 0; i < plan->n_steps; i++)
@@ -168,7 +175,7 @@ sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, 
     s->fly = calloc((size_t)max_xfer + 2, sizeof *s->fly);
     fly_ok = s->fly != NULL;
 #endif
-    if (!s->root || !s->fixed_iv || !s->cur || !s->host || !s->step_time || !s->xfer || !s->streamed || !fly_ok) {
+    if (!s->root || !s->fixed_iv || !s->cur || !s->host || !s->host_step || !s->step_time || !s->xfer || !s->streamed || !fly_ok) {
         plan_session_free(s);
         return sc_errorf("out of memory creating a plan session");
     }
@@ -300,6 +307,7 @@ static sc_status step_transfer(sc_plan_session *s, const sc_step *sp) {
         int iv = s->cur[v];
         SC_ASSERT(iv >= 0); /* offloading a value that is not resident */
         FLY_CHECK(s, iv, false);
+        s->host_step[v] = s->n_step;
         s->stats.bytes_d2h += bytes;
         SC_TRY(s->be->iface->copy_d2h(s->be, host, dev_ptr(s, iv), bytes, &s->xfer[sp->transfer]));
         FLY_ADD(s, s->xfer[sp->transfer], iv, false);
@@ -315,6 +323,12 @@ static sc_status step_transfer(sc_plan_session *s, const sc_step *sp) {
     return SC_OK;
 }
 
+/* The host copy of computed value v made by this step's OFFLOAD (current once the step synchronised),
+ * or NULL. */
+static const void *host_current(const sc_plan_session *s, int v) {
+    return !s->streamed[v] && s->host[v] && s->host_step[v] == s->n_step ? s->host[v] : NULL;
+}
+
 static sc_status outputs_collect(sc_plan_session *s, sc_tensor *outputs) {
     sc_graph *g = s->g;
     for (int i = 0; i < g->n_outputs; i++) {
@@ -324,8 +338,10 @@ static sc_status outputs_collect(sc_plan_session *s, sc_tensor *outputs) {
         outputs[i].data = (sc_alloc_fail_now() ? NULL : aligned_alloc(64, (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64)));
         if (!outputs[i].data) return sc_errorf("out of memory copying output '%s'", g->values[v].name);
         int iv = s->cur[s->root[v]];
-        if (iv < 0) return sc_errorf("plan: graph output '%s' is not resident at the end", g->values[v].name);
-        SC_TRY(copy_sync(s, false, dev_ptr(s, iv), outputs[i].data, bytes));
+        const void *h = iv < 0 ? host_current(s, s->root[v]) : NULL;
+        if (iv < 0 && !h) return sc_errorf("plan: graph output '%s' is not resident at the end", g->values[v].name);
+        if (h) memcpy(outputs[i].data, h, (size_t)bytes);
+        else SC_TRY(copy_sync(s, false, dev_ptr(s, iv), outputs[i].data, bytes));
     }
     return SC_OK;
 }
@@ -335,6 +351,7 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
     const sc_plan *p = s->plan;
     double t0 = now_seconds();
     for (int i = 0; i < g->n_outputs; i++) outputs[i].data = NULL;
+    s->n_step++;
     s->stats.peak_bytes = p->fixed_bytes;
     s->stats.bytes_h2d = s->stats.bytes_d2h = 0;
     for (int v = 0; v < g->n_values; v++) s->cur[v] = s->fixed_iv[v];
@@ -371,10 +388,17 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
 
 sc_status plan_session_copy_value(sc_plan_session *s, int src, int dst) {
     int a = s->cur[s->root[src]], b = s->fixed_iv[dst];
-    if (a < 0) return sc_errorf("'%s' is not resident on the device", s->g->values[src].name);
+    const void *h = a < 0 ? host_current(s, s->root[src]) : NULL; /* offloaded by the plan */
+    if (a < 0 && !h) return sc_errorf("'%s' is not resident on the device", s->g->values[src].name);
     int64_t bytes = value_bytes(s->g, dst);
     if (bytes != value_bytes(s->g, src))
         return sc_errorf("copying '%s' into '%s': sizes differ", s->g->values[src].name, s->g->values[dst].name);
+    if (h && b < 0 && s->streamed[dst]) {
+        memcpy(s->g->values[dst].data, h, (size_t)bytes);
+        return SC_OK;
+    }
+    if (h && b < 0) return sc_errorf("'%s' has no place in the fixed region", s->g->values[dst].name);
+    if (h) return copy_sync(s, true, dev_ptr(s, b), (void *)h, bytes); /* copy_sync only reads host here */
     if (b < 0 && s->streamed[dst]) /* its home is the host data */
         return copy_sync(s, false, dev_ptr(s, a), s->g->values[dst].data, bytes);
     if (b < 0) return sc_errorf("'%s' has no place in the fixed region", s->g->values[dst].name);

@@ -7,9 +7,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* One slot: the key, its hash (low 32 bits: probes past other keys need no strcmp) and its value,
+ * together so that a probe touches one cache line. */
 typedef struct {
-    const char **keys;
-    int *vals;
+    const char *key;
+    unsigned hash;
+    int val;
+} sc_strmap_slot;
+
+typedef struct {
+    sc_strmap_slot *slots;
     size_t cap, count;
 } sc_strmap;
 

@@ -9,6 +9,9 @@
  *   5. nodes in file order: Constant -> CONST value, others -> ops with typed attributes and
  *      canonicalised inputs (import/canonical.c);
  *   6. graph outputs; graph_link.
+ * The unpacked ModelProto is freed once the graph is built (nothing in the graph points into it:
+ * names, attributes and initializer data are copied); the serialized bytes stay with the model for
+ * sc_model_save.
  * On any failure the partly built model is freed and the error is prefixed with the file name.
  */
 #include <stdio.h>
@@ -293,8 +296,7 @@ static sc_status add_outputs(load_ctx *c) {
     return SC_OK;
 }
 
-static sc_status model_build(sc_model *m, size_t file_size) {
-    const Onnx__ModelProto *mp = m->proto;
+static sc_status model_build(sc_model *m, const Onnx__ModelProto *mp, size_t file_size) {
     load_ctx c = {.g = &m->graph, .gp = mp->graph, .src = {.dir = m->dir, .max_inline = file_size}};
     c.src.arena = &m->graph.arena;
     if (!mp->graph) return sc_errorf("not a valid ONNX model: no graph");
@@ -314,23 +316,31 @@ static sc_status model_build(sc_model *m, size_t file_size) {
     return st;
 }
 
-sc_status sc_model_load_buffer(const void *data, size_t size, const char *name, const char *dir, sc_model **out) {
+/* Builds the model from data (size bytes), taking ownership of data: it is kept as the model's
+ * serialized bytes on success and freed on failure. */
+static sc_status model_load_owned(uint8_t *data, size_t size, const char *name, const char *dir, sc_model **out) {
     *out = NULL;
-    if (!name) name = "<buffer>";
-    if (size == 0) return sc_errorf("%s: empty file", name);
-    SC_TRY(sc_status_prefix(onnx_wire_check(data, size), "%s: ", name));
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
-    if (!mp) return sc_errorf("%s: not a valid ONNX model: protobuf parse failed (truncated or corrupt file)", name);
-    sc_model *m = calloc(1, sizeof *m);
-    if (!m) {
-        onnx__model_proto__free_unpacked(mp, NULL);
-        return sc_errorf("%s: out of memory", name);
+    if (size == 0) {
+        free(data);
+        return sc_errorf("%s: empty file", name);
+    }
+    sc_status st = sc_status_prefix(onnx_wire_check(data, size), "%s: ", name);
+    Onnx__ModelProto *mp = st ? NULL : onnx__model_proto__unpack(NULL, size, data);
+    if (!st && !mp) st = sc_errorf("%s: not a valid ONNX model: protobuf parse failed (truncated or corrupt file)", name);
+    sc_model *m = st ? NULL : calloc(1, sizeof *m);
+    if (!st && !m) st = sc_errorf("%s: out of memory", name);
+    if (st) {
+        if (mp) onnx__model_proto__free_unpacked(mp, NULL);
+        free(data);
+        return st;
     }
     graph_init(&m->graph);
-    m->proto = mp;
+    m->proto_bytes = data;
+    m->proto_size = size;
     m->path = strdup(name);
     m->dir = dir ? strdup(dir) : NULL;
-    sc_status st = (!m->path || (dir && !m->dir)) ? sc_errorf("out of memory") : model_build(m, size);
+    st = (!m->path || (dir && !m->dir)) ? sc_errorf("out of memory") : model_build(m, mp, size);
+    onnx__model_proto__free_unpacked(mp, NULL);
     if (st) {
         sc_model_free(m);
         return sc_status_prefix(st, "%s: ", name);
@@ -339,22 +349,36 @@ sc_status sc_model_load_buffer(const void *data, size_t size, const char *name, 
     return SC_OK;
 }
 
+sc_status sc_model_load_buffer(const void *data, size_t size, const char *name, const char *dir, sc_model **out) {
+    *out = NULL;
+    if (!name) name = "<buffer>";
+    if (size == 0) return sc_errorf("%s: empty file", name);
+    uint8_t *copy = malloc(size);
+    if (!copy) return sc_errorf("%s: out of memory copying %zu bytes", name, size);
+    memcpy(copy, data, size);
+    return model_load_owned(copy, size, name, dir, out);
+}
+
 sc_status sc_model_load(const char *path, sc_model **out) {
     *out = NULL;
     uint8_t *buf;
     size_t size;
     SC_TRY(onnx_read_file(path, &buf, &size));
     char *dir = onnx_dir_of(path);
-    sc_status st = dir ? sc_model_load_buffer(buf, size, path, dir, out) : sc_errorf("%s: out of memory", path);
+    sc_status st = SC_OK;
+    if (dir) st = model_load_owned(buf, size, path, dir, out);
+    else {
+        free(buf);
+        st = sc_errorf("%s: out of memory", path);
+    }
     free(dir);
-    free(buf);
     return st;
 }
 
 void sc_model_free(sc_model *m) {
     if (!m) return;
     graph_free(&m->graph);
-    if (m->proto) onnx__model_proto__free_unpacked(m->proto, NULL);
+    free(m->proto_bytes);
     free(m->path);
     free(m->dir);
     free(m);

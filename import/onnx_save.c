@@ -1,11 +1,11 @@
 /* Graph parameters -> ONNX file (import/onnx.h).
  *
- * The kept ModelProto is written back unchanged except for initializer data: each initializer gets
+ * The model's kept serialized bytes are unpacked again and written back unchanged except for initializer data: each initializer gets
  * the bytes of the graph value of the same name as raw_data (typed fields and external data cleared),
  * or, past external_threshold, a slice of one "<basename>.data" file beside the output. Unknown
  * fields survive because protobuf-c repacks them. The initializers' fields are swapped in only for
- * packing and restored afterwards, so the in-memory model is the same before and after a save and
- * can be saved again. An initializer that graph passes removed keeps its original data (decoded from
+ * packing and restored before the unpacked copy is freed (protobuf-c frees what the fields point
+ * to). An initializer that graph passes removed keeps its original data (decoded from
  * the model, external data included, and rewritten as raw bytes or into the new data file).
  * Both files are written atomically (sc_write_file_atomic); the data file first, so a crash never
  * leaves a model pointing at a missing data file.
@@ -34,6 +34,7 @@ typedef struct {
 
 typedef struct {
     const sc_model *m;
+    const Onnx__ModelProto *mp; /* unpacked for this save */
     size_t n;
     saved_fields *saved;
     void **owned;          /* data decoded from the original model for initializers the graph lost */
@@ -141,7 +142,7 @@ static void set_external(save_ctx *c, Onnx__TensorProto *t, size_t i, size_t off
 }
 
 static sc_status swap_in(save_ctx *c, int64_t threshold) {
-    Onnx__GraphProto *gp = ((Onnx__ModelProto *)c->m->proto)->graph;
+    Onnx__GraphProto *gp = c->mp->graph;
     for (size_t i = 0; i < c->n; i++) {
         Onnx__TensorProto *t = gp->initializer[i];
         const void *data = NULL;
@@ -166,7 +167,7 @@ static sc_status swap_in(save_ctx *c, int64_t threshold) {
 }
 
 static sc_status pack_and_write(save_ctx *c, const char *path) {
-    const Onnx__ModelProto *mp = c->m->proto;
+    const Onnx__ModelProto *mp = c->mp;
     size_t size = onnx__model_proto__get_packed_size(mp);
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf) return sc_errorf("out of memory packing %zu bytes", size);
@@ -189,12 +190,16 @@ static sc_status pack_and_write(save_ctx *c, const char *path) {
 }
 
 sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_threshold) {
-    Onnx__ModelProto *mp = m->proto;
-    SC_ASSERT(mp && mp->graph);
-    save_ctx c = {.m = m, .n = mp->graph->n_initializer};
+    SC_ASSERT(m->proto_bytes);
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     if (!*base) return sc_errorf("%s: not a file name", path);
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, m->proto_size, m->proto_bytes);
+    if (!mp || !mp->graph) {
+        if (mp) onnx__model_proto__free_unpacked(mp, NULL);
+        return sc_errorf("%s: out of memory unpacking the model to save it", path);
+    }
+    save_ctx c = {.m = m, .mp = mp, .n = mp->graph->n_initializer};
     size_t len = strlen(base) + 6;
     c.location = malloc(len);
     c.saved = calloc(c.n + 1, sizeof *c.saved);
@@ -215,5 +220,6 @@ sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_th
     free(c.refs);
     free(c.ext);
     free(c.location);
+    onnx__model_proto__free_unpacked(mp, NULL);
     return sc_status_prefix(st, "%s: ", path);
 }

@@ -15,6 +15,9 @@
  * Persistent values get one interval each spanning the plan (listed first, in value order); outputs
  * of in-place ops alias their input's storage and open no interval.
  * With one segment (the `none` plan) the runs are nodes 0..n-1 in graph order.
+ * Speed (a 13M-value graph lowers to 32M runs): the per-value facts the run walks need (persistent,
+ * graph output) are copied into one byte per value first, since sc_value is 184 bytes and every
+ * lookup into the values array would be a cache miss; costs are computed once per node, not per run.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -32,7 +35,10 @@ typedef struct {
     int *out_base, n_slots;             /* first output slot of run r */
     int *slot_end;                      /* run index after which the slot's instance is freed */
     int *root;                          /* per value: storage root (in-place aliases resolved) */
+    unsigned char *vflag;               /* per value: VF_PERSISTENT | VF_OUTPUT */
 } lower_ctx;
+
+enum { VF_PERSISTENT = 1, VF_OUTPUT = 2 };
 
 static void ctx_free(lower_ctx *x) {
     free(x->seg);
@@ -44,6 +50,7 @@ static void ctx_free(lower_ctx *x) {
     free(x->out_base);
     free(x->slot_end);
     free(x->root);
+    free(x->vflag);
 }
 
 static bool slot_opens(const sc_node *n, int o) { return n->out[o] >= 0 && sched_alias_input(n, o) < 0; }
@@ -95,7 +102,7 @@ static sc_status reads_check(lower_ctx *x, const sc_chain_schedule *s) {
         const sc_node *n = &g->nodes[x->runs[r]];
         for (int j = 0; j < n->n_in && !st; j++) {
             int v = n->in[j] >= 0 ? x->root[n->in[j]] : -1;
-            if (v >= 0 && !sched_persistent(g, v) && !made[v]) {
+            if (v >= 0 && !(x->vflag[v] & VF_PERSISTENT) && !made[v]) {
                 sc_chain_action a = s->a[x->run_act[r]];
                 st = sc_errorf("lowering: node '%s' (run by action %d, %s(%d)) reads '%s', which no earlier action "
                                "produced (its producer '%s' is in %s %d)",
@@ -131,14 +138,14 @@ static sc_status ends_compute(lower_ctx *x) {
             int v = n->out[o], slot = x->out_base[r] + o;
             x->slot_end[slot] = -1;
             if (!slot_opens(n, o)) continue;
-            if (g->values[v].is_output && !later[v]) x->slot_end[slot] = END_OF_PLAN;
+            if ((x->vflag[v] & VF_OUTPUT) && !later[v]) x->slot_end[slot] = END_OF_PLAN;
             else x->slot_end[slot] = last[v] >= 0 ? last[v] : r;
             last[v] = -1;
             later[v] = true;
         }
         for (int j = 0; j < n->n_in; j++) {
             int v = n->in[j] >= 0 ? x->root[n->in[j]] : -1;
-            if (v >= 0 && !sched_persistent(g, v) && last[v] < 0) last[v] = r;
+            if (v >= 0 && !(x->vflag[v] & VF_PERSISTENT) && last[v] < 0) last[v] = r;
         }
     }
     free(last);
@@ -210,16 +217,31 @@ static sc_status steps_emit(lower_ctx *x, sc_plan *plan) {
     return SC_OK;
 }
 
-static void stats_fill(lower_ctx *x, const sc_cost_model *m, sc_plan *plan) {
+static sc_status stats_fill(lower_ctx *x, const sc_cost_model *m, sc_plan *plan) {
+    int n = x->g->n_nodes;
     double flops = 0, once = 0, time = 0;
-    for (int r = 0; r < x->R; r++) {
-        flops += cost_node_flops(x->g, x->runs[r]);
-        time += cost_node_time(m, x->g, x->runs[r]);
+    double *nf = malloc(sizeof(double) * ((size_t)n + 1)), *nt = malloc(sizeof(double) * ((size_t)n + 1));
+    if (!nf || !nt) {
+        free(nf);
+        free(nt);
+        return sc_errorf("out of memory lowering");
     }
-    for (int i = 0; i < x->g->n_nodes; i++) once += cost_node_flops(x->g, i);
+    for (int i = 0; i < n; i++) {
+        nf[i] = cost_node_flops(x->g, i);
+        nt[i] = cost_node_time(m, x->g, i);
+        once += nf[i];
+    }
+    /* summed in run order, as before, so the figures do not change */
+    for (int r = 0; r < x->R; r++) {
+        flops += nf[x->runs[r]];
+        time += nt[x->runs[r]];
+    }
+    free(nf);
+    free(nt);
     plan->flops = flops;
     plan->recompute_flops = flops - once > 0 ? flops - once : 0;
     plan->predicted_time = time;
+    return SC_OK;
 }
 
 static sc_status ctx_init(lower_ctx *x, const sc_graph *g, const sc_training_graph *tg, const sc_chain *c) {
@@ -229,7 +251,10 @@ static sc_status ctx_init(lower_ctx *x, const sc_graph *g, const sc_training_gra
     x->seg = malloc(sizeof(int) * ((size_t)x->F + 1));
     x->phase = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
     x->root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
-    if (!x->seg || !x->phase || !x->root) return sc_errorf("out of memory lowering");
+    x->vflag = malloc((size_t)g->n_values + 1);
+    if (!x->seg || !x->phase || !x->root || !x->vflag) return sc_errorf("out of memory lowering");
+    for (int v = 0; v < g->n_values; v++)
+        x->vflag[v] = (unsigned char)((sched_persistent(g, v) ? VF_PERSISTENT : 0) | (g->values[v].is_output ? VF_OUTPUT : 0));
     if (c->k < 1 || c->pos[0] != 0 || c->pos[c->k] != x->F)
         return sc_errorf("lowering: the chain does not cover the %d forward nodes", x->F);
     sched_segment_of_nodes(c, x->F, x->seg);
@@ -260,8 +285,8 @@ sc_status plan_lower(const sc_graph *g, const sc_training_graph *tg, const sc_ch
     if (!st) st = reads_check(&x, s);
     if (!st) st = ends_compute(&x);
     if (!st) st = steps_emit(&x, plan);
+    if (!st) st = stats_fill(&x, m, plan);
     if (!st) {
-        stats_fill(&x, m, plan);
         plan->n_segments = c->k;
         plan->offload = SC_OFFLOAD_NONE;
         plan->offload_window = -1;

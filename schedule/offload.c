@@ -6,6 +6,13 @@
  * (not a graph output); its uses are the RUNs that read it or update it in place (the optimizer
  * update, a write). An activation entity is one instance (interval) of a computed value that is not
  * resident at the end; its uses are the producing RUN (a write) and the RUNs that read it.
+ * An output entity (any streaming mode) is the last instance of a computed graph output, which the
+ * lowering keeps resident to the end of the step: BatchNormalization running statistics (written
+ * back after the step), the loss, kept gradients. It is OFFLOADed after its producing RUN like an
+ * activation, and its host copy is what the executor hands out at the end (plan_exec.c), so it is
+ * never brought back unless a later RUN reads it. Earlier instances (recomputations) are freed
+ * after their last read by the lowering already. Without this, a 250,000-block ResNet keeps 1M
+ * running statistics (64 MB) on the device from their forward run to the end of the step.
  *
  * Clusters. Uses u_0 < u_1 < ... (RUN indices) are split where the gap between two uses,
  * u_{j+1} - u_j - 1 RUNs, exceeds the look-ahead W: with the prefetch issued W RUNs ahead, only such
@@ -72,6 +79,7 @@ typedef struct {
     bool *streamed;  /* per value */
     int *ent_value;  /* per entity: its value */
     int *ent_of_value, *ent_of_iv, n_ent;
+    bool *ent_output;  /* per entity: an output entity (streamed even with a single cluster) */
     use *uses;       /* grouped by entity: ent_start[e] .. ent_start[e+1] */
     int *ent_start;
     int *free_run, *free_value, *free_iv, n_free; /* FREE steps of the input plan */
@@ -86,6 +94,7 @@ static void ctx_free(off_ctx *x) {
     free(x->ent_value);
     free(x->ent_of_value);
     free(x->ent_of_iv);
+    free(x->ent_output);
     free(x->uses);
     free(x->ent_start);
     free(x->free_run);
@@ -126,11 +135,12 @@ static sc_status ctx_init(off_ctx *x, bool weights, bool activations) {
     x->ent_of_value = malloc(sizeof(int) * nv);
     x->ent_of_iv = malloc(sizeof(int) * ((size_t)in->n_intervals + 1));
     x->ent_value = malloc(sizeof(int) * ((size_t)in->n_intervals + 1));
+    x->ent_output = calloc((size_t)in->n_intervals + 1, 1);
     x->run_step = malloc(sizeof(int) * ((size_t)in->n_steps + 1));
     x->free_run = malloc(sizeof(int) * ((size_t)in->n_steps + 1));
     x->free_value = malloc(sizeof(int) * ((size_t)in->n_steps + 1));
     x->free_iv = malloc(sizeof(int) * ((size_t)in->n_steps + 1));
-    if (!x->root || !x->streamed || !x->ent_of_value || !x->ent_of_iv || !x->ent_value || !x->run_step ||
+    if (!x->root || !x->streamed || !x->ent_of_value || !x->ent_of_iv || !x->ent_value || !x->ent_output || !x->run_step ||
         !x->free_run || !x->free_value || !x->free_iv)
         return sc_errorf("out of memory building streaming steps");
     for (int v = 0; v < g->n_values; v++) x->root[v] = v, x->ent_of_value[v] = -1;
@@ -151,8 +161,9 @@ static sc_status ctx_init(off_ctx *x, bool weights, bool activations) {
                 x->ent_of_value[v] = x->n_ent;
                 x->ent_value[x->n_ent++] = v;
             }
-        } else if (activations && in->intervals[i].end < last) {
+        } else if (in->intervals[i].end < last ? activations : (weights || activations) && g->values[v].is_output) {
             x->ent_of_iv[i] = x->n_ent;
+            x->ent_output[x->n_ent] = in->intervals[i].end >= last;
             x->ent_value[x->n_ent++] = v;
         }
     }
@@ -260,7 +271,7 @@ static sc_status entity_events(off_ctx *x, int e, bool *split) {
     bool weight = x->streamed[v];
     int n_clusters = n > 0;
     for (int j = 1; j < n; j++) n_clusters += u[j].run - u[j - 1].run - 1 > W;
-    *split = weight ? n > 0 : n_clusters > 1;
+    *split = weight || x->ent_output[e] ? n > 0 : n_clusters > 1;
     if (!*split) return SC_OK;
     int prev_free = -1, idx = -1;
     for (int lo = 0, c = 0; lo < n; c++) {
@@ -427,13 +438,19 @@ sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan)
     for (int s = 0; s < plan->n_steps; s++)
         if (plan->steps[s].transfer + 1 > n_tr) n_tr = plan->steps[s].transfer + 1;
     double *done = calloc((size_t)n_tr + 1, sizeof *done);
-    if (!done) return sc_errorf("out of memory predicting a plan's time");
+    double *nt = malloc(sizeof(double) * ((size_t)g->n_nodes + 1)); /* per node: recomputed runs repeat it */
+    if (!done || !nt) {
+        free(done);
+        free(nt);
+        return sc_errorf("out of memory predicting a plan's time");
+    }
+    for (int i = 0; i < g->n_nodes; i++) nt[i] = cost_node_time(m, g, i);
     double t = 0, link = 0, stall = 0;
     int64_t h2d = 0, d2h = 0;
     for (int s = 0; s < plan->n_steps; s++) {
         const sc_step *sp = &plan->steps[s];
         if (sp->kind == SC_STEP_RUN) {
-            t += cost_node_time(m, g, sp->node);
+            t += nt[sp->node];
         } else if (sp->kind == SC_STEP_PREFETCH || sp->kind == SC_STEP_OFFLOAD) {
             int64_t b = sc_desc_bytes(&g->values[sp->value].desc);
             if (b < 0) b = 0;
@@ -448,6 +465,7 @@ sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan)
     }
     if (link > t) stall += link - t, t = link; /* the step ends when the link is idle */
     free(done);
+    free(nt);
     plan->predicted_time = t;
     plan->stall_time = stall;
     plan->bytes_h2d = h2d;

@@ -68,8 +68,10 @@ sc_status plan_alloc(const sc_graph *g, sc_plan *plan);
  * (a new plan; `in` is untouched): with weights, parameters and optimizer state leave the fixed
  * region and are PREFETCHed before their uses and OFFLOADed after their update; with activations,
  * computed values with a gap of more than `window` RUNs between two uses are OFFLOADed after
- * creation and PREFETCHed again. `window` is the look-ahead in RUN steps (>= 0). Offsets are left
- * for plan_alloc; predictions for plan_predict. */
+ * creation and PREFETCHed again; with either, the last instance of every computed graph output
+ * (BatchNorm running statistics, loss) is OFFLOADed after its producing RUN and freed instead of
+ * staying resident to the end (the executor reads it from the host copy). `window` is the look-ahead
+ * in RUN steps (>= 0). Offsets are left for plan_alloc; predictions for plan_predict. */
 sc_status plan_offload(const sc_graph *g, const sc_plan *in, bool weights, bool activations, int window, sc_plan *out);
 
 /* offload.c: predicted_time (compute stream plus waits on one FIFO host<->device link, i.e. stalls),

@@ -9,6 +9,12 @@
  *   - weights streaming removes parameters and optimizer state from the fixed region, and a budget
  *     smaller than parameters + optimizer state is refused without weights streaming and met (and
  *     run, with the device capped at the budget) with it; offload auto meets it too.
+ *   - a graph with BatchNormalization (running statistics are graph outputs written back into their
+ *     initializers after each step): under every streaming mode and strategy the last instance of
+ *     every running statistic is OFFLOADed and no longer resident at the end of the step, and the
+ *     write-back from the host copy gives statistics bit-identical to the store-everything run;
+ *   - the bytes a session moves for outputs: those still resident at the end are copied device ->
+ *     host, offloaded ones are read from their host copy (already counted by the plan's OFFLOAD).
  * Debug builds also run plan_exec's in-flight transfer assert on every step. Fails through the exit
  * code.
  */
@@ -31,19 +37,51 @@ static int failures;
  *   wide: x -> Gemm(W0 [64,4]) -> Relu -> 4 x (Gemm([64,64]) -> Relu) -> Gemm([3,64]) */
 enum { PT_WIDE = 3, WIDE_H = 64, WIDE_L = 4 };
 
-static const char *model_name(int kind) { return kind == PT_WIDE ? "wide" : pt_kind_name((pt_kind)kind); }
+/* A fifth with BatchNormalization (training mode: running statistics written back after the step):
+ *   bnorm: x -> 3 x (Gemm([16,*]) -> BatchNormalization -> Relu) -> Gemm([3,16]) */
+enum { PT_BNORM = 4, BN_L = 3 };
+
+static const char *model_name(int kind) {
+    return kind == PT_WIDE ? "wide" : kind == PT_BNORM ? "bnorm" : pt_kind_name((pt_kind)kind);
+}
+
+/* BatchNormalization over [N, C]: scale, bias, mean, var initializers of [C]. */
+static int bn_add(sc_graph *g, int x, int c, int l) {
+    char name[32];
+    int in[5] = {x};
+    static const char *const what[4] = {"scale", "bias", "mean", "var"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(name, sizeof name, "bn%d.%s", l, what[k]);
+        in[k + 1] = pt_param(g, name, c, 0, k == 3 ? 0.5 : 0.3);
+        if (k == 3) /* a variance is positive */
+            for (int i = 0; i < c; i++) ((float *)g->values[in[k + 1]].data)[i] += 1.0f;
+    }
+    sc_attrs a;
+    memset(&a, 0, sizeof a);
+    a.batch_norm = (sc_batch_norm_attrs){1e-5f, 0.9f, false};
+    snprintf(name, sizeof name, "bn%d", l);
+    return pt_node(g, SC_OP_BATCH_NORM, &a, in, 5, name);
+}
 
 static void model_build(pt_model *m, int kind) {
-    if (kind != PT_WIDE) {
+    if (kind != PT_WIDE && kind != PT_BNORM) {
         pt_build(m, (pt_kind)kind);
         return;
     }
     sc_graph *g = &m->g;
     graph_init(g);
-    pt_rng = 777;
+    pt_rng = kind == PT_WIDE ? 777 : 4242;
     int h = m->x = pt_input(g, "x", PT_N, PT_IN);
     char name[32];
-    for (int l = 0; l <= WIDE_L; l++) {
+    for (int l = 0; kind == PT_BNORM && l < BN_L; l++) {
+        snprintf(name, sizeof name, "W%d", l);
+        int w = pt_param(g, name, PT_H, l ? PT_H : PT_IN, 0.5);
+        snprintf(name, sizeof name, "g%d", l);
+        h = bn_add(g, pt_gemm(g, h, w, -1, name), PT_H, l);
+        snprintf(name, sizeof name, "r%d", l);
+        h = pt_relu(g, h, name);
+    }
+    for (int l = 0; kind == PT_WIDE && l <= WIDE_L; l++) {
         snprintf(name, sizeof name, "W%d", l);
         int w = pt_param(g, name, WIDE_H, l ? WIDE_H : PT_IN, 0.3);
         snprintf(name, sizeof name, "b%d", l);
@@ -53,7 +91,7 @@ static void model_build(pt_model *m, int kind) {
         snprintf(name, sizeof name, "r%d", l);
         h = pt_relu(g, h, name);
     }
-    int w = pt_param(g, "Wout", PT_C, WIDE_H, 0.3);
+    int w = pt_param(g, "Wout", PT_C, kind == PT_WIDE ? WIDE_H : PT_H, 0.3);
     pt_output(g, pt_gemm(g, h, w, -1, "logits"));
     sc_train_options o;
     sc_train_options_default(&o);
@@ -61,7 +99,7 @@ static void model_build(pt_model *m, int kind) {
     o.momentum = 0.9f;
     sc_status st = graph_link(g);
     if (!st) st = autodiff_build_training(g, &o, &m->tg);
-    if (st) printf("building wide: %s\n", sc_status_message(st));
+    if (st) printf("building %s: %s\n", model_name(kind), sc_status_message(st));
     SC_ASSERT(!st);
 }
 
@@ -101,6 +139,12 @@ static void reference_run(pt_model *ref, float *losses) {
         if (st) printf("reference: %s\n", sc_status_message(st));
         SC_ASSERT(!st);
         losses[s - 1] = loss_of(ref, outs);
+        /* writebacks (BatchNorm running statistics), as the trainer applies them */
+        for (int w = 0; w < ref->tg.n_writebacks; w++)
+            for (int i = 0; i < ref->g.n_outputs; i++)
+                if (ref->g.outputs[i] == ref->tg.wb_src[w])
+                    memcpy(ref->g.values[ref->tg.wb_dst[w]].data, outs[i].data,
+                           (size_t)sc_desc_bytes(&ref->g.values[ref->tg.wb_dst[w]].desc));
         for (int i = 0; i < ref->g.n_outputs; i++) sc_tensor_free_data(&outs[i]);
     }
 }
@@ -116,6 +160,20 @@ static void compare_state(const char *what, const pt_model *a, const pt_model *b
               "%s: '%s' differs from the store-everything run", what, x->name);
     }
     CHECK(n > 0, "%s: nothing compared", what);
+}
+
+/* Bytes a session copies device -> host for graph outputs at the end of a step: those resident at
+ * the end (an interval of theirs reaches the last step, or they open none: persistent, in place). */
+static int64_t outputs_d2h(const sc_graph *g, const sc_plan *p) {
+    int64_t b = 0;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i];
+        bool any = false, to_end = false;
+        for (int k = 0; k < p->n_intervals; k++)
+            if (p->intervals[k].value == v) any = true, to_end |= p->intervals[k].end == p->n_steps - 1;
+        if (!any || to_end) b += sc_desc_bytes(&g->values[v].desc);
+    }
+    return b;
 }
 
 /* Transfers per kind in a plan. */
@@ -150,7 +208,7 @@ static void run_plan(const char *what, pt_model *m, const sc_plan *p, int64_t ca
         CHECK(ps.peak_bytes == p->arena_bytes, "%s: step %d measured peak %lld, planned %lld", what, step,
               (long long)ps.peak_bytes, (long long)p->arena_bytes);
         *h2d = ps.bytes_h2d, *d2h = ps.bytes_d2h;
-        /* writebacks (none in these graphs) and the host copy, as the trainer does */
+        /* writebacks (BatchNorm statistics in bnorm) and the host copy, as the trainer does */
         for (int i = 0; !st && i < m->tg.n_writebacks; i++)
             st = plan_session_copy_value(s, m->tg.wb_src[i], m->tg.wb_dst[i]);
     }
@@ -160,6 +218,23 @@ static void run_plan(const char *what, pt_model *m, const sc_plan *p, int64_t ca
     sc_status_free(st);
     plan_session_free(s);
     backend_destroy(be);
+}
+
+/* Streaming plans: no computed graph output (running statistics, loss) is resident at the end of the
+ * step; each one's last instance is OFFLOADed. */
+static void outputs_check(const char *what, const pt_model *m, const sc_plan *p) {
+    const sc_graph *g = &m->g;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i], offloads = 0, pr = g->values[v].producer;
+        bool alias = false;
+        for (int k = 0; pr >= 0 && k < g->nodes[pr].n_out; k++) alias |= g->nodes[pr].out[k] == v && sched_alias_input(&g->nodes[pr], k) >= 0;
+        if (pr < 0 || alias) continue;
+        for (int k = 0; k < p->n_intervals; k++)
+            CHECK(p->intervals[k].value != v || p->intervals[k].end < p->n_steps - 1,
+                  "%s: graph output '%s' is resident to the end of a streaming plan", what, g->values[v].name);
+        for (int s = 0; s < p->n_steps; s++) offloads += p->steps[s].kind == SC_STEP_OFFLOAD && p->steps[s].value == v;
+        CHECK(offloads >= 1, "%s: graph output '%s' is never offloaded", what, g->values[v].name);
+    }
 }
 
 /* A plan from plan_build, run and checked; returns false when plan_build failed. */
@@ -177,10 +252,12 @@ static bool build_and_run(int kind, const sc_plan_options *o, const reference *r
     }
     int64_t h2d = 0, d2h = 0;
     run_plan(what, &m, &p, o->budget, ref, &h2d, &d2h);
-    CHECK(h2d == ref->io_h2d + p.bytes_h2d && d2h == ref->io_d2h + p.bytes_d2h,
+    int64_t out_d2h = outputs_d2h(&m.g, &p);
+    CHECK(h2d == ref->io_h2d + p.bytes_h2d && d2h == out_d2h + p.bytes_d2h,
           "%s: moved %lld/%lld bytes h2d/d2h, the plan says %lld/%lld plus %lld/%lld for inputs/outputs", what,
           (long long)h2d, (long long)d2h, (long long)p.bytes_h2d, (long long)p.bytes_d2h, (long long)ref->io_h2d,
-          (long long)ref->io_d2h);
+          (long long)out_d2h);
+    if (p.offload != SC_OFFLOAD_NONE) outputs_check(what, &m, &p);
     int npf, nof;
     count_steps(&p, &npf, &nof);
     printf("%-40s %-11s W=%-3d arena %6lld fixed %5lld  %3d prefetch %3d offload  h2d %6lld d2h %6lld  "
@@ -266,8 +343,9 @@ static void test_windows(int kind, const reference *ref) {
                 if (!st) {
                     int64_t h2d = 0, d2h = 0;
                     run_plan(what, &m, &p, 0, ref, &h2d, &d2h);
-                    CHECK(h2d == ref->io_h2d + p.bytes_h2d && d2h == ref->io_d2h + p.bytes_d2h,
+                    CHECK(h2d == ref->io_h2d + p.bytes_h2d && d2h == outputs_d2h(&m.g, &p) + p.bytes_d2h,
                           "%s: moved bytes differ from the plan's", what);
+                    outputs_check(what, &m, &p);
                     if (mode & 1)
                         CHECK(p.fixed_bytes == lowered.fixed_bytes - params_state_bytes(&m.g),
                               "%s: fixed region %lld, expected %lld without parameters and state", what,
@@ -374,7 +452,7 @@ static void test_inflight_assert(void) {
 }
 
 int main(void) {
-    int kinds[] = {PT_MLP, PT_RESIDUAL, PT_DENSE, PT_WIDE};
+    int kinds[] = {PT_MLP, PT_RESIDUAL, PT_DENSE, PT_WIDE, PT_BNORM};
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
         reference ref;
         model_build(&ref.m, kinds[k]);
@@ -389,6 +467,9 @@ int main(void) {
             SC_ASSERT(!st);
             ref.io_h2d = ref.io_d2h = 0;
             run_plan("none", &m, &p, 0, &ref, &ref.io_h2d, &ref.io_d2h);
+            CHECK(ref.io_d2h == outputs_d2h(&m.g, &p), "%s none: outputs moved %lld bytes, expected %lld",
+                  model_name(kinds[k]), (long long)ref.io_d2h, (long long)outputs_d2h(&m.g, &p));
+            if (kinds[k] == PT_BNORM) CHECK(m.tg.n_writebacks == 2 * BN_L, "bnorm: %d writebacks", m.tg.n_writebacks);
             ref.none_fixed = p.fixed_bytes;
             plan_free(&p);
             graph_free(&m.g);

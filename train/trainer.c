@@ -75,11 +75,19 @@ static sc_status feeds_alloc(sc_trainer *t) {
     }
     t->loss_out = output_index(g, t->tg.loss);
     if (t->loss_out < 0) return sc_errorf("internal: the loss is not a graph output");
+    /* value -> output index once: a 250,000-block ResNet has 1M writebacks and 1M outputs */
+    int *out_of = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!out_of) return sc_errorf("out of memory");
+    for (int v = 0; v < g->n_values; v++) out_of[v] = -1;
+    for (int i = g->n_outputs - 1; i >= 0; i--) out_of[g->outputs[i]] = i; /* the first, as output_index */
     for (int i = 0; i < t->tg.n_writebacks; i++) {
-        t->wb_out[i] = output_index(g, t->tg.wb_src[i]);
-        if (t->wb_out[i] < 0) return sc_errorf("internal: writeback source '%s' is not a graph output",
-                                               g->values[t->tg.wb_src[i]].name);
+        t->wb_out[i] = out_of[t->tg.wb_src[i]];
+        if (t->wb_out[i] < 0) {
+            free(out_of);
+            return sc_errorf("internal: writeback source '%s' is not a graph output", g->values[t->tg.wb_src[i]].name);
+        }
     }
+    free(out_of);
     return SC_OK;
 }
 
