@@ -17,6 +17,7 @@ Fails through the exit code.
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -171,14 +172,26 @@ def kill(iterations):
     args = ["train", "m.onnx", "--batch", "4", "--steps", "24", "--lr", "0.02", "--threads", "2"]
     must(args + ["-o", "ref.onnx"])
     env = dict(os.environ, SCORCH_TEST_SAVE_SLEEP_US="1500")
+    shutil.rmtree("st", ignore_errors=True)  # a state left by an earlier run would be resumed, not tested
     rnd = random.Random(1234)
     started = False
     kills = 0
+    t_save = None  # seconds from start to the first saved state, measured by the first run
     for i in range(iterations):
         cmd = [SCORCH] + args + ["-o", "k.onnx", "--save-every", "1"]
         cmd += ["--resume", "st"] if started else ["--state", "st"]
+        t0 = time.monotonic()
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        time.sleep(rnd.uniform(0.05, 0.8))
+        if t_save is None:
+            # Kill times are scaled by how long this machine takes to load, plan and save once, so
+            # a loaded machine (CI beside other jobs) still gets kills both before and while saving
+            # instead of killing every run before its first save.
+            while p.poll() is None and not os.path.exists("st/state.bin") and time.monotonic() - t0 < 300:
+                time.sleep(0.005)
+            t_save = time.monotonic() - t0
+            time.sleep(rnd.uniform(0.0, 0.3) * t_save)
+        else:
+            time.sleep(rnd.uniform(0.3, 2.0) * t_save)
         if p.poll() is None:
             p.send_signal(signal.SIGKILL)
             kills += 1
