@@ -56,3 +56,13 @@ int sc_strmap_get(const sc_strmap *m, const char *key) {
     size_t i = slot_find(m, key, (unsigned)hash_str(key));
     return m->slots[i].key ? m->slots[i].val : -1;
 }
+
+int sc_strmap_put_new(sc_strmap *m, const char *key, int val) {
+    if ((m->count + 1) * 2 > m->cap && !grow(m)) return -2;
+    unsigned h = (unsigned)hash_str(key);
+    size_t i = slot_find(m, key, h);
+    if (m->slots[i].key) return m->slots[i].val;
+    m->count++;
+    m->slots[i] = (sc_strmap_slot){key, h, val};
+    return -1;
+}

@@ -26,5 +26,8 @@ void sc_strmap_free(sc_strmap *m);
 bool sc_strmap_put(sc_strmap *m, const char *key, int val);
 /* Returns -1 when absent. */
 int sc_strmap_get(const sc_strmap *m, const char *key);
+/* Inserts key -> val unless key is present (one hash and probe, not get + put): returns the
+ * present key's value, -1 after inserting, -2 on allocation failure. */
+int sc_strmap_put_new(sc_strmap *m, const char *key, int val);
 
 #endif

@@ -39,8 +39,8 @@ int64_t sc_desc_numel(const sc_desc *d) {
     int64_t n = 1;
     for (int i = 0; i < d->rank; i++) {
         if (d->dims[i] < 0) return -1;
-        if (d->dims[i] != 0 && n > INT64_MAX / d->dims[i]) return -1;
-        n *= d->dims[i];
+        /* overflow test without a division: this runs per value per plan step on 13M-value graphs */
+        if (__builtin_mul_overflow(n, d->dims[i], &n)) return -1;
     }
     return n;
 }
@@ -48,8 +48,9 @@ int64_t sc_desc_numel(const sc_desc *d) {
 int64_t sc_desc_bytes(const sc_desc *d) {
     int64_t n = sc_desc_numel(d);
     int64_t es = (int64_t)sc_dtype_size(d->dtype);
-    if (n < 0 || (es && n > INT64_MAX / es)) return -1;
-    return n * es;
+    int64_t b;
+    if (n < 0 || __builtin_mul_overflow(n, es, &b)) return -1;
+    return b;
 }
 
 bool sc_desc_is_static(const sc_desc *d) {

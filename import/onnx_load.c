@@ -11,9 +11,12 @@
  *   6. graph outputs; graph_link.
  * The unpacked ModelProto is freed once the graph is built (nothing in the graph points into it:
  * names, attributes and initializer data are copied); the serialized bytes stay with the model for
- * sc_model_save.
+ * sc_model_save. protobuf-c allocates every message, string and array separately (about ten per
+ * node, 20M at depth 250000) and frees them one by one: here they come from a bump allocator whose
+ * few large blocks are released together.
  * On any failure the partly built model is freed and the error is prefixed with the file name.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +319,43 @@ static sc_status model_build(sc_model *m, const Onnx__ModelProto *mp, size_t fil
     return st;
 }
 
+/* ---- bump allocator for the unpacked proto ---- */
+
+enum { PROTO_BLOCK = 16 << 20 }; /* bytes per shared block; larger requests get their own */
+
+typedef struct proto_block {
+    struct proto_block *next;
+    size_t used, cap;
+    max_align_t data[];
+} proto_block;
+
+static void *proto_pool_alloc(void *pool, size_t size) {
+    proto_block **head = pool, *b = *head;
+    size = (size + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    if (b && b->cap - b->used >= size) {
+        void *r = (char *)b->data + b->used;
+        b->used += size;
+        return r;
+    }
+    size_t cap = size > PROTO_BLOCK / 4 ? size : PROTO_BLOCK;
+    proto_block *nb = malloc(sizeof *nb + cap);
+    if (!nb) return NULL;
+    nb->used = size, nb->cap = cap;
+    if (b && cap == size) nb->next = b->next, b->next = nb; /* a dedicated block: the head keeps its room */
+    else nb->next = b, *head = nb;
+    return nb->data;
+}
+
+static void proto_pool_free(void *pool, void *ptr) { (void)pool, (void)ptr; } /* released by proto_pool_release */
+
+static void proto_pool_release(proto_block *b) {
+    while (b) {
+        proto_block *next = b->next;
+        free(b);
+        b = next;
+    }
+}
+
 /* Builds the model from data (size bytes), taking ownership of data: it is kept as the model's
  * serialized bytes on success and freed on failure. */
 static sc_status model_load_owned(uint8_t *data, size_t size, const char *name, const char *dir, sc_model **out) {
@@ -325,12 +365,14 @@ static sc_status model_load_owned(uint8_t *data, size_t size, const char *name, 
         return sc_errorf("%s: empty file", name);
     }
     sc_status st = sc_status_prefix(onnx_wire_check(data, size), "%s: ", name);
-    Onnx__ModelProto *mp = st ? NULL : onnx__model_proto__unpack(NULL, size, data);
+    proto_block *blocks = NULL;
+    ProtobufCAllocator pool = {.alloc = proto_pool_alloc, .free = proto_pool_free, .allocator_data = &blocks};
+    Onnx__ModelProto *mp = st ? NULL : onnx__model_proto__unpack(&pool, size, data);
     if (!st && !mp) st = sc_errorf("%s: not a valid ONNX model: protobuf parse failed (truncated or corrupt file)", name);
     sc_model *m = st ? NULL : calloc(1, sizeof *m);
     if (!st && !m) st = sc_errorf("%s: out of memory", name);
     if (st) {
-        if (mp) onnx__model_proto__free_unpacked(mp, NULL);
+        proto_pool_release(blocks);
         free(data);
         return st;
     }
@@ -340,7 +382,7 @@ static sc_status model_load_owned(uint8_t *data, size_t size, const char *name, 
     m->path = strdup(name);
     m->dir = dir ? strdup(dir) : NULL;
     st = (!m->path || (dir && !m->dir)) ? sc_errorf("out of memory") : model_build(m, mp, size);
-    onnx__model_proto__free_unpacked(mp, NULL);
+    proto_pool_release(blocks);
     if (st) {
         sc_model_free(m);
         return sc_status_prefix(st, "%s: ", name);

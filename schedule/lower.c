@@ -17,7 +17,8 @@
  * With one segment (the `none` plan) the runs are nodes 0..n-1 in graph order.
  * Speed (a 13M-value graph lowers to 32M runs): the per-value facts the run walks need (persistent,
  * graph output) are copied into one byte per value first, since sc_value is 184 bytes and every
- * lookup into the values array would be a cache miss; costs are computed once per node, not per run.
+ * lookup into the values array would be a cache miss (so are the interval sizes); costs are computed once
+ * per node, not per run.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@ typedef struct {
     int *slot_end;                      /* run index after which the slot's instance is freed */
     int *root;                          /* per value: storage root (in-place aliases resolved) */
     unsigned char *vflag;               /* per value: VF_PERSISTENT | VF_OUTPUT */
+    int64_t *vbytes;                    /* per value: sched_value_bytes */
 } lower_ctx;
 
 enum { VF_PERSISTENT = 1, VF_OUTPUT = 2 };
@@ -51,6 +53,7 @@ static void ctx_free(lower_ctx *x) {
     free(x->slot_end);
     free(x->root);
     free(x->vflag);
+    free(x->vbytes);
 }
 
 static bool slot_opens(const sc_node *n, int o) { return n->out[o] >= 0 && sched_alias_input(n, o) < 0; }
@@ -199,7 +202,7 @@ static sc_status steps_emit(lower_ctx *x, sc_plan *plan) {
             if (first < 0) first = ni;
             slot_iv[sl] = ni;
             int end = x->slot_end[sl] == END_OF_PLAN ? last_step : -1;
-            plan->intervals[ni++] = (sc_interval){n->out[o], 0, sched_value_bytes(g, n->out[o]), ns, end};
+            plan->intervals[ni++] = (sc_interval){n->out[o], 0, x->vbytes[n->out[o]], ns, end};
         }
         plan->steps[ns++] = (sc_step){SC_STEP_RUN, x->runs[r], -1, -1, first};
         for (int f = fcount[r]; f < fcount[r + 1]; f++) {
@@ -252,9 +255,12 @@ static sc_status ctx_init(lower_ctx *x, const sc_graph *g, const sc_training_gra
     x->phase = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
     x->root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     x->vflag = malloc((size_t)g->n_values + 1);
-    if (!x->seg || !x->phase || !x->root || !x->vflag) return sc_errorf("out of memory lowering");
-    for (int v = 0; v < g->n_values; v++)
+    x->vbytes = malloc(sizeof(int64_t) * ((size_t)g->n_values + 1));
+    if (!x->seg || !x->phase || !x->root || !x->vflag || !x->vbytes) return sc_errorf("out of memory lowering");
+    for (int v = 0; v < g->n_values; v++) {
         x->vflag[v] = (unsigned char)((sched_persistent(g, v) ? VF_PERSISTENT : 0) | (g->values[v].is_output ? VF_OUTPUT : 0));
+        x->vbytes[v] = sched_value_bytes(g, v);
+    }
     if (c->k < 1 || c->pos[0] != 0 || c->pos[c->k] != x->F)
         return sc_errorf("lowering: the chain does not cover the %d forward nodes", x->F);
     sched_segment_of_nodes(c, x->F, x->seg);

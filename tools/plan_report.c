@@ -181,7 +181,7 @@ static sc_status memory_by_step(const sc_graph *g, const sc_training_graph *tg, 
 
 /* The timeline model: t0/t1 of every step on its stream, and per transfer its finish time. */
 typedef struct {
-    double *t0, *t1;   /* [n_steps] */
+    double *t0, *t1;   /* [n_steps]; NULL when only the total is wanted */
     int *stream;       /* 0 compute, 1 h2d, 2 d2h, -1 none (FREE) */
     double total;
 } timeline;
@@ -191,45 +191,60 @@ static int64_t value_bytes(const sc_graph *g, int v) {
     return b < 0 ? 0 : b;
 }
 
-static sc_status timeline_build(const sc_graph *g, const sc_plan *p, const sc_cost_model *m, timeline *tl) {
+/* Seconds of every node under m, evaluated once: a checkpointed plan runs each forward node several
+ * times (32M RUN steps over 5M nodes at depth 250000), and the same doubles summed in the same
+ * order keep every figure bit-identical to evaluating the model per step. */
+static double *node_times(const sc_graph *g, const sc_cost_model *m) {
+    double *t = malloc(((size_t)g->n_nodes + 1) * sizeof *t);
+    if (t)
+        for (int i = 0; i < g->n_nodes; i++) t[i] = cost_node_time(m, g, i);
+    return t;
+}
+
+/* With arrays false only tl->total is computed (no per-step arrays: 20 bytes a step). */
+static sc_status timeline_build(const sc_graph *g, const sc_plan *p, const sc_cost_model *m, const double *nt,
+                                bool arrays, timeline *tl) {
     int n = p->n_steps, n_tr = 0;
     for (int s = 0; s < n; s++)
         if (p->steps[s].transfer + 1 > n_tr) n_tr = p->steps[s].transfer + 1;
-    tl->t0 = calloc((size_t)n + 1, sizeof *tl->t0);
-    tl->t1 = calloc((size_t)n + 1, sizeof *tl->t1);
-    tl->stream = calloc((size_t)n + 1, sizeof *tl->stream);
+    if (arrays) {
+        tl->t0 = malloc(((size_t)n + 1) * sizeof *tl->t0);
+        tl->t1 = malloc(((size_t)n + 1) * sizeof *tl->t1);
+        tl->stream = malloc(((size_t)n + 1) * sizeof *tl->stream);
+    }
     double *done = calloc((size_t)n_tr + 1, sizeof *done);
-    if (!tl->t0 || !tl->t1 || !tl->stream || !done) {
+    if ((arrays && (!tl->t0 || !tl->t1 || !tl->stream)) || !done) {
         free(done);
         return sc_errorf("out of memory");
     }
     double compute = 0, link = 0; /* one FIFO link for both directions, as plan_predict models it */
     for (int s = 0; s < n; s++) {
         const sc_step *st = &p->steps[s];
-        tl->stream[s] = -1;
-        tl->t0[s] = tl->t1[s] = compute;
+        int stream = -1;
+        double t0 = compute, t1 = compute;
         switch (st->kind) {
         case SC_STEP_RUN:
-            tl->stream[s] = 0;
-            compute += cost_node_time(m, g, st->node);
-            tl->t1[s] = compute;
+            stream = 0;
+            compute += nt[st->node];
+            t1 = compute;
             break;
         case SC_STEP_PREFETCH:
         case SC_STEP_OFFLOAD: {
             double start = link > compute ? link : compute;
             link = start + cost_transfer_time(m, value_bytes(g, st->value));
-            tl->stream[s] = st->kind == SC_STEP_PREFETCH ? 1 : 2;
-            tl->t0[s] = start, tl->t1[s] = link;
+            stream = st->kind == SC_STEP_PREFETCH ? 1 : 2;
+            t0 = start, t1 = link;
             if (st->transfer >= 0) done[st->transfer] = link;
             break;
         }
         case SC_STEP_WAIT:
             if (st->transfer >= 0 && st->transfer < n_tr && done[st->transfer] > compute) compute = done[st->transfer];
-            tl->t1[s] = compute;
+            t1 = compute;
             break;
         case SC_STEP_FREE:
             break;
         }
+        if (arrays) tl->stream[s] = stream, tl->t0[s] = t0, tl->t1[s] = t1;
     }
     tl->total = compute > link ? compute : link; /* the step ends when the link is idle too */
     free(done);
@@ -242,11 +257,19 @@ static void timeline_free(timeline *tl) {
     free(tl->stream);
 }
 
-sc_status plan_timeline_time(const sc_graph *g, const sc_plan *p, const sc_cost_model *m, double *seconds) {
+static sc_status timeline_total(const sc_graph *g, const sc_plan *p, const sc_cost_model *m, const double *nt,
+                                double *seconds) {
     timeline tl = {0};
-    sc_status st = timeline_build(g, p, m, &tl);
+    SC_TRY(timeline_build(g, p, m, nt, false, &tl));
     *seconds = tl.total;
-    timeline_free(&tl);
+    return SC_OK;
+}
+
+sc_status plan_timeline_time(const sc_graph *g, const sc_plan *p, const sc_cost_model *m, double *seconds) {
+    double *nt = node_times(g, m);
+    if (!nt) return sc_errorf("out of memory");
+    sc_status st = timeline_total(g, p, m, nt, seconds);
+    free(nt);
     return st;
 }
 
@@ -271,19 +294,47 @@ sc_status plan_calibrate(sc_trainer *t, const sc_graph *g, sc_plan_options *o, s
     return SC_OK;
 }
 
+/* The highest total of the per-step resident bytes: memory_by_step's three kinds summed, with one
+ * array instead of three (integers, so the sum of the prefix sums is the prefix sum of the sums). */
+static sc_status live_peak(const sc_plan *p, int64_t *peak) {
+    int n = p->n_steps;
+    int64_t *d = calloc((size_t)n + 2, sizeof *d);
+    if (!d) return sc_errorf("out of memory");
+    for (int i = p->n_fixed_intervals; i < p->n_intervals; i++) {
+        const sc_interval *iv = &p->intervals[i];
+        if (iv->begin < 0 || iv->begin >= n) continue;
+        int end = iv->end < iv->begin ? iv->begin : iv->end >= n ? n - 1 : iv->end;
+        d[iv->begin] += iv->bytes;
+        d[end + 1] -= iv->bytes;
+    }
+    *peak = p->fixed_bytes;
+    int64_t live = 0;
+    for (int s = 0; s < n; s++) {
+        live += d[s];
+        if (p->fixed_bytes + live > *peak) *peak = p->fixed_bytes + live;
+    }
+    free(d);
+    return SC_OK;
+}
+
 sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, const sc_plan *p, const sc_cost_model *m,
                             plan_summary *s) {
     s->param_bytes = s->state_bytes = 0;
     for (int i = 0; i < tg->n_params; i++) s->param_bytes += sc_desc_bytes(&g->values[tg->params[i]].desc);
     for (int i = 0; i < tg->n_states; i++) s->state_bytes += sc_desc_bytes(&g->values[tg->states[i]].desc);
+    double *nt = node_times(g, m);
     bool *ran = calloc((size_t)tg->n_forward_nodes + 1, 1);
-    if (!ran) return sc_errorf("out of memory");
+    if (!ran || !nt) {
+        free(ran);
+        free(nt);
+        return sc_errorf("out of memory");
+    }
     s->compute_time = s->recompute_time = 0;
     s->recompute_runs = 0;
     for (int i = 0; i < p->n_steps; i++) {
         const sc_step *st = &p->steps[i];
         if (st->kind != SC_STEP_RUN) continue;
-        double t = cost_node_time(m, g, st->node);
+        double t = nt[st->node];
         s->compute_time += t;
         if (st->node < tg->n_forward_nodes) {
             if (ran[st->node]) s->recompute_time += t, s->recompute_runs++;
@@ -291,23 +342,17 @@ sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, cons
         }
     }
     free(ran);
-    timeline tl = {0};
-    sc_status st = timeline_build(g, p, m, &tl);
-    s->timeline_time = tl.total;
-    timeline_free(&tl);
+    sc_status st = timeline_total(g, p, m, nt, &s->timeline_time);
+    free(nt);
     SC_TRY(st);
     sc_cost_model model;
     cost_model_default(&model, 0, NULL);
     s->calibrated = m->node_time != NULL;
-    SC_TRY(plan_timeline_time(g, p, &model, &s->model_time));
-    int64_t *mem[N_KINDS] = {0};
-    SC_TRY(memory_by_step(g, tg, p, mem));
-    s->peak_live = p->fixed_bytes;
-    for (int i = 0; i < p->n_steps; i++) {
-        int64_t t = mem[KIND_FIXED][i] + mem[KIND_ACT][i] + mem[KIND_GRAD][i];
-        if (t > s->peak_live) s->peak_live = t;
-    }
-    for (int k = 0; k < N_KINDS; k++) free(mem[k]);
+    bool same = m->node_time == NULL && m->peak_flops == model.peak_flops && m->mem_bandwidth == model.mem_bandwidth &&
+                m->link_bandwidth == model.link_bandwidth; /* the same computation again: same result */
+    if (same) s->model_time = s->timeline_time;
+    else SC_TRY(plan_timeline_time(g, p, &model, &s->model_time));
+    SC_TRY(live_peak(p, &s->peak_live));
     s->peak_activations = p->arena_bytes - p->fixed_bytes;
     return SC_OK;
 }
@@ -412,7 +457,9 @@ static const char *step_label(const sc_graph *g, const sc_step *st, char *buf, s
 sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_training_graph *tg, const sc_plan *p,
                            const sc_cost_model *m) {
     timeline tl = {0};
-    sc_status st = timeline_build(g, p, m, &tl);
+    double *nt = node_times(g, m);
+    sc_status st = nt ? timeline_build(g, p, m, nt, true, &tl) : sc_errorf("out of memory");
+    free(nt);
     int64_t *mem[N_KINDS] = {0};
     if (!st) st = memory_by_step(g, tg, p, mem);
     if (st) {
