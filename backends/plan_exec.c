@@ -14,6 +14,7 @@
  */
 #include "backends/plan_exec.h"
 #include "core/alloc_fail.h"
+#include "core/clock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,12 +46,6 @@ struct sc_plan_session {
     double *step_time;
     sc_plan_stats stats;
 };
-
-static double now_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 void plan_session_free(sc_plan_session *s) {
     if (!s) return;
@@ -349,7 +344,7 @@ static sc_status outputs_collect(sc_plan_session *s, sc_tensor *outputs) {
 sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tensor *outputs) {
     sc_graph *g = s->g;
     const sc_plan *p = s->plan;
-    double t0 = now_seconds();
+    double t0 = sc_clock_seconds();
     for (int i = 0; i < g->n_outputs; i++) outputs[i].data = NULL;
     s->n_step++;
     s->stats.peak_bytes = p->fixed_bytes;
@@ -359,7 +354,7 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
     sc_status st = feeds_put(s, inputs);
     for (int i = 0; !st && i < p->n_steps; i++) {
         const sc_step *sp = &p->steps[i];
-        double ts = now_seconds();
+        double ts = sc_clock_seconds();
         switch (sp->kind) {
         case SC_STEP_RUN: st = step_run(s, sp); break;
         case SC_STEP_FREE:
@@ -371,7 +366,7 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
         case SC_STEP_PREFETCH:
         case SC_STEP_WAIT: st = step_transfer(s, sp); break;
         }
-        s->step_time[i] = now_seconds() - ts;
+        s->step_time[i] = sc_clock_seconds() - ts;
         if (st) st = sc_status_prefix(st, "plan step %d: ", i);
     }
     if (!st) st = s->be->iface->synchronize(s->be);
@@ -381,7 +376,7 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
     if (!st) st = outputs_collect(s, outputs);
     if (st)
         for (int i = 0; i < g->n_outputs; i++) sc_tensor_free_data(&outputs[i]);
-    s->stats.step_seconds = now_seconds() - t0;
+    s->stats.step_seconds = sc_clock_seconds() - t0;
     s->stats.step_time = s->step_time;
     return st;
 }

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "backends/profile.h"
 #include "core/npy.h"
 #include "tools/cmd.h"
@@ -153,12 +154,6 @@ static sc_status output_save(const char *dir, const char *name, const sc_tensor 
     return st;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 static int dbl_cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -173,9 +168,9 @@ static sc_status forward_timed(sc_graph *g, const sc_tensor *inputs, int64_t rep
         sc_profile_enable(true);
     }
     for (int64_t r = 0; !st && r < repeat; r++) {
-        double t0 = now_ms();
+        double t0 = 1e3 * sc_clock_seconds();
         st = sc_forward_cpu(g, inputs, outs);
-        ms[r] = now_ms() - t0;
+        ms[r] = 1e3 * sc_clock_seconds() - t0;
         for (int i = 0; !st && i < g->n_outputs; i++) sc_tensor_free_data(&outs[i]);
     }
     if (!st) {

@@ -33,17 +33,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 #include "tools/plan_report.h"
 #include "train/train_signal.h"
 #include "train/trainer.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static char *hms(double s, char *buf, size_t n) {
     long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
@@ -102,7 +97,7 @@ static void plan_report_line(const sc_trainer *t, progress *p) {
 }
 
 static void progress_show(progress *p, const sc_trainer *t, const sc_step_result *r) {
-    double el = now_s() - p->t0, rate = el > 0 ? (double)p->units / el : 0;
+    double el = sc_clock_seconds() - p->t0, rate = el > 0 ? (double)p->units / el : 0;
     int64_t total = sc_trainer_total_steps(t), left = total - r->step;
     char e[32], eta[32];
     hms(el, e, sizeof e);
@@ -154,10 +149,10 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
         int sig = train_signal_pending();
         if (sig) return train_interrupt(t, o, p, sig);
         sc_step_result r;
-        double ts = now_s();
+        double ts = sc_clock_seconds();
         st = sc_trainer_step(t, &r);
         if (st) break;
-        double dt = now_s() - ts;
+        double dt = sc_clock_seconds() - ts;
         if (!p->done) {
             p->first_loss = r.loss;
             p->unit_name = r.tokens != r.samples ? "tokens" : "samples";
@@ -169,7 +164,7 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
         p->units += strcmp(p->unit_name, "tokens") ? r.samples : r.tokens;
         if (p->log) {
             fprintf(p->log, "%lld,%.9g,%.9g,%.3f,%.3f\n", (long long)r.step, r.loss, r.lr,
-                    dt > 0 ? (double)r.samples / dt : 0.0, now_s() - p->t0);
+                    dt > 0 ? (double)r.samples / dt : 0.0, sc_clock_seconds() - p->t0);
             fflush(p->log);
         }
         progress_show(p, t, &r);
@@ -224,7 +219,7 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
                 fmt_bytes(pl->arena_bytes, a, sizeof a),
                 cfg->plan.budget ? fmt_bytes(cfg->plan.budget, b, sizeof b) : "unlimited");
     }
-    progress p = {.tty = isatty(2), .t0 = now_s(), .print_every = print_every, .unit_name = "samples", .peak_bytes = -1};
+    progress p = {.tty = isatty(2), .t0 = sc_clock_seconds(), .print_every = print_every, .unit_name = "samples", .peak_bytes = -1};
     if (p.print_every <= 0) p.print_every = total > 20 ? total / 20 : 1;
     sc_status st = log ? log_open(&p, log, cfg->resume_dir != NULL) : SC_OK;
     if (!st) st = train_loop(t, o, &p);

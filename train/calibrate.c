@@ -6,16 +6,11 @@
 #include <time.h>
 
 #include "backends/cpu/cpu.h"
+#include "core/clock.h"
 #include "backends/cpu/cpu_rng.h"
 #include "backends/executor.h"
 #include "backends/profile.h"
 #include "train/trainer_internal.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -55,11 +50,11 @@ static sc_status link_measure(double *bandwidth) {
     if (!st) memset(host, 1, (size_t)n); /* touch the pages before timing */
     for (int r = 0; r < SC_CALIBRATE_LINK_REPS && !st; r++) {
         int64_t a, b;
-        double t0 = now_s();
+        double t0 = sc_clock_seconds();
         st = be->iface->copy_h2d(be, dev, host, n, &a);
         if (!st) st = be->iface->copy_d2h(be, host, dev, n, &b);
         if (!st) st = be->iface->wait(be, b);
-        t[r] = now_s() - t0;
+        t[r] = sc_clock_seconds() - t0;
     }
     if (!st) {
         double m = median(t, SC_CALIBRATE_LINK_REPS);

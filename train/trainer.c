@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/cpu_rng.h"
 #include "backends/executor.h"
@@ -213,12 +214,6 @@ static void writebacks_apply(sc_trainer *t) {
     }
 }
 
-static double seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The step's graph execution: the plan's session, or the store-everything executor; *seconds is
  * the time of the execution itself. */
 static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *seconds) {
@@ -228,9 +223,9 @@ static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *second
         if (!t->session) return sc_errorf("no plan to run (the last re-plan failed)");
         return train_plan_run(t, peak_bytes, seconds);
     }
-    double t0 = seconds_now();
+    double t0 = sc_clock_seconds();
     sc_status st = sc_forward_cpu(&t->model->graph, t->feeds, t->outs);
-    *seconds = seconds_now() - t0;
+    *seconds = sc_clock_seconds() - t0;
     return st;
 }
 
