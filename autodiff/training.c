@@ -156,7 +156,7 @@ void tb_output(tb_builder *b, int v) {
 }
 
 static int *ids_copy(tb_builder *b, const int *ids, int n) {
-    int *p = sc_arena_alloc_array(&b->g->arena, (size_t)(n ? n : 1), sizeof(int));
+    int *p = sc_arena_alloc_aligned(&b->g->arena, sizeof(int) * (size_t)(n ? n : 1), _Alignof(int));
     if (!p) {
         tb_fail(b, sc_errorf("out of memory copying an id list"));
         return NULL;

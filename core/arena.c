@@ -35,14 +35,19 @@ static sc_arena_chunk *chunk_new(size_t size) {
     return c;
 }
 
-void *sc_arena_alloc(sc_arena *a, size_t size) {
+void *sc_arena_alloc(sc_arena *a, size_t size) { return sc_arena_alloc_aligned(a, size, SC_ARENA_ALIGN); }
+
+/* Chunks start 64-byte aligned, so aligning the offset within the chunk aligns the address. */
+void *sc_arena_alloc_aligned(sc_arena *a, size_t size, size_t align) {
     if (!a->chunk_size) a->chunk_size = 1u << 20; /* a zero-initialised (static) arena works too */
+    if (align == 0 || align > SC_ARENA_ALIGN || (align & (align - 1))) align = SC_ARENA_ALIGN;
     if (size == 0) size = 1;
     if (size > SIZE_MAX - SC_ARENA_ALIGN) return NULL;
     if (sc_alloc_fail_now()) return NULL; /* tests: injected out-of-memory (core/alloc_fail.h) */
-    size_t rounded = (size + SC_ARENA_ALIGN - 1) & ~(size_t)(SC_ARENA_ALIGN - 1);
+    size_t rounded = (size + align - 1) & ~(align - 1);
     sc_arena_chunk *c = a->head;
-    if (!c || c->size - c->used < rounded) {
+    size_t start = c ? (c->used + align - 1) & ~(align - 1) : 0;
+    if (!c || start > c->size || c->size - start < rounded) {
         if (rounded > a->chunk_size / 4) {
             /* Big allocation: its own chunk, linked behind the head so the head keeps filling. */
             sc_arena_chunk *big = chunk_new(rounded);
@@ -62,9 +67,10 @@ void *sc_arena_alloc(sc_arena *a, size_t size) {
         if (!fresh) return NULL;
         fresh->next = c;
         a->head = c = fresh;
+        start = 0;
     }
-    void *p = c->base + c->used;
-    c->used += rounded;
+    void *p = c->base + start;
+    c->used = start + rounded;
     a->total += rounded;
     memset(p, 0, rounded);
     return p;
@@ -76,7 +82,7 @@ void *sc_arena_alloc_array(sc_arena *a, size_t count, size_t elem_size) {
 }
 
 char *sc_arena_strndup(sc_arena *a, const char *s, size_t n) {
-    char *d = sc_arena_alloc(a, n + 1);
+    char *d = sc_arena_alloc_aligned(a, n + 1, 1);
     if (!d) return NULL;
     memcpy(d, s, n);
     d[n] = 0;

@@ -14,6 +14,8 @@ void graph_init(sc_graph *g) {
 void graph_free(sc_graph *g) {
     free(g->values);
     free(g->nodes);
+    free(g->link_pool);
+    free(g->link_scratch);
     sc_strmap_free(&g->by_name);
     sc_arena_free_all(&g->arena);
     memset(g, 0, sizeof *g);
@@ -67,8 +69,9 @@ int graph_add_node(sc_graph *g, sc_op op, const char *name, const int *in, int n
     memset(n, 0, sizeof *n);
     n->op = op;
     n->name = sc_arena_strdup(&g->arena, name ? name : "");
-    n->in = sc_arena_alloc_array(&g->arena, (size_t)(n_in ? n_in : 1), sizeof(int));
-    n->out = sc_arena_alloc_array(&g->arena, (size_t)(n_out ? n_out : 1), sizeof(int));
+    /* One block for both lists, int-aligned (64-byte padding per list doubled the arena). */
+    n->in = sc_arena_alloc_aligned(&g->arena, sizeof(int) * (size_t)(n_in + n_out + 1), _Alignof(int));
+    n->out = n->in ? n->in + n_in : NULL;
     if (!n->name || !n->in || !n->out) {
         *st = sc_errorf("out of memory adding node '%s'", name ? name : "");
         return -1;
@@ -81,6 +84,19 @@ int graph_add_node(sc_graph *g, sc_op op, const char *name, const int *in, int n
 }
 
 int graph_find_value(const sc_graph *g, const char *name) { return sc_strmap_get(&g->by_name, name); }
+
+sc_status graph_set_dim_name(sc_graph *g, int value_id, int d, const char *name) {
+    sc_value *v = &g->values[value_id];
+    if (!name) {
+        if (v->dim_names) v->dim_names[d] = NULL;
+        return SC_OK;
+    }
+    if (!v->dim_names) v->dim_names = sc_arena_alloc_array(&g->arena, SC_MAX_RANK, sizeof *v->dim_names);
+    const char *copy = v->dim_names ? sc_arena_strdup(&g->arena, name) : NULL;
+    if (!copy) return sc_errorf("out of memory naming dim %d of '%s'", d, v->name);
+    v->dim_names[d] = copy;
+    return SC_OK;
+}
 
 const char *graph_unique_name(sc_graph *g, const char *base) {
     if (sc_strmap_get(&g->by_name, base) < 0) return sc_arena_strdup(&g->arena, base);
@@ -102,18 +118,29 @@ sc_status graph_alloc_data(sc_graph *g, int value_id) {
     return SC_OK;
 }
 
-/* Memory traffic is the cost at 13M values of 184 bytes: the node walks write producers and
+/* Grows *buf to at least need bytes (contents not kept); false when out of memory. */
+static bool reserve(void **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return true;
+    void *p = realloc(*buf, need);
+    if (!p) return false;
+    *buf = p;
+    *cap = need;
+    return true;
+}
+
+/* Memory traffic is the cost at 13M values of 128 bytes: the node walks write producers and
  * consumer lists into side arrays (producer ids, write cursors into one pool) and the values are
- * then visited once, in order. Consumer lists stay in node order. One arena block holds every list:
- * per-value blocks cost 64 bytes each (the arena's alignment), 0.8 GB per link of such a graph. */
+ * then visited once, in order. Consumer lists stay in node order. One block holds every list, owned
+ * by the graph and reused by the next link together with the working arrays: per-value arena blocks
+ * cost 64 bytes each, and fresh arrays per link are pages faulted in again (about 10 links build a
+ * training graph). */
 sc_status graph_link(sc_graph *g) {
     size_t nv = (size_t)g->n_values + 1;
-    int *counts = calloc(nv, sizeof(int)), *prod = malloc(nv * sizeof(int));
-    size_t *cur = malloc(nv * sizeof(size_t));
-    if (!counts || !prod || !cur) {
-        free(counts), free(prod), free(cur);
+    if (!reserve(&g->link_scratch, &g->link_scratch_bytes, nv * (sizeof(size_t) + 2 * sizeof(int))))
         return sc_errorf("out of memory linking the graph");
-    }
+    size_t *cur = g->link_scratch;
+    int *counts = (int *)(cur + nv), *prod = counts + nv;
+    memset(counts, 0, nv * sizeof(int));
     for (int v = 0; v < g->n_values; v++) prod[v] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const sc_node *n = &g->nodes[i];
@@ -124,11 +151,11 @@ sc_status graph_link(sc_graph *g) {
     }
     size_t total = 0;
     for (int v = 0; v < g->n_values; v++) cur[v] = total, total += (size_t)counts[v];
-    int *pool = total ? sc_arena_alloc_array(&g->arena, total, sizeof(int)) : NULL;
-    if (total && !pool) {
-        free(counts), free(prod), free(cur);
+    size_t pool_bytes = g->link_pool_cap * sizeof(int);
+    if (!reserve((void **)&g->link_pool, &pool_bytes, (total + 1) * sizeof(int)))
         return sc_errorf("out of memory linking the graph");
-    }
+    g->link_pool_cap = pool_bytes / sizeof(int);
+    int *pool = g->link_pool;
     for (int i = 0; i < g->n_nodes; i++) {
         const sc_node *n = &g->nodes[i];
         for (int k = 0; k < n->n_in; k++)
@@ -138,9 +165,8 @@ sc_status graph_link(sc_graph *g) {
         sc_value *val = &g->values[v];
         val->producer = prod[v];
         val->n_consumers = counts[v];
-        val->consumers = counts[v] ? pool + (cur[v] - (size_t)counts[v]) : NULL; /* no arithmetic on a NULL pool */
+        val->consumers = counts[v] ? pool + (cur[v] - (size_t)counts[v]) : NULL;
     }
-    free(counts), free(prod), free(cur);
     return SC_OK;
 }
 

@@ -34,7 +34,10 @@ typedef struct {
     const char *name;
     sc_value_kind kind;
     sc_desc desc;                        /* dims < 0 until bound / inferred */
-    const char *dim_names[SC_MAX_RANK];  /* symbolic dim names from the file (NULL when fixed) */
+    const char **dim_names;              /* NULL, or SC_MAX_RANK symbolic dim names from the file
+                                          * (NULL where fixed); see value_dim_name. Out of line:
+                                          * only graph inputs have them, and 64 bytes in every value
+                                          * were 0.8 GB at 13M values. */
     int producer;                        /* node id, -1 for inputs, params and constants */
     int n_consumers;
     int *consumers;                      /* node ids, one entry per use (graph_link) */
@@ -64,6 +67,12 @@ typedef struct sc_graph {
     int cap_outputs; /* allocated length of outputs when grown by doubling (0: exactly n_outputs) */
     int64_t opset;      /* default-domain opset the model was imported with */
     sc_strmap by_name;  /* value name -> id */
+    /* graph_link's consumer lists (all values' lists in one block) and its working arrays, kept and
+     * reused by the next link: each link of a 13M-value graph would otherwise fault in 0.25 GB. */
+    int *link_pool;
+    size_t link_pool_cap;
+    void *link_scratch;
+    size_t link_scratch_bytes;
 } sc_graph;
 
 void graph_init(sc_graph *g);
@@ -76,6 +85,10 @@ int graph_add_value(sc_graph *g, const char *name, sc_value_kind kind, const sc_
 int graph_add_node(sc_graph *g, sc_op op, const char *name, const int *in, int n_in, const int *out,
                    int n_out, sc_status *st);
 int graph_find_value(const sc_graph *g, const char *name);
+/* Symbolic name of dim d of v, or NULL. */
+static inline const char *value_dim_name(const sc_value *v, int d) { return v->dim_names ? v->dim_names[d] : NULL; }
+/* Sets it (NULL clears); the name is copied into the arena. */
+sc_status graph_set_dim_name(sc_graph *g, int value_id, int d, const char *name);
 /* A name not used by any value yet, "<base>" or "<base>_<k>"; in the arena. */
 const char *graph_unique_name(sc_graph *g, const char *base);
 /* Allocates value->data in the arena for the value's (static) desc. */

@@ -56,7 +56,7 @@ static int64_t bind_rule(const sc_value *v, int d, const sc_bind_options *opt) {
 }
 
 static sc_status bind_unbound_error(const sc_value *v, int d) {
-    const char *name = v->dim_names[d];
+    const char *name = value_dim_name(v, d);
     bool seq_dim = d == 1 && dtype_is_int(v->desc.dtype);
     if (!name)
         return sc_errorf("input '%s' dim %d is symbolic and unnamed%s", v->name, d,
@@ -85,8 +85,8 @@ static sc_status bind_collect(const sc_graph *g, const sc_bind_options *opt, bin
         if (val->kind != SC_VALUE_INPUT) continue;
         for (int d = 0; d < val->desc.rank; d++) {
             int64_t n = bind_rule(val, d, opt);
-            if (val->desc.dims[d] >= 0 || !val->dim_names[d] || n < 0 || bind_find(t, val->dim_names[d])) continue;
-            if (!bind_add(t, val->dim_names[d], n)) return sc_errorf("out of memory binding dims");
+            if (val->desc.dims[d] >= 0 || !value_dim_name(val, d) || n < 0 || bind_find(t, value_dim_name(val, d))) continue;
+            if (!bind_add(t, value_dim_name(val, d), n)) return sc_errorf("out of memory binding dims");
         }
     }
     return SC_OK;
@@ -102,7 +102,7 @@ sc_status graph_bind_dims(sc_graph *g, const sc_bind_options *opt) {
         sc_value *val = &g->values[v];
         for (int d = 0; d < val->desc.rank && !st; d++) {
             if (val->desc.dims[d] >= 0) continue;
-            const bind_entry *e = bind_find(&t, val->dim_names[d]);
+            const bind_entry *e = bind_find(&t, value_dim_name(val, d));
             if (e)
                 val->desc.dims[d] = e->value;
             else if (val->kind == SC_VALUE_INPUT && bind_rule(val, d, opt) > 0)
@@ -115,7 +115,7 @@ sc_status graph_bind_dims(sc_graph *g, const sc_bind_options *opt) {
         bool used = false;
         for (int v = 0; v < g->n_values && !used; v++)
             for (int d = 0; d < g->values[v].desc.rank && !used; d++)
-                used = g->values[v].dim_names[d] && strcmp(g->values[v].dim_names[d], opt->dims[i].name) == 0;
+                used = value_dim_name(&g->values[v], d) && strcmp(value_dim_name(&g->values[v], d), opt->dims[i].name) == 0;
         if (!used) sc_log(SC_LOG_WARN, "--dim %s matches no symbolic dim of the model", opt->dims[i].name);
     }
     free(t.e);

@@ -28,6 +28,21 @@
  * declared length runs past its message. */
 sc_status onnx_wire_check(const void *data, size_t size);
 
+/* One field of a serialized message: its number and wire type, the bytes of the whole field (tag
+ * included: [start, end)) and, for a length-delimited field, its payload [data, data + size). */
+typedef struct {
+    uint32_t number;
+    int wire;
+    const uint8_t *start, *end;
+    const uint8_t *data;
+    size_t size;
+} onnx_wire_field;
+
+/* Reads the field at *p and advances past it. False at the end and on bytes that are not a field
+ * (truncated varint, a length past end, a group or invalid wire type): *p is then left where the
+ * bad field starts, so the caller can tell the end (*p == end) from an error. */
+bool onnx_wire_next(const uint8_t **p, const uint8_t *end, onnx_wire_field *f);
+
 /* Where a TensorProto's bytes may come from and where the decoded data goes. */
 typedef struct {
     const char *dir;    /* folder that external data must stay inside; NULL refuses external data */

@@ -2,6 +2,7 @@
  *
  * Order of work, each step validating what it reads before anything depends on it:
  *   1. unpack the ModelProto; check the default-domain opset is in [SC_MIN_OPSET, SC_MAX_OPSET];
+ *      nodes and initializers are unpacked one at a time as steps 2, 4 and 5 reach them (below);
  *   2. initializers -> PARAM (floating point) or CONST (integer/bool) values, data in the graph arena;
  *   3. graph inputs that are not initializers -> INPUT values (dim_param -> dim -1 with its name);
  *   4. index every node output by name, so a reference to a value produced later is reported as a
@@ -9,11 +10,14 @@
  *   5. nodes in file order: Constant -> CONST value, others -> ops with typed attributes and
  *      canonicalised inputs (import/canonical.c);
  *   6. graph outputs; graph_link.
- * The unpacked ModelProto is freed once the graph is built (nothing in the graph points into it:
- * names, attributes and initializer data are copied); the serialized bytes stay with the model for
- * sc_model_save. protobuf-c allocates every message, string and array separately (about ten per
- * node, 20M at depth 250000) and frees them one by one: here they come from a bump allocator whose
- * few large blocks are released together.
+ * Nothing in the graph points into unpacked messages (names, attributes and initializer data are
+ * copied); the serialized bytes stay with the model for sc_model_save. Unpacking a whole model costs
+ * about 2.5 KB per node (protobuf-c allocates every message, string and array separately): 5 GB for
+ * a 680 MB file at depth 250000, all of it page-faulted in and thrown away. So the ModelProto and
+ * its GraphProto are unpacked as shells without their repeated node and initializer fields, and
+ * each node and initializer is unpacked alone from its bytes into a scratch bump allocator that is
+ * emptied after it (protobuf's merge rules hold: several graph fields are read in file order, as
+ * one graph). Every step that reads them walks the bytes again; unpacking is cheap next to faulting.
  * On any failure the partly built model is freed and the error is prefixed with the file name.
  */
 #include <stddef.h>
@@ -24,16 +28,105 @@
 #include "import/onnx.h"
 #include "import/onnx_internal.h"
 
+/* ---- bump allocator for unpacked messages ---- */
+
+enum { PROTO_BLOCK = 16 << 20 }; /* bytes per shared block; larger requests get their own */
+
+typedef struct proto_block {
+    struct proto_block *next;
+    size_t used, cap;
+    max_align_t data[];
+} proto_block;
+
+static void *proto_pool_alloc(void *pool, size_t size) {
+    proto_block **head = pool, *b = *head;
+    size = (size + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    if (b && b->cap - b->used >= size) {
+        void *r = (char *)b->data + b->used;
+        b->used += size;
+        return r;
+    }
+    size_t cap = size > PROTO_BLOCK / 4 ? size : PROTO_BLOCK;
+    proto_block *nb = malloc(sizeof *nb + cap);
+    if (!nb) return NULL;
+    nb->used = size, nb->cap = cap;
+    if (b && cap == size) nb->next = b->next, b->next = nb; /* a dedicated block: the head keeps its room */
+    else nb->next = b, *head = nb;
+    return nb->data;
+}
+
+static void proto_pool_free(void *pool, void *ptr) { (void)pool, (void)ptr; } /* released by proto_pool_release */
+
+static void proto_pool_release(proto_block *b) {
+    while (b) {
+        proto_block *next = b->next;
+        free(b);
+        b = next;
+    }
+}
+
+/* Empties the pool, keeping one shared block for the next message (no page is faulted twice). */
+static void proto_pool_reset(proto_block **head) {
+    proto_block *b = *head;
+    if (!b) return;
+    proto_pool_release(b->next);
+    b->next = NULL;
+    if (b->cap != PROTO_BLOCK) {
+        free(b);
+        *head = NULL;
+    } else {
+        b->used = 0;
+    }
+}
+
 typedef struct {
     sc_graph *g;
-    const Onnx__GraphProto *gp;
+    const Onnx__GraphProto *gp; /* the shell: everything but nodes and initializers */
+    onnx_wire_field *graphs;    /* the ModelProto's graph fields, in file order (usually one) */
+    int n_graphs;
+    size_t n_node, n_initializer;
+    proto_block *scratch; /* one node or initializer at a time */
+    ProtobufCAllocator scratch_alloc;
     sc_tensor_src src;
     int64_t opset;
-    sc_strmap producers; /* node output name (proto string) -> node index */
-    char **labels;       /* per node: its name, or "OpType#index" (arena) */
+    sc_strmap producers; /* node output name (a copy in keys) -> node index */
+    sc_arena keys;
+    char **labels; /* per node: its name, or "OpType#index" (arena) */
     int *in_buf;
     size_t in_cap;
 } load_ctx;
+
+static uint32_t field_number(const ProtobufCMessageDescriptor *d, const char *name) {
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, name);
+    SC_ASSERT(f);
+    return f->id;
+}
+
+static sc_status parse_failed(void) {
+    return sc_errorf("not a valid ONNX model: protobuf parse failed (truncated or corrupt file)");
+}
+
+typedef sc_status (*graph_entry_fn)(load_ctx *c, size_t idx, const ProtobufCMessage *msg);
+
+/* Calls fn on every entry of the graph's repeated message field `name`, in file order, each
+ * unpacked alone into the scratch pool. */
+static sc_status each_graph_entry(load_ctx *c, const char *name, const ProtobufCMessageDescriptor *desc,
+                                  graph_entry_fn fn) {
+    uint32_t number = field_number(&onnx__graph_proto__descriptor, name);
+    size_t idx = 0;
+    for (int gi = 0; gi < c->n_graphs; gi++) {
+        const uint8_t *p = c->graphs[gi].data, *end = p + c->graphs[gi].size;
+        onnx_wire_field f;
+        while (onnx_wire_next(&p, end, &f)) {
+            if (f.number != number || f.wire != 2) continue;
+            ProtobufCMessage *msg = protobuf_c_message_unpack(desc, &c->scratch_alloc, f.size, f.data);
+            sc_status st = msg ? fn(c, idx++, msg) : parse_failed();
+            proto_pool_reset(&c->scratch);
+            if (st) return st;
+        }
+    }
+    return SC_OK;
+}
 
 static bool is_default_domain(const char *d) { return !d || !*d || strcmp(d, "ai.onnx") == 0; }
 static const char *str_or_empty(const char *s) { return s ? s : ""; }
@@ -54,24 +147,25 @@ static sc_status check_opset(const Onnx__ModelProto *mp, int64_t *opset) {
     return SC_OK;
 }
 
-static sc_status add_initializers(load_ctx *c) {
-    const Onnx__GraphProto *gp = c->gp;
-    if (gp->n_sparse_initializer) return sc_errorf("sparse initializers are not supported");
-    for (size_t i = 0; i < gp->n_initializer; i++) {
-        const Onnx__TensorProto *t = gp->initializer[i];
-        if (!t->name || !*t->name) return sc_errorf("initializer #%zu has no name", i);
-        char what[300];
-        snprintf(what, sizeof what, "initializer '%.256s'", t->name);
-        if (graph_find_value(c->g, t->name) >= 0) return sc_errorf("%s: defined twice", what);
-        sc_tensor tensor;
-        SC_TRY(onnx_tensor_decode(t, what, &c->src, &tensor));
-        sc_status st = SC_OK;
-        sc_value_kind kind = sc_dtype_is_float(tensor.desc.dtype) ? SC_VALUE_PARAM : SC_VALUE_CONST;
-        int id = graph_add_value(c->g, t->name, kind, &tensor.desc, &st);
-        if (id < 0) return sc_status_prefix(st, "%s: ", what);
-        c->g->values[id].data = tensor.data;
-    }
+static sc_status add_initializer(load_ctx *c, size_t i, const ProtobufCMessage *msg) {
+    const Onnx__TensorProto *t = (const Onnx__TensorProto *)msg;
+    if (!t->name || !*t->name) return sc_errorf("initializer #%zu has no name", i);
+    char what[300];
+    snprintf(what, sizeof what, "initializer '%.256s'", t->name);
+    if (graph_find_value(c->g, t->name) >= 0) return sc_errorf("%s: defined twice", what);
+    sc_tensor tensor;
+    SC_TRY(onnx_tensor_decode(t, what, &c->src, &tensor));
+    sc_status st = SC_OK;
+    sc_value_kind kind = sc_dtype_is_float(tensor.desc.dtype) ? SC_VALUE_PARAM : SC_VALUE_CONST;
+    int id = graph_add_value(c->g, t->name, kind, &tensor.desc, &st);
+    if (id < 0) return sc_status_prefix(st, "%s: ", what);
+    c->g->values[id].data = tensor.data;
     return SC_OK;
+}
+
+static sc_status add_initializers(load_ctx *c) {
+    if (c->gp->n_sparse_initializer) return sc_errorf("sparse initializers are not supported");
+    return each_graph_entry(c, "initializer", &onnx__tensor_proto__descriptor, add_initializer);
 }
 
 static sc_status input_desc(load_ctx *c, const Onnx__ValueInfoProto *vi, sc_desc *d, const char **names) {
@@ -128,8 +222,7 @@ static sc_status add_inputs(load_ctx *c) {
         if (id < 0) return sc_status_prefix(st, "graph input '%s': ", vi->name);
         for (int k = 0; k < d.rank; k++) {
             if (!names[k]) continue;
-            c->g->values[id].dim_names[k] = sc_arena_strdup(&c->g->arena, names[k]);
-            if (!c->g->values[id].dim_names[k]) return sc_errorf("out of memory");
+            SC_TRY(graph_set_dim_name(c->g, id, k, names[k]));
         }
         c->g->inputs[c->g->n_inputs++] = id;
     }
@@ -142,30 +235,32 @@ static int trimmed_count(char **names, size_t n) {
     return (int)n;
 }
 
-static sc_status index_producers(load_ctx *c) {
-    const Onnx__GraphProto *gp = c->gp;
-    c->labels = sc_arena_alloc_array(&c->g->arena, gp->n_node + 1, sizeof(char *));
-    if (!c->labels) return sc_errorf("out of memory");
-    for (size_t i = 0; i < gp->n_node; i++) {
-        const Onnx__NodeProto *np = gp->node[i];
-        char buf[300];
-        if (np->name && *np->name) snprintf(buf, sizeof buf, "%s", np->name);
-        else snprintf(buf, sizeof buf, "%.200s#%zu", str_or_empty(np->op_type), i);
-        c->labels[i] = sc_arena_strdup(&c->g->arena, buf);
-        if (!c->labels[i]) return sc_errorf("out of memory");
-        for (size_t k = 0; k < np->n_output; k++) {
-            const char *out = np->output[k];
-            if (!out || !*out) continue;
-            int prev = sc_strmap_get(&c->producers, out);
-            if (prev >= 0)
-                return sc_errorf("value '%s' is produced twice: by node '%s' and by node '%s'", out, c->labels[prev],
-                                 c->labels[i]);
-            if (graph_find_value(c->g, out) >= 0)
-                return sc_errorf("node '%s': output '%s' is already an initializer or graph input", c->labels[i], out);
-            if (!sc_strmap_put(&c->producers, out, (int)i)) return sc_errorf("out of memory");
-        }
+static sc_status index_node(load_ctx *c, size_t i, const ProtobufCMessage *msg) {
+    const Onnx__NodeProto *np = (const Onnx__NodeProto *)msg;
+    char buf[300];
+    if (np->name && *np->name) snprintf(buf, sizeof buf, "%s", np->name);
+    else snprintf(buf, sizeof buf, "%.200s#%zu", str_or_empty(np->op_type), i);
+    c->labels[i] = sc_arena_strdup(&c->g->arena, buf);
+    if (!c->labels[i]) return sc_errorf("out of memory");
+    for (size_t k = 0; k < np->n_output; k++) {
+        const char *out = np->output[k];
+        if (!out || !*out) continue;
+        int prev = sc_strmap_get(&c->producers, out);
+        if (prev >= 0)
+            return sc_errorf("value '%s' is produced twice: by node '%s' and by node '%s'", out, c->labels[prev],
+                             c->labels[i]);
+        if (graph_find_value(c->g, out) >= 0)
+            return sc_errorf("node '%s': output '%s' is already an initializer or graph input", c->labels[i], out);
+        const char *key = sc_arena_strdup(&c->keys, out);
+        if (!key || !sc_strmap_put(&c->producers, key, (int)i)) return sc_errorf("out of memory");
     }
     return SC_OK;
+}
+
+static sc_status index_producers(load_ctx *c) {
+    c->labels = sc_arena_alloc_array(&c->g->arena, c->n_node + 1, sizeof(char *));
+    if (!c->labels) return sc_errorf("out of memory");
+    return each_graph_entry(c, "node", &onnx__node_proto__descriptor, index_node);
 }
 
 static sc_status resolve_input(load_ctx *c, size_t idx, const char *name, int *id) {
@@ -264,24 +359,23 @@ static sc_status check_no_subgraphs(const sc_node_ctx *nc, const char *op_type) 
     return SC_OK;
 }
 
-static sc_status add_nodes(load_ctx *c) {
-    for (size_t i = 0; i < c->gp->n_node; i++) {
-        const Onnx__NodeProto *np = c->gp->node[i];
-        const char *op_type = str_or_empty(np->op_type);
-        sc_node_ctx nc = {.node = np, .label = c->labels[i], .opset = c->opset, .g = c->g, .src = &c->src};
-        if (!is_default_domain(np->domain))
-            return sc_errorf("node '%s': unknown op '%s' (domain '%s')", nc.label, op_type, np->domain);
-        SC_TRY(check_no_subgraphs(&nc, op_type));
-        nc.op = sc_op_from_onnx_name(op_type);
-        if (nc.op == SC_OP_COUNT) return sc_errorf("node '%s': unknown op '%s'", nc.label, op_type);
-        if (c->opset < op_since_opset(nc.op))
-            return sc_errorf("node '%s': op '%s' needs opset %lld or later, the model imports opset %lld", nc.label,
-                             op_type, (long long)op_since_opset(nc.op), (long long)c->opset);
-        if (nc.op == SC_OP_CONSTANT) SC_TRY(add_constant_node(c, i, &nc));
-        else SC_TRY(add_op_node(c, i, &nc));
-    }
-    return SC_OK;
+static sc_status add_node(load_ctx *c, size_t i, const ProtobufCMessage *msg) {
+    const Onnx__NodeProto *np = (const Onnx__NodeProto *)msg;
+    const char *op_type = str_or_empty(np->op_type);
+    sc_node_ctx nc = {.node = np, .label = c->labels[i], .opset = c->opset, .g = c->g, .src = &c->src};
+    if (!is_default_domain(np->domain))
+        return sc_errorf("node '%s': unknown op '%s' (domain '%s')", nc.label, op_type, np->domain);
+    SC_TRY(check_no_subgraphs(&nc, op_type));
+    nc.op = sc_op_from_onnx_name(op_type);
+    if (nc.op == SC_OP_COUNT) return sc_errorf("node '%s': unknown op '%s'", nc.label, op_type);
+    if (c->opset < op_since_opset(nc.op))
+        return sc_errorf("node '%s': op '%s' needs opset %lld or later, the model imports opset %lld", nc.label,
+                         op_type, (long long)op_since_opset(nc.op), (long long)c->opset);
+    if (nc.op == SC_OP_CONSTANT) return add_constant_node(c, i, &nc);
+    return add_op_node(c, i, &nc);
 }
+
+static sc_status add_nodes(load_ctx *c) { return each_graph_entry(c, "node", &onnx__node_proto__descriptor, add_node); }
 
 static sc_status add_outputs(load_ctx *c) {
     const Onnx__GraphProto *gp = c->gp;
@@ -299,61 +393,84 @@ static sc_status add_outputs(load_ctx *c) {
     return SC_OK;
 }
 
-static sc_status model_build(sc_model *m, const Onnx__ModelProto *mp, size_t file_size) {
-    load_ctx c = {.g = &m->graph, .gp = mp->graph, .src = {.dir = m->dir, .max_inline = file_size}};
-    c.src.arena = &m->graph.arena;
-    if (!mp->graph) return sc_errorf("not a valid ONNX model: no graph");
-    SC_TRY(check_opset(mp, &c.opset));
-    m->graph.opset = c.opset;
-    if (c.gp->n_node > SC_IMPORT_MAX_NODES)
-        return sc_errorf("graph has %zu nodes, more than the supported %d", c.gp->n_node, SC_IMPORT_MAX_NODES);
-    sc_strmap_init(&c.producers);
-    sc_status st = add_initializers(&c);
-    if (!st) st = add_inputs(&c);
-    if (!st) st = index_producers(&c);
-    if (!st) st = add_nodes(&c);
-    if (!st) st = add_outputs(&c);
-    if (!st) st = graph_link(&m->graph);
-    sc_strmap_free(&c.producers);
-    free(c.in_buf);
+/* Bytes appended to a growing buffer (the shells). */
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} byte_buf;
+
+static bool buf_put(byte_buf *b, const uint8_t *p, size_t n) {
+    if (b->cap - b->n < n) {
+        size_t cap = b->cap ? 2 * b->cap : 4096;
+        while (cap - b->n < n) cap *= 2;
+        uint8_t *q = realloc(b->p, cap);
+        if (!q) return false;
+        b->p = q, b->cap = cap;
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+    return true;
+}
+
+/* Copies the fields of [p, end) into shell except the length-delimited fields skip_a and skip_b,
+ * which are counted (*n_a, *n_b) and, for skip_a when list is given, listed. */
+static sc_status split_fields(const uint8_t *p, const uint8_t *end, byte_buf *shell, uint32_t skip_a, size_t *n_a,
+                              uint32_t skip_b, size_t *n_b, onnx_wire_field **list) {
+    onnx_wire_field f;
+    while (onnx_wire_next(&p, end, &f)) {
+        if (f.wire == 2 && f.number == skip_a) {
+            if (list) {
+                onnx_wire_field *l = realloc(*list, (*n_a + 1) * sizeof *l);
+                if (!l) return sc_errorf("out of memory");
+                *list = l;
+                l[*n_a] = f;
+            }
+            ++*n_a;
+        } else if (f.wire == 2 && f.number == skip_b) {
+            ++*n_b;
+        } else if (!buf_put(shell, f.start, (size_t)(f.end - f.start))) {
+            return sc_errorf("out of memory");
+        }
+    }
+    return p == end ? SC_OK : parse_failed();
+}
+
+/* Unpacks the ModelProto and GraphProto shells into pool (c->gp, *mp) and lists the graph fields. */
+static sc_status unpack_shells(load_ctx *c, const uint8_t *data, size_t size, ProtobufCAllocator *pool,
+                               Onnx__ModelProto **mp) {
+    byte_buf model = {0}, graph = {0};
+    size_t n_graphs = 0, none = 0;
+    sc_status st = split_fields(data, data + size, &model, field_number(&onnx__model_proto__descriptor, "graph"),
+                                &n_graphs, 0, &none, &c->graphs);
+    c->n_graphs = (int)n_graphs;
+    for (int i = 0; i < c->n_graphs && !st; i++)
+        st = split_fields(c->graphs[i].data, c->graphs[i].data + c->graphs[i].size, &graph,
+                          field_number(&onnx__graph_proto__descriptor, "node"), &c->n_node,
+                          field_number(&onnx__graph_proto__descriptor, "initializer"), &c->n_initializer, NULL);
+    if (!st) *mp = onnx__model_proto__unpack(pool, model.n, model.p ? model.p : (const uint8_t *)"");
+    if (!st && !*mp) st = parse_failed();
+    if (!st && c->n_graphs) c->gp = onnx__graph_proto__unpack(pool, graph.n, graph.p ? graph.p : (const uint8_t *)"");
+    if (!st && c->n_graphs && !c->gp) st = parse_failed();
+    free(model.p);
+    free(graph.p);
     return st;
 }
 
-/* ---- bump allocator for the unpacked proto ---- */
-
-enum { PROTO_BLOCK = 16 << 20 }; /* bytes per shared block; larger requests get their own */
-
-typedef struct proto_block {
-    struct proto_block *next;
-    size_t used, cap;
-    max_align_t data[];
-} proto_block;
-
-static void *proto_pool_alloc(void *pool, size_t size) {
-    proto_block **head = pool, *b = *head;
-    size = (size + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
-    if (b && b->cap - b->used >= size) {
-        void *r = (char *)b->data + b->used;
-        b->used += size;
-        return r;
-    }
-    size_t cap = size > PROTO_BLOCK / 4 ? size : PROTO_BLOCK;
-    proto_block *nb = malloc(sizeof *nb + cap);
-    if (!nb) return NULL;
-    nb->used = size, nb->cap = cap;
-    if (b && cap == size) nb->next = b->next, b->next = nb; /* a dedicated block: the head keeps its room */
-    else nb->next = b, *head = nb;
-    return nb->data;
-}
-
-static void proto_pool_free(void *pool, void *ptr) { (void)pool, (void)ptr; } /* released by proto_pool_release */
-
-static void proto_pool_release(proto_block *b) {
-    while (b) {
-        proto_block *next = b->next;
-        free(b);
-        b = next;
-    }
+static sc_status model_build(sc_model *m, load_ctx *c, const Onnx__ModelProto *mp, size_t file_size) {
+    c->g = &m->graph;
+    c->src = (sc_tensor_src){.dir = m->dir, .max_inline = file_size, .arena = &m->graph.arena};
+    if (!c->gp) return sc_errorf("not a valid ONNX model: no graph");
+    SC_TRY(check_opset(mp, &c->opset));
+    m->graph.opset = c->opset;
+    if (c->n_node > SC_IMPORT_MAX_NODES)
+        return sc_errorf("graph has %zu nodes, more than the supported %d", c->n_node, SC_IMPORT_MAX_NODES);
+    sc_status st = add_initializers(c);
+    if (!st) st = add_inputs(c);
+    if (!st) st = index_producers(c);
+    if (!st) st = add_nodes(c);
+    if (!st) st = add_outputs(c);
+    if (!st) st = graph_link(&m->graph);
+    return st;
 }
 
 /* Builds the model from data (size bytes), taking ownership of data: it is kept as the model's
@@ -367,12 +484,15 @@ static sc_status model_load_owned(uint8_t *data, size_t size, const char *name, 
     sc_status st = sc_status_prefix(onnx_wire_check(data, size), "%s: ", name);
     proto_block *blocks = NULL;
     ProtobufCAllocator pool = {.alloc = proto_pool_alloc, .free = proto_pool_free, .allocator_data = &blocks};
-    Onnx__ModelProto *mp = st ? NULL : onnx__model_proto__unpack(&pool, size, data);
-    if (!st && !mp) st = sc_errorf("%s: not a valid ONNX model: protobuf parse failed (truncated or corrupt file)", name);
+    load_ctx c = {.scratch_alloc = {.alloc = proto_pool_alloc, .free = proto_pool_free}};
+    c.scratch_alloc.allocator_data = &c.scratch;
+    Onnx__ModelProto *mp = NULL;
+    if (!st) st = sc_status_prefix(unpack_shells(&c, data, size, &pool, &mp), "%s: ", name);
     sc_model *m = st ? NULL : calloc(1, sizeof *m);
     if (!st && !m) st = sc_errorf("%s: out of memory", name);
     if (st) {
         proto_pool_release(blocks);
+        free(c.graphs);
         free(data);
         return st;
     }
@@ -381,7 +501,14 @@ static sc_status model_load_owned(uint8_t *data, size_t size, const char *name, 
     m->proto_size = size;
     m->path = strdup(name);
     m->dir = dir ? strdup(dir) : NULL;
-    st = (!m->path || (dir && !m->dir)) ? sc_errorf("out of memory") : model_build(m, mp, size);
+    sc_strmap_init(&c.producers);
+    sc_arena_init(&c.keys);
+    st = (!m->path || (dir && !m->dir)) ? sc_errorf("out of memory") : model_build(m, &c, mp, size);
+    sc_strmap_free(&c.producers);
+    sc_arena_free_all(&c.keys);
+    free(c.in_buf);
+    free(c.graphs);
+    proto_pool_release(c.scratch);
     proto_pool_release(blocks);
     if (st) {
         sc_model_free(m);

@@ -73,6 +73,39 @@ static sc_status scan_message(const uint8_t *p, const uint8_t *end, const Protob
     return SC_OK;
 }
 
+bool onnx_wire_next(const uint8_t **p, const uint8_t *end, onnx_wire_field *f) {
+    const uint8_t *q = *p;
+    uint64_t tag, len;
+    if (q >= end || !varint_read(&q, end, &tag) || (tag >> 3) == 0 || (tag >> 3) > UINT32_MAX) return false;
+    f->number = (uint32_t)(tag >> 3);
+    f->wire = (int)(tag & 7);
+    f->start = *p;
+    f->data = NULL;
+    f->size = 0;
+    switch (f->wire) {
+    case 0:
+        if (!varint_read(&q, end, &len)) return false;
+        break;
+    case 1:
+        if (end - q < 8) return false;
+        q += 8;
+        break;
+    case 5:
+        if (end - q < 4) return false;
+        q += 4;
+        break;
+    case 2:
+        if (!varint_read(&q, end, &len) || len > (uint64_t)(end - q)) return false;
+        f->data = q;
+        f->size = (size_t)len;
+        q += len;
+        break;
+    default: return false;
+    }
+    f->end = *p = q;
+    return true;
+}
+
 sc_status onnx_wire_check(const void *data, size_t size) {
     const uint8_t *p = data;
     return scan_message(p, p + size, &onnx__model_proto__descriptor, 1);

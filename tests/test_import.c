@@ -504,8 +504,8 @@ static void test_features(void) {
     CHECK(x >= 0 && w >= 0 && s >= 0 && c >= 0);
     if (x >= 0 && w >= 0 && s >= 0 && c >= 0) {
         const sc_value *xv = &g->values[x];
-        CHECK(xv->desc.dims[0] == -1 && xv->dim_names[0] && strcmp(xv->dim_names[0], "batch") == 0);
-        CHECK(xv->desc.dims[1] == -1 && xv->dim_names[1] && strcmp(xv->dim_names[1], "?") == 0);
+        CHECK(xv->desc.dims[0] == -1 && value_dim_name(xv, 0) && strcmp(value_dim_name(xv, 0), "batch") == 0);
+        CHECK(xv->desc.dims[1] == -1 && value_dim_name(xv, 1) && strcmp(value_dim_name(xv, 1), "?") == 0);
         CHECK(memcmp(g->values[w].data, W_INIT, sizeof W_INIT) == 0);
         CHECK(g->values[s].kind == SC_VALUE_CONST && g->values[s].desc.dtype == SC_I64 &&
               ((int64_t *)g->values[s].data)[0] == 3 && ((int64_t *)g->values[s].data)[1] == 2);

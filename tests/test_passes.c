@@ -20,8 +20,7 @@ static void t_io(int *ids, int n, bool outputs) {
 #define T_OUTPUTS(...) t_io((int[]){__VA_ARGS__}, sizeof((int[]){__VA_ARGS__}) / sizeof(int), true)
 
 static void t_names(int v, const char *d0, const char *d1) {
-    G.values[v].dim_names[0] = d0;
-    G.values[v].dim_names[1] = d1;
+    CHECK(!graph_set_dim_name(&G, v, 0, d0) && !graph_set_dim_name(&G, v, 1, d1), "naming dims of %d", v);
 }
 
 #define EXPECT_OK(expr)                                                                            \
@@ -77,8 +76,8 @@ static void test_bind(void) {
     /* an image input: dim 0 from --batch; a symbolic spatial dim needs --dim */
     t_reset();
     int x = t_in("x", "f32[?,3,?,224]");
-    G.values[x].dim_names[0] = "N";
-    G.values[x].dim_names[2] = "h";
+    CHECK(!graph_set_dim_name(&G, x, 0, "N"), "naming a dim");
+    CHECK(!graph_set_dim_name(&G, x, 2, "h"), "naming a dim");
     T_INPUTS(x);
     EXPECT_MSG(graph_bind_dims(&G, NULL), "input 'x' dim 2 ('h') is symbolic: pass --dim h=N");
     sc_dim_binding h[] = {{"h", 200}};
@@ -153,7 +152,7 @@ static void test_prepare_convnet(void) {
     int x = t_in("x", "f32[?,3,32,32]"), w = t_value("w", SC_VALUE_PARAM, "f32[8,3,3,3]"), c = t_act("c"),
         r = t_act("r"), p = t_act("p"), f = t_act("f"), fw = t_value("fw", SC_VALUE_PARAM, "f32[10,8]"),
         fb = t_value("fb", SC_VALUE_PARAM, "f32[10]"), y = t_act("y"), yy = t_act("yy");
-    G.values[x].dim_names[0] = "N";
+    CHECK(!graph_set_dim_name(&G, x, 0, "N"), "naming a dim");
     int n = T_NODE(SC_OP_CONV, "conv", L(x, w), L(c));
     G.nodes[n].attrs.window.pads[0] = G.nodes[n].attrs.window.pads[1] = 1;
     G.nodes[n].attrs.window.pads[2] = G.nodes[n].attrs.window.pads[3] = 1;
@@ -195,7 +194,7 @@ static void test_fold_shape_chain(void) {
     t_reset();
     int x = t_in("x", "f32[?,3,4,5]"), s = t_act("s"), b0 = t_act("b0"), b1 = t_act("b1"), shp = t_act("shp"),
         y = t_act("y");
-    G.values[x].dim_names[0] = "batch";
+    CHECK(!graph_set_dim_name(&G, x, 0, "batch"), "naming a dim");
     int zero = t_value("zero", SC_VALUE_CONST, "i64[]");
     SC_ASSERT(!graph_alloc_data(&G, zero));
     int axes = t_const_i64("axes", 1, (int64_t[]){0}), minus1 = t_const_i64("minus1", 1, (int64_t[]){-1});

@@ -176,9 +176,9 @@ static sc_status dims_bind_from(sc_graph *g, const pb_set *in, const int *feed, 
             return sc_errorf("input '%s': the model declares rank %d, the data set has rank %d", v->name,
                              v->desc.rank, t->desc.rank);
         for (int d = 0; d < v->desc.rank; d++) {
-            if (v->desc.dims[d] >= 0 || !v->dim_names[d]) continue;
+            if (v->desc.dims[d] >= 0 || !value_dim_name(v, d)) continue;
             if (*n_b >= MAX_IO * SC_MAX_RANK) return sc_errorf("too many symbolic dims");
-            b[(*n_b)++] = (sc_dim_binding){v->dim_names[d], t->desc.dims[d]};
+            b[(*n_b)++] = (sc_dim_binding){value_dim_name(v, d), t->desc.dims[d]};
         }
     }
     return SC_OK;
@@ -251,7 +251,7 @@ static sc_status input_freeze(sc_graph *g, int id, const sc_tensor *t) {
                          sc_dtype_name(v->desc.dtype), sc_dtype_name(t->desc.dtype));
     v->kind = SC_VALUE_CONST;
     v->desc = t->desc;
-    for (int d = 0; d < SC_MAX_RANK; d++) v->dim_names[d] = NULL;
+    v->dim_names = NULL;
     SC_TRY(graph_alloc_data(g, id));
     int64_t bytes = sc_desc_bytes(&t->desc);
     if (bytes > 0) memcpy(g->values[id].data, t->data, (size_t)bytes);
