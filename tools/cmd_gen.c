@@ -93,6 +93,9 @@ static int gen_dranet_cmd(int argc, char **argv) {
         OPT("classes", 0, ARG_INT, "C", "segmentation classes (default 19)"),
         OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S], S a multiple of 8 (default 512)"),
         OPT("gamma", 0, ARG_FLOAT, "G", "initial attention gammas (default 0, as DANet)"),
+        OPT("residual-gamma", 0, ARG_FLOAT, "G",
+            "initial gamma of each backbone block's last BN (default 1; 0 = zero-init residual, Goyal et al. "
+            "2017; below 1 the untrained net is better conditioned)"),
     };
     arg_spec spec = {.usage = "scorch-run gen dranet [options] -o FILE.onnx",
                      .summary = "DRANet/DANet-style segmentation net: dilated ResNet (output stride 8), position and\n"
@@ -108,6 +111,7 @@ static int gen_dranet_cmd(int argc, char **argv) {
                          .classes = opts[N_COMMON + 2].set ? opts[N_COMMON + 2].i : 19,
                          .image = opts[N_COMMON + 3].set ? opts[N_COMMON + 3].i : 512,
                          .gamma = opts[N_COMMON + 4].set ? opts[N_COMMON + 4].f : 0.0,
+                         .residual_gamma = opts[N_COMMON + 5].set ? opts[N_COMMON + 5].f : 1.0,
                          .seed = (uint64_t)opts[OPT_SEED].i};
     char what[64];
     snprintf(what, sizeof what, "dranet%lld", (long long)o.depth);

@@ -23,7 +23,8 @@
  *   Resize x8, mode linear, half_pixel (PyTorch's bilinear, align_corners=False)
  *   -> output [batch, classes, S, S]
  *
- * Init: convs kaiming_normal(fan_out), conv biases uniform(+-1/sqrt(fan_in)), BN 1/0/0/1, gammas
+ * Init: convs kaiming_normal(fan_out), conv biases uniform(+-1/sqrt(fan_in)), BN 1/0/0/1 except each
+ * backbone block's last BN gamma, --residual-gamma (1 as torchvision's default); attention gammas
  * --gamma (0 as in DANet, so an untrained head starts as the identity on each branch).
  */
 #include <stdio.h>
@@ -101,7 +102,7 @@ sc_status gen_dranet(onnxb *b, const gen_dranet_opts *o) {
     const char *dn[4] = {"batch"};
     onnxb_input(b, "input", SC_F32, 4, in_dims, dn);
     int64_t cb;
-    const char *x = gen_resnet_trunk(b, &r, o->depth, o->width, true, false, "input", &cb);
+    const char *x = gen_resnet_trunk(b, &r, o->depth, o->width, true, (float)o->residual_gamma, "input", &cb);
     int64_t c = cb / 4, f = o->image / 8, hw = f * f;
 
     const char *pa = gen_conv_bn(b, &r, "head.conv5a.0", "head.conv5a.1", x, cb, c, 3, 1, 1, 1);

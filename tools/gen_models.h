@@ -23,6 +23,7 @@ typedef struct {
     int64_t classes; /* 19 (Cityscapes) */
     int64_t image;   /* 512, a multiple of 8 */
     double gamma;    /* initial attention gammas (0 as in DANet) */
+    double residual_gamma; /* initial gamma of each backbone block's last BN (1; 0 = zero-init residual) */
     uint64_t seed;
 } gen_dranet_opts;
 
@@ -41,7 +42,7 @@ sc_status gen_densenet(onnxb *b, const gen_densenet_opts *o);
 /* torchvision ResNet stem + layer1..4 (depth in 18/34/50/101/152). With `dilated`, layer3 and layer4
  * keep stride 1 and dilate by 2 and 4 (output stride 8, torchvision replace_stride_with_dilation =
  * [False, True, True]). Returns the feature map's name and its channels in *c_out. */
-const char *gen_resnet_trunk(onnxb *b, gen_rng *r, int64_t depth, int64_t width, bool dilated, bool zero_res,
+const char *gen_resnet_trunk(onnxb *b, gen_rng *r, int64_t depth, int64_t width, bool dilated, float last_gamma,
                              const char *x, int64_t *c_out);
 bool gen_resnet_is_standard(int64_t depth);
 

@@ -45,8 +45,7 @@ bool gen_resnet_is_standard(int64_t depth) { return spec_find(depth) != NULL; }
 
 /* One residual block; p is its path ("layer1.0", "blocks.7"). */
 static const char *block(onnxb *b, gen_rng *r, const char *p, const char *x, int64_t cin, int64_t planes,
-                         int bottleneck, int stride, int dilation, bool zero_res, int64_t *c_out) {
-    float last_gamma = zero_res ? 0.0f : 1.0f;
+                         int bottleneck, int stride, int dilation, float last_gamma, int64_t *c_out) {
     int64_t cout = bottleneck ? planes * 4 : planes;
     const char *y;
     if (bottleneck) {
@@ -83,7 +82,7 @@ static const char *stem(onnxb *b, gen_rng *r, const char *x, int64_t width) {
     return "maxpool";
 }
 
-const char *gen_resnet_trunk(onnxb *b, gen_rng *r, int64_t depth, int64_t width, bool dilated, bool zero_res,
+const char *gen_resnet_trunk(onnxb *b, gen_rng *r, int64_t depth, int64_t width, bool dilated, float last_gamma,
                              const char *x, int64_t *c_out) {
     const resnet_spec *s = spec_find(depth);
     SC_ASSERT(s);
@@ -99,17 +98,18 @@ const char *gen_resnet_trunk(onnxb *b, gen_rng *r, int64_t depth, int64_t width,
         }
         for (int i = 0; i < s->blocks[l]; i++)
             y = block(b, r, onnxb_name(b, "layer%d.%d", l + 1, i), y, c, width << l, s->bottleneck, i == 0 ? stride : 1,
-                      i == 0 ? prev_dilation : dilation, zero_res, &c);
+                      i == 0 ? prev_dilation : dilation, last_gamma, &c);
     }
     *c_out = c;
     return y;
 }
 
-static const char *generic_trunk(onnxb *b, gen_rng *r, int64_t depth, int64_t width, bool zero_res, const char *x) {
+static const char *generic_trunk(onnxb *b, gen_rng *r, int64_t depth, int64_t width, float last_gamma,
+                                 const char *x) {
     const char *y = stem(b, r, x, width);
     int64_t c = width;
     for (int64_t i = 0; i < depth && !onnxb_error(b); i++)
-        y = block(b, r, onnxb_name(b, "blocks.%lld", (long long)i), y, c, width, 0, 1, 1, zero_res, &c);
+        y = block(b, r, onnxb_name(b, "blocks.%lld", (long long)i), y, c, width, 0, 1, 1, last_gamma, &c);
     return y;
 }
 
@@ -125,8 +125,9 @@ sc_status gen_resnet(onnxb *b, const gen_resnet_opts *o) {
     int64_t c = o->width;
     bool standard = gen_resnet_is_standard(o->depth);
     bool zero_res = o->zero_init_residual >= 0 ? o->zero_init_residual > 0 : !standard;
-    const char *y = standard ? gen_resnet_trunk(b, &r, o->depth, o->width, false, zero_res, "input", &c)
-                             : generic_trunk(b, &r, o->depth, o->width, zero_res, "input");
+    float last_gamma = zero_res ? 0.0f : 1.0f;
+    const char *y = standard ? gen_resnet_trunk(b, &r, o->depth, o->width, false, last_gamma, "input", &c)
+                             : generic_trunk(b, &r, o->depth, o->width, last_gamma, "input");
     y = gen_op1(b, "GlobalAveragePool", y, "avgpool");
     y = gen_op1(b, "Flatten", y, "flatten");
     int64_t wd[2] = {o->classes, c}, bd[1] = {o->classes};

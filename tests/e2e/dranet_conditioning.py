@@ -74,14 +74,17 @@ def main():
     p.add_argument("--width", type=int, default=4)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--gamma", type=float, default=0.0)
+    p.add_argument("--residual-gamma", type=float, default=1.0)
     p.add_argument("--seeds", default="1,2,3,4,5", help="data seeds, as e2e_dranet.py --data-seed")
     a = p.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     path = os.path.join(a.workdir, "dranet.onnx")
     subprocess.run([a.scorch, "gen", "dranet", "--depth", "50", "--image", str(a.image), "--classes", "5",
-                    "--width", str(a.width), "--gamma", repr(a.gamma), "-o", path], check=True, capture_output=True)
+                    "--width", str(a.width), "--gamma", repr(a.gamma), "--residual-gamma", repr(a.residual_gamma),
+                    "-o", path], check=True, capture_output=True)
     model = onnx.load(path)
-    print("DRANet depth 50, image %d, width %d, batch %d, gamma %g" % (a.image, a.width, a.batch, a.gamma))
+    print("DRANet depth 50, image %d, width %d, batch %d, gamma %g, residual gamma %g" % (
+        a.image, a.width, a.batch, a.gamma, a.residual_gamma))
     for seed in [int(s) for s in a.seeds.split(",")]:
         rng = np.random.default_rng(seed)  # the same draws as e2e_dranet.py (one batch)
         x = rng.standard_normal((a.batch, 3, a.image, a.image)).astype(np.float32)
