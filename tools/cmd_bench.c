@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/stats.h"
 #include "backends/profile.h"
 #include "import/onnx.h"
 #include "schedule/cost.h"
@@ -47,15 +48,7 @@ typedef struct {
     double cpu_time;        /* median over the steps of the kernels' summed thread CPU time */
 } bench_row;
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
+static double median(double *x, int n) { return n > 0 ? sc_median(x, (size_t)n) : 0; }
 
 /* One training step with its kernels timed on the thread CPU clock (backends/profile.h): *kernel_s
  * gets their sum, the step's compute as other jobs on a shared machine barely inflate it. */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/stats.h"
 #include "backends/profile.h"
 #include "graph/passes.h"
 #include "import/onnx.h"
@@ -148,15 +149,7 @@ static sc_status plan_run(const plan_model_opts *mo, const sc_plan_options *po, 
     return st;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
+static double median(double *x, int n) { return n > 0 ? sc_median(x, (size_t)n) : 0; }
 
 /* Medians of the plan execution's wall time and of its kernels' thread CPU time (profile hook) over
  * `n` steps after one warm-up. */

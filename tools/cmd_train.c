@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/stats.h"
 #include "core/clock.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
@@ -71,17 +72,10 @@ static void exec_time_add(progress *p, double s) {
     p->exec_times[p->n_exec++] = s;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median of the steps after the first (the first pays for caches and page faults) when there are more. */
 static double exec_median(progress *p) {
     int64_t skip = p->n_exec > 1 ? 1 : 0, n = p->n_exec - skip;
-    if (n <= 0) return 0;
-    qsort(p->exec_times + skip, (size_t)n, sizeof *p->exec_times, cmp_double);
-    return n % 2 ? p->exec_times[skip + n / 2] : 0.5 * (p->exec_times[skip + n / 2 - 1] + p->exec_times[skip + n / 2]);
+    return n > 0 ? sc_median(p->exec_times + skip, (size_t)n) : 0;
 }
 
 static void plan_report_line(const sc_trainer *t, progress *p) {

@@ -1,4 +1,5 @@
 /* Measured per-node times and link bandwidth for the planner (contract in calibrate.h). */
+#include "core/stats.h"
 #include "train/calibrate.h"
 
 #include <stdlib.h>
@@ -12,16 +13,7 @@
 #include "backends/profile.h"
 #include "train/trainer_internal.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    if (n <= 0) return 0;
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
+static double median(double *x, int n) { return n > 0 ? sc_median(x, (size_t)n) : 0; }
 
 void sc_calibration_free(sc_calibration *c) {
     free(c->node_time);
