@@ -72,11 +72,10 @@ static sc_status bw_seed(bw_state *s, int loss) {
     }
     char base[512];
     snprintf(base, sizeof base, "%s/grad", l->name);
-    const char *name = graph_unique_name(g, base);
     sc_status st = SC_OK;
     sc_desc d = l->desc;
-    int v = name ? graph_add_value(g, name, SC_VALUE_CONST, &d, &st) : -1;
-    if (v < 0) return st ? st : sc_errorf("out of memory seeding the backward graph");
+    int v = graph_add_value_unique(g, base, SC_VALUE_CONST, &d, &st);
+    if (v < 0) return st;
     SC_TRY(graph_alloc_data(g, v));
     int64_t n = sc_desc_numel(&d);
     void *p = g->values[v].data;
@@ -160,7 +159,7 @@ static sc_status bw_node(bw_state *s, int i) {
     return st;
 }
 
-sc_status autodiff_build_backward(sc_graph *g, int loss, const int *wrt, int n_wrt, int *grads) {
+static sc_status backward_build(sc_graph *g, int loss, const int *wrt, int n_wrt, int *grads) {
     if (loss < 0 || loss >= g->n_values) return sc_errorf("autodiff: loss value id %d is invalid", loss);
     int bad = -1;
     if (!graph_is_topo_sorted(g, &bad)) SC_TRY(graph_topo_sort(g));
@@ -186,4 +185,12 @@ sc_status autodiff_build_backward(sc_graph *g, int loss, const int *wrt, int n_w
     free(s.grad);
     if (!st) st = graph_link(g);
     return st;
+}
+
+sc_status autodiff_build_backward(sc_graph *g, int loss, const int *wrt, int n_wrt, int *grads) {
+    graph_names_defer(g);
+    sc_status st = backward_build(g, loss, wrt, n_wrt, grads);
+    sc_status named = graph_names_resolve(g);
+    if (st) sc_status_free(named);
+    return st ? st : named;
 }

@@ -1,7 +1,8 @@
 /* The emit helpers of autodiff/grad.h and autodiff/grad_rules.h.
  *
- * Every node a rule emits is named "<forward node>/grad/<Op>" (made unique with a "_k" suffix) so a
- * plan, a trace or an error message points back at the forward node it differentiates. Output descs
+ * Every node a rule emits is named "<forward node>/grad/<Op>", its outputs the same (":<k>" appended
+ * when it has several; each value name made unique with a "_k" suffix) so a plan, a trace or an
+ * error message points back at the forward node it differentiates. Output descs
  * come from the op's shape function right away, so rules can read the shapes of what they built.
  * Errors are sticky in c->st: once set, every helper returns -1 and emits nothing. ad_emit makes at
  * most 8 outputs per node (the most any op of ops_train.def has is 3).
@@ -13,12 +14,9 @@
 #include "autodiff/grad_rules.h"
 #include "graph/shape.h"
 
-static const char *ad_name(sc_grad_ctx *c, const char *what) {
-    char base[512];
-    snprintf(base, sizeof base, "%s/grad/%s", c->fwd.name && c->fwd.name[0] ? c->fwd.name : "node", what);
-    const char *name = graph_unique_name(c->g, base);
-    if (!name && !c->st) c->st = sc_errorf("out of memory naming a gradient node of '%s'", c->fwd.name);
-    return name;
+/* "<forward node>/grad/<what>" into buf (size 512). */
+static void ad_base(const sc_grad_ctx *c, const char *what, char *buf) {
+    snprintf(buf, 512, "%s/grad/%s", c->fwd.name && c->fwd.name[0] ? c->fwd.name : "node", what);
 }
 
 static void ad_fail_node(sc_grad_ctx *c, const char *what, sc_status inner) {
@@ -35,23 +33,21 @@ int ad_emit(sc_grad_ctx *c, sc_op op, const int *in, int n_in, int n_out, int *o
             return -1;
         }
     }
-    const char *name = ad_name(c, sc_op_name(op));
-    if (!name) return -1;
+    char base[512];
+    ad_base(c, sc_op_name(op), base);
     int ids[8];
     for (int k = 0; k < n_out; k++) {
-        const char *vname = name;
-        if (n_out > 1) {
-            char buf[600];
-            snprintf(buf, sizeof buf, "%s:%d", name, k);
-            vname = graph_unique_name(c->g, buf);
-        }
+        char buf[600];
+        if (n_out > 1) snprintf(buf, sizeof buf, "%s:%d", base, k);
         sc_status st = SC_OK;
-        ids[k] = vname ? graph_add_value(c->g, vname, SC_VALUE_ACT, NULL, &st) : -1;
+        ids[k] = graph_add_value_unique(c->g, n_out > 1 ? buf : base, SC_VALUE_ACT, NULL, &st);
         if (ids[k] < 0) {
-            c->st = st ? st : sc_errorf("out of memory adding a gradient value of '%s'", c->fwd.name);
+            c->st = st;
             return -1;
         }
     }
+    /* A single output's node carries its name (graph_names_resolve renames both together). */
+    const char *name = n_out == 1 ? c->g->values[ids[0]].name : base;
     sc_status st = SC_OK;
     int nid = graph_add_node(c->g, op, name, in, n_in, ids, n_out, &st);
     if (nid < 0) {
@@ -91,10 +87,10 @@ int ad_binary(sc_grad_ctx *c, sc_op op, int a, int b) {
 
 static int ad_const_value(sc_grad_ctx *c, const sc_desc *d, const void *data) {
     if (c->st) return -1;
-    const char *name = ad_name(c, "const");
-    if (!name) return -1;
+    char name[512];
+    ad_base(c, "const", name);
     sc_status st = SC_OK;
-    int v = graph_add_value(c->g, name, SC_VALUE_CONST, d, &st);
+    int v = graph_add_value_unique(c->g, name, SC_VALUE_CONST, d, &st);
     if (v < 0 || (st = graph_alloc_data(c->g, v))) {
         c->st = st;
         return -1;

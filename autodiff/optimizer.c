@@ -27,12 +27,11 @@ static int state_new(tb_builder *b, sc_training_graph *tg, int param, const char
     sc_graph *g = b->g;
     char name[512];
     snprintf(name, sizeof name, "%s.%s", g->values[param].name, suffix);
-    const char *uname = graph_unique_name(g, name);
     sc_status st = SC_OK;
     sc_desc d = g->values[param].desc; /* a copy: adding a value may move g->values */
-    int v = uname ? graph_add_value(g, uname, SC_VALUE_OPT_STATE, &d, &st) : -1;
+    int v = graph_add_value_unique(g, name, SC_VALUE_OPT_STATE, &d, &st);
     if (v < 0) {
-        b->st = uname ? st : sc_errorf("out of memory naming '%s'", name);
+        b->st = st;
         return -1;
     }
     st = graph_alloc_data(g, v); /* the arena zeroes it: torch's buffers start at 0 */

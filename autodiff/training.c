@@ -61,10 +61,8 @@ int tb_emit(tb_builder *b, sc_op op, const char *name, const int *in, int n_in, 
         char buf[512];
         if (k == 0) snprintf(buf, sizeof buf, "%s", name);
         else snprintf(buf, sizeof buf, "%s_out%d", name, k);
-        const char *uname = graph_unique_name(g, buf);
-        if (!uname) return tb_fail(b, sc_errorf("out of memory naming '%s'", buf));
         sc_status st = SC_OK;
-        ids[k] = graph_add_value(g, uname, kind, NULL, &st);
+        ids[k] = graph_add_value_unique(g, buf, kind, NULL, &st);
         if (ids[k] < 0) return tb_fail(b, st);
     }
     sc_status st = SC_OK;
@@ -84,10 +82,8 @@ int tb_emit(tb_builder *b, sc_op op, const char *name, const int *in, int n_in, 
 
 int tb_const(tb_builder *b, const char *name, const sc_desc *desc, const void *data) {
     if (b->st) return -1;
-    const char *uname = graph_unique_name(b->g, name);
-    if (!uname) return tb_fail(b, sc_errorf("out of memory naming '%s'", name));
     sc_status st = SC_OK;
-    int v = graph_add_value(b->g, uname, SC_VALUE_CONST, desc, &st);
+    int v = graph_add_value_unique(b->g, name, SC_VALUE_CONST, desc, &st);
     if (v < 0) return tb_fail(b, st);
     st = graph_alloc_data(b->g, v);
     if (st) return tb_fail(b, st);
@@ -229,12 +225,11 @@ static void bn_to_training(tb_builder *b, int node, wb_list *wb) {
         if (outs[k] < 0) {
             char name[512];
             snprintf(name, sizeof name, "%s.%s", g->nodes[node].name, suffix[k]);
-            const char *uname = graph_unique_name(g, name);
             sc_status st = SC_OK;
             sc_desc d = g->values[stat].desc; /* a copy: adding a value may move g->values */
-            outs[k] = uname ? graph_add_value(g, uname, SC_VALUE_ACT, &d, &st) : -1;
+            outs[k] = graph_add_value_unique(g, name, SC_VALUE_ACT, &d, &st);
             if (outs[k] < 0) {
-                tb_fail(b, uname ? st : sc_errorf("out of memory naming '%s'", name));
+                tb_fail(b, st);
                 return;
             }
         }
@@ -266,13 +261,12 @@ static void dropout_to_training(tb_builder *b, int node) {
     int outs[2] = {n->out[0], n->n_out > 1 ? n->out[1] : -1};
     if (outs[1] < 0) {
         snprintf(name, sizeof name, "%s.mask", n->name);
-        const char *uname = graph_unique_name(g, name);
         sc_desc d = g->values[n->out[0]].desc;
         d.dtype = SC_BOOL;
         sc_status st = SC_OK;
-        outs[1] = uname ? graph_add_value(g, uname, SC_VALUE_ACT, &d, &st) : -1;
+        outs[1] = graph_add_value_unique(g, name, SC_VALUE_ACT, &d, &st);
         if (outs[1] < 0) {
-            tb_fail(b, uname ? st : sc_errorf("out of memory naming '%s'", name));
+            tb_fail(b, st);
             return;
         }
     }
@@ -360,8 +354,7 @@ static sc_status mode_switch(sc_graph *g, bool *not_trainable, wb_list *wb) {
     return b.st;
 }
 
-sc_status autodiff_build_training(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {
-    memset(tg, 0, sizeof *tg);
+static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {
     tg->loss = tg->output = tg->labels = tg->lr = tg->step = -1;
     SC_TRY(model_output(g, &tg->output));
     bool *not_trainable = calloc((size_t)g->n_values + 1, 1);
@@ -391,4 +384,14 @@ sc_status autodiff_build_training(sc_graph *g, const sc_train_options *opt, sc_t
         return sc_errorf("internal: the training graph is not in topological order at node '%s'",
                          bad >= 0 ? g->nodes[bad].name : "?");
     return SC_OK;
+}
+
+/* The new values' names are checked for uniqueness in one pass at the end (graph_names_defer). */
+sc_status autodiff_build_training(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {
+    memset(tg, 0, sizeof *tg);
+    graph_names_defer(g);
+    sc_status st = training_build(g, opt, tg);
+    sc_status named = graph_names_resolve(g);
+    if (st) sc_status_free(named);
+    return st ? st : named;
 }

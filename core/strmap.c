@@ -26,8 +26,10 @@ static size_t slot_find(const sc_strmap *m, const char *key, unsigned h) {
     return i;
 }
 
-static bool grow(sc_strmap *m) {
-    size_t cap = m->cap ? m->cap * 2 : 64;
+unsigned sc_strmap_hash(const char *key) { return (unsigned)hash_str(key); }
+
+/* Rehashes into cap slots (a power of two, at least twice the count: load factor <= 1/2). */
+static bool rehash(sc_strmap *m, size_t cap) {
     sc_strmap_slot *slots = calloc(cap, sizeof *slots);
     if (!slots) return false;
     for (size_t i = 0; i < m->cap; i++) {
@@ -40,6 +42,14 @@ static bool grow(sc_strmap *m) {
     m->slots = slots;
     m->cap = cap;
     return true;
+}
+
+static bool grow(sc_strmap *m) { return rehash(m, m->cap ? m->cap * 2 : 64); }
+
+bool sc_strmap_reserve(sc_strmap *m, size_t n) {
+    size_t cap = m->cap ? m->cap : 64;
+    while (cap < 2 * n) cap *= 2;
+    return cap == m->cap || rehash(m, cap);
 }
 
 bool sc_strmap_put(sc_strmap *m, const char *key, int val) {
@@ -58,8 +68,11 @@ int sc_strmap_get(const sc_strmap *m, const char *key) {
 }
 
 int sc_strmap_put_new(sc_strmap *m, const char *key, int val) {
+    return sc_strmap_put_new_hashed(m, key, (unsigned)hash_str(key), val);
+}
+
+int sc_strmap_put_new_hashed(sc_strmap *m, const char *key, unsigned h, int val) {
     if ((m->count + 1) * 2 > m->cap && !grow(m)) return -2;
-    unsigned h = (unsigned)hash_str(key);
     size_t i = slot_find(m, key, h);
     if (m->slots[i].key) return m->slots[i].val;
     m->count++;

@@ -30,4 +30,12 @@ int sc_strmap_get(const sc_strmap *m, const char *key);
  * present key's value, -1 after inserting, -2 on allocation failure. */
 int sc_strmap_put_new(sc_strmap *m, const char *key, int val);
 
+/* For bulk insertion in slot order (graph_names_resolve): the 32-bit hash the map uses, the home
+ * slot of a hash, room for n entries without growing, and put_new with the hash given. Inserting
+ * keys sorted by home slot walks the table once instead of missing the cache on every key. */
+unsigned sc_strmap_hash(const char *key);
+static inline size_t sc_strmap_home(const sc_strmap *m, unsigned h) { return h & (m->cap - 1); }
+bool sc_strmap_reserve(sc_strmap *m, size_t n);
+int sc_strmap_put_new_hashed(sc_strmap *m, const char *key, unsigned h, int val);
+
 #endif

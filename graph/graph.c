@@ -34,17 +34,15 @@ static bool grow_array(void **arr, int *cap, size_t elem, int need) {
     return true;
 }
 
-/* The name is checked and entered with one map probe (13M names in a training graph at depth
- * 250000); a duplicate leaves only its arena copy behind. */
-int graph_add_value(sc_graph *g, const char *name, sc_value_kind kind, const sc_desc *desc, sc_status *st) {
+/* Appends a value whose name is in the arena already. Unless pending, the name is checked and
+ * entered with one map probe (a duplicate leaves only its arena copy behind). */
+static int value_append(sc_graph *g, const char *name, bool pending, sc_value_kind kind, const sc_desc *desc,
+                        sc_status *st) {
     if (!grow_array((void **)&g->values, &g->cap_values, sizeof(sc_value), g->n_values + 1)) {
         *st = sc_errorf("out of memory adding value '%s'", name);
         return -1;
     }
-    sc_value *v = &g->values[g->n_values];
-    memset(v, 0, sizeof *v);
-    v->name = sc_arena_strdup(&g->arena, name);
-    int had = v->name ? sc_strmap_put_new(&g->by_name, v->name, g->n_values) : -2;
+    int had = pending ? -1 : sc_strmap_put_new(&g->by_name, name, g->n_values);
     if (had >= 0) {
         *st = sc_errorf("value '%s' is defined twice", name);
         return -1;
@@ -53,10 +51,33 @@ int graph_add_value(sc_graph *g, const char *name, sc_value_kind kind, const sc_
         *st = sc_errorf("out of memory adding value '%s'", name);
         return -1;
     }
+    sc_value *v = &g->values[g->n_values];
+    memset(v, 0, sizeof *v);
+    v->name = name;
+    v->name_pending = pending;
     v->kind = kind;
     if (desc) v->desc = *desc;
     v->producer = -1;
     return g->n_values++;
+}
+
+int graph_add_value(sc_graph *g, const char *name, sc_value_kind kind, const sc_desc *desc, sc_status *st) {
+    const char *copy = sc_arena_strdup(&g->arena, name);
+    if (!copy) {
+        *st = sc_errorf("out of memory adding value '%s'", name);
+        return -1;
+    }
+    return value_append(g, copy, false, kind, desc, st);
+}
+
+int graph_add_value_unique(sc_graph *g, const char *base, sc_value_kind kind, const sc_desc *desc, sc_status *st) {
+    bool defer = g->names_deferred > 0;
+    const char *name = defer ? sc_arena_strdup(&g->arena, base) : graph_unique_name(g, base);
+    if (!name) {
+        *st = sc_errorf("out of memory naming '%s'", base);
+        return -1;
+    }
+    return value_append(g, name, defer, kind, desc, st);
 }
 
 int graph_add_node(sc_graph *g, sc_op op, const char *name, const int *in, int n_in, const int *out,
@@ -107,6 +128,82 @@ const char *graph_unique_name(sc_graph *g, const char *base) {
         snprintf(buf, len, "%s_%ld", base, k);
         if (sc_strmap_get(&g->by_name, buf) < 0) return buf;
     }
+}
+
+void graph_names_defer(sc_graph *g) {
+    if (g->names_deferred++ == 0) g->first_pending = g->n_values;
+}
+
+typedef struct {
+    unsigned hash;
+    int id;
+} pending_name;
+
+/* Stable LSD radix sort of a[0..n) by home slot (hash & mask), 11 bits a pass; tmp holds n. */
+static pending_name *sort_by_home(pending_name *a, pending_name *tmp, int n, unsigned mask) {
+    enum { BITS = 11, BUCKETS = 1 << BITS };
+    for (int shift = 0; shift < 32 && (mask >> shift); shift += BITS) {
+        int count[BUCKETS + 1] = {0};
+        for (int i = 0; i < n; i++) count[(((a[i].hash & mask) >> shift) & (BUCKETS - 1)) + 1]++;
+        for (int b = 0; b < BUCKETS; b++) count[b + 1] += count[b];
+        for (int i = 0; i < n; i++) tmp[count[((a[i].hash & mask) >> shift) & (BUCKETS - 1)]++] = a[i];
+        pending_name *t = a;
+        a = tmp;
+        tmp = t;
+    }
+    return a;
+}
+
+/* A pending value whose name was taken: "<name>_<k>", k the smallest free; its producer, when it
+ * carries the value's name, is renamed with it. */
+static sc_status name_rename(sc_graph *g, int id) {
+    sc_value *v = &g->values[id];
+    const char *old = v->name, *name = graph_unique_name(g, old);
+    if (!name || sc_strmap_put_new(&g->by_name, name, id) == -2) return sc_errorf("out of memory naming '%s'", old);
+    if (v->producer >= 0 && !strcmp(g->nodes[v->producer].name, old)) g->nodes[v->producer].name = name;
+    v->name = name;
+    return SC_OK;
+}
+
+static int cmp_int(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
+
+/* Enters the pending names in home-slot order: consecutive inserts probe neighbouring slots, so the
+ * map is walked about once instead of missed per name. Pending values with the same name arrive in
+ * id order (the sort is stable), so the earliest keeps it, as with checks one by one. */
+static sc_status names_enter(sc_graph *g, pending_name *keys, pending_name *tmp, int n, int *clash) {
+    sc_strmap *m = &g->by_name;
+    if (!sc_strmap_reserve(m, m->count + (size_t)n)) return sc_errorf("out of memory entering %d value names", n);
+    pending_name *sorted = sort_by_home(keys, tmp, n, (unsigned)(m->cap - 1));
+    int n_clash = 0;
+    for (int i = 0; i < n; i++) {
+        int had = sc_strmap_put_new_hashed(m, g->values[sorted[i].id].name, sorted[i].hash, sorted[i].id);
+        if (had == -2) return sc_errorf("out of memory entering %d value names", n);
+        if (had >= 0) clash[n_clash++] = sorted[i].id;
+    }
+    qsort(clash, (size_t)n_clash, sizeof *clash, cmp_int);
+    for (int i = 0; i < n_clash; i++) SC_TRY(name_rename(g, clash[i]));
+    return SC_OK;
+}
+
+sc_status graph_names_resolve(sc_graph *g) {
+    SC_ASSERT(g->names_deferred > 0);
+    if (--g->names_deferred > 0) return SC_OK;
+    int n = 0;
+    for (int v = g->first_pending; v < g->n_values; v++) n += g->values[v].name_pending;
+    if (!n) return SC_OK;
+    pending_name *keys = malloc(sizeof *keys * 2 * (size_t)n);
+    int *clash = malloc(sizeof *clash * (size_t)n);
+    sc_status st = keys && clash ? SC_OK : sc_errorf("out of memory entering %d value names", n);
+    if (!st) {
+        int k = 0;
+        for (int v = g->first_pending; v < g->n_values; v++)
+            if (g->values[v].name_pending) keys[k++] = (pending_name){sc_strmap_hash(g->values[v].name), v};
+        st = names_enter(g, keys, keys + n, n, clash);
+    }
+    for (int v = g->first_pending; v < g->n_values; v++) g->values[v].name_pending = false;
+    free(keys);
+    free(clash);
+    return st;
 }
 
 sc_status graph_alloc_data(sc_graph *g, int value_id) {

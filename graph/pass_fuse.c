@@ -107,7 +107,7 @@ static sc_status fuse_fold_params(sc_graph *g, bool *keep, int *count) {
 /* ---- 2. Conv + BatchNormalization ---- */
 
 static int new_const(sc_graph *g, const char *base, const sc_desc *d, sc_status *st) {
-    int id = graph_add_value(g, graph_unique_name(g, base), SC_VALUE_CONST, d, st);
+    int id = graph_add_value_unique(g, base, SC_VALUE_CONST, d, st);
     if (id >= 0) *st = graph_alloc_data(g, id);
     return *st ? -1 : id;
 }

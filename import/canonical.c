@@ -14,12 +14,7 @@
 #include "import/onnx_internal.h"
 
 int onnx_add_const(sc_graph *g, const char *base, const sc_desc *desc, const void *data, sc_status *st) {
-    const char *name = graph_unique_name(g, base);
-    if (!name) {
-        *st = sc_errorf("out of memory naming constant '%s'", base);
-        return -1;
-    }
-    int id = graph_add_value(g, name, SC_VALUE_CONST, desc, st);
+    int id = graph_add_value_unique(g, base, SC_VALUE_CONST, desc, st);
     if (id < 0) return -1;
     *st = graph_alloc_data(g, id);
     if (*st) return -1;

@@ -1,5 +1,6 @@
 /* Graph passes: dim binding, identity removal, dead-code elimination, shape inference with constant
- * folding (PyTorch's Shape->Gather->Unsqueeze->Concat->Reshape chain), graph_prepare end to end. */
+ * folding (PyTorch's Shape->Gather->Unsqueeze->Concat->Reshape chain), graph_prepare end to end;
+ * and deferred value naming (graph_names_defer / graph_names_resolve). */
 #include <stdint.h>
 
 #include "backends/cpu/cpu.h"
@@ -231,6 +232,76 @@ static void test_fold_params_never(void) {
     CHECK(G.values[b].kind == SC_VALUE_CONST && ((float *)G.values[b].data)[1] == 22.0f, "const_add not folded to [11, 22]");
 }
 
+
+static int t_unique(const char *base) {
+    sc_status st = SC_OK;
+    int id = graph_add_value_unique(&G, base, SC_VALUE_ACT, NULL, &st);
+    SC_ASSERT(id >= 0 && !st);
+    return id;
+}
+
+static void check_name(int v, const char *want) {
+    CHECK(!strcmp(G.values[v].name, want), "value %d is named '%s', want '%s'", v, G.values[v].name, want);
+    CHECK(graph_find_value(&G, want) == v, "'%s' maps to %d, want %d", want, graph_find_value(&G, want), v);
+    CHECK(!G.values[v].name_pending, "'%s' is still pending", want);
+}
+
+/* Clashes with earlier values, with each other and with a fixed name added while deferred; a
+ * renamed value's producer follows it; nested defers resolve at the outermost. */
+static void test_deferred_names(void) {
+    t_reset();
+    int x = t_act("x");
+    t_act("x_1");
+    graph_names_defer(&G);
+    int p1 = t_unique("x"), p2 = t_unique("y"), p3 = t_unique("y");
+    int node = T_NODE(SC_OP_RELU, "y", L(x), L(p3));
+    G.values[p3].producer = node;
+    graph_names_defer(&G);
+    int fixed = t_act("z"), p4 = t_unique("z");
+    EXPECT_OK(graph_names_resolve(&G));
+    CHECK(graph_find_value(&G, "y") < 0, "a pending name is visible before the outermost resolve");
+    CHECK(graph_find_value(&G, "z") == fixed, "a fixed name added while deferred is not entered at once");
+    EXPECT_OK(graph_names_resolve(&G));
+    check_name(x, "x");
+    check_name(p1, "x_2");
+    check_name(p2, "y");
+    check_name(p3, "y_1");
+    CHECK(!strcmp(G.nodes[node].name, "y_1"), "the producer of a renamed value is '%s', want 'y_1'", G.nodes[node].name);
+    check_name(fixed, "z");
+    check_name(p4, "z_1");
+}
+
+/* Without "<b>_<k>" bases, deferred naming gives exactly the names of checking one by one, for 5000
+ * values over 40 bases (many clashes) and a map that grows while pending names are entered. */
+static void test_deferred_names_match(void) {
+    char *want[5000];
+    for (int pass = 0; pass < 2; pass++) {
+        t_reset();
+        t_act("b3");
+        t_act("b17");
+        if (pass) graph_names_defer(&G);
+        uint64_t r = 88172645463325252ull;
+        int first = G.n_values;
+        for (int i = 0; i < 5000; i++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            char base[16];
+            snprintf(base, sizeof base, "b%d", (int)(r % 40));
+            t_unique(base);
+        }
+        if (pass) EXPECT_OK(graph_names_resolve(&G));
+        for (int i = 0; i < 5000; i++) {
+            const char *name = G.values[first + i].name;
+            if (!pass) {
+                want[i] = strdup(name);
+                continue;
+            }
+            CHECK(!strcmp(name, want[i]), "value %d: deferred '%s', one by one '%s'", first + i, name, want[i]);
+            CHECK(graph_find_value(&G, name) == first + i, "'%s' is not found", name);
+            free(want[i]);
+        }
+    }
+}
+
 int main(void) {
     graph_init(&G);
     test_bind();
@@ -239,6 +310,8 @@ int main(void) {
     test_prepare_convnet();
     test_fold_shape_chain();
     test_fold_params_never();
+    test_deferred_names();
+    test_deferred_names_match();
     graph_free(&G);
     if (t_failures) {
         fprintf(stderr, "test_passes: %d failures\n", t_failures);
