@@ -3,7 +3,8 @@
  * fed by the trainer each step (schedules live on the host).
  *
  * State: SGD keeps "<param>.momentum_buffer" (none when momentum is 0), AdamW "<param>.exp_avg" and
- * "<param>.exp_avg_sq" (torch's names), SC_VALUE_OPT_STATE with zeroed data in the graph arena;
+ * "<param>.exp_avg_sq" (torch's names), SC_VALUE_OPT_STATE with zeroed data in the graph arena (one
+ * allocation for all of them, states_pool);
  * the update nodes overwrite W and the state in place (sc_op_inplace_input).
  *
  * Placement: each update goes right after the later of (a) the node producing the final gradient
@@ -22,7 +23,27 @@
 
 #include "autodiff/train_internal.h"
 
-static int state_new(tb_builder *b, sc_training_graph *tg, int param, const char *suffix) {
+/* A state's bytes in the pool: rounded up to 64, so every state is aligned like an arena block. */
+static size_t state_bytes(const sc_desc *d) { return ((size_t)sc_desc_bytes(d) + 63) / 64 * 64; }
+
+/* One zeroed allocation for every state: a big one is never faulted in while only planning (the
+ * arena takes it from calloc; core/arena.c). */
+static sc_status states_pool(sc_graph *g, const sc_train_options *opt, const sc_training_graph *tg,
+                             unsigned char **pool) {
+    int per = opt->optim == SC_OPTIM_ADAMW ? 2 : opt->momentum != 0 ? 1 : 0;
+    size_t total = 0;
+    for (int i = 0; i < tg->n_params && per; i++) {
+        const sc_value *w = &g->values[tg->params[i]];
+        if (sc_desc_bytes(&w->desc) < 0) return sc_errorf("parameter '%s' has no static size for its optimizer state", w->name);
+        total += per * state_bytes(&w->desc);
+    }
+    *pool = total ? sc_arena_alloc(&g->arena, total) : NULL;
+    if (total && !*pool) return sc_errorf("out of memory allocating %zu bytes of optimizer state", total);
+    return SC_OK;
+}
+
+/* pool: the next zeroed block of the states' common allocation (states_pool). */
+static int state_new(tb_builder *b, sc_training_graph *tg, int param, const char *suffix, unsigned char **pool) {
     if (b->st) return -1;
     sc_graph *g = b->g;
     char name[512];
@@ -34,11 +55,8 @@ static int state_new(tb_builder *b, sc_training_graph *tg, int param, const char
         b->st = st;
         return -1;
     }
-    st = graph_alloc_data(g, v); /* the arena zeroes it: torch's buffers start at 0 */
-    if (st) {
-        b->st = st;
-        return -1;
-    }
+    g->values[v].data = *pool; /* zero: torch's buffers start at 0 */
+    *pool += state_bytes(&d);
     tg->states[tg->n_states++] = v;
     return v;
 }
@@ -68,7 +86,8 @@ static int clip_scale_build(tb_builder *b, const sc_train_options *opt, const sc
     return tb_emit(b, SC_OP_MIN, "clip.scale", (const int[]){coef, one}, 2, 1, NULL, NULL, SC_VALUE_ACT);
 }
 
-static int update_emit(tb_builder *b, const sc_train_options *opt, sc_training_graph *tg, int i, int scale) {
+static int update_emit(tb_builder *b, const sc_train_options *opt, sc_training_graph *tg, int i, int scale,
+                       unsigned char **pool) {
     sc_graph *g = b->g;
     int w = tg->params[i], gr = tg->grads[i];
     char name[512];
@@ -76,12 +95,12 @@ static int update_emit(tb_builder *b, const sc_train_options *opt, sc_training_g
     sc_attrs a = {0};
     if (opt->optim == SC_OPTIM_ADAMW) {
         a.adamw = (sc_adamw_attrs){opt->beta1, opt->beta2, opt->eps, opt->weight_decay};
-        int m = state_new(b, tg, w, "exp_avg"), v = state_new(b, tg, w, "exp_avg_sq");
+        int m = state_new(b, tg, w, "exp_avg", pool), v = state_new(b, tg, w, "exp_avg_sq", pool);
         int in[7] = {w, gr, m, v, tg->lr, tg->step, scale};
         return tb_emit(b, SC_OP_ADAMW_UPDATE, name, in, 7, 3, NULL, &a, SC_VALUE_ACT);
     }
     a.sgd = (sc_sgd_attrs){opt->momentum, opt->weight_decay, opt->nesterov};
-    int m = opt->momentum != 0 ? state_new(b, tg, w, "momentum_buffer") : -1;
+    int m = opt->momentum != 0 ? state_new(b, tg, w, "momentum_buffer", pool) : -1;
     int in[5] = {w, gr, m, tg->lr, scale};
     int outs[2] = {0, m < 0 ? TB_OMIT : 0}; /* without momentum there is no buffer, so no M' */
     return tb_emit(b, SC_OP_SGD_UPDATE, name, in, 5, 2, outs, &a, SC_VALUE_ACT);
@@ -163,13 +182,15 @@ sc_status optimizer_build(sc_graph *g, const sc_train_options *opt, sc_training_
     /* The caller's graph is linked (autodiff_build_backward ends with graph_link) and lr/step are
      * new values without consumers; only clipping added nodes. */
     if (clip) SC_TRY(graph_link(g));
+    unsigned char *pool;
+    SC_TRY(states_pool(g, opt, tg, &pool));
     int first = g->n_nodes;
     int *pos = malloc(sizeof(int) * (size_t)(tg->n_params + 1));
     if (!pos) return sc_errorf("out of memory placing optimizer updates");
     /* Positions come from the graph before the updates exist; with clipping they all stay at the end. */
     updates_positions(g, tg, first, pos);
     for (int i = 0; i < tg->n_params; i++) {
-        update_emit(&b, opt, tg, i, scale);
+        update_emit(&b, opt, tg, i, scale, &pool);
         if (clip) pos[i] = first - 1;
     }
     sc_status st = b.st ? b.st : updates_place(g, first, pos);

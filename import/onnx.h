@@ -19,8 +19,9 @@ typedef struct sc_model {
     sc_graph graph;
     char *path;  /* the file it was loaded from */
     char *dir;   /* its folder: external data must stay inside it */
-    void *proto_bytes; /* the serialized ModelProto it was built from, owned (malloc) */
+    void *proto_bytes; /* the serialized ModelProto it was built from, owned: malloc, or mapped */
     size_t proto_size;
+    bool proto_mapped; /* proto_bytes is the file mapped read-only (sc_model_load): unmapped on free */
 } sc_model;
 
 /* On failure *out is NULL and the status names the file and the node, initializer or field. */

@@ -11,7 +11,9 @@
  *      canonicalised inputs (import/canonical.c);
  *   6. graph outputs; graph_link.
  * Nothing in the graph points into unpacked messages (names, attributes and initializer data are
- * copied); the serialized bytes stay with the model for sc_model_save. Unpacking a whole model costs
+ * copied); the serialized bytes stay with the model for sc_model_save. A file is mapped rather than
+ * read: its bytes are the page cache's pages, not 680 MB of fresh memory to fault in and copy at depth
+ * 250000 (Scorch replaces files by rename, so the mapped file is never changed under it). Unpacking a whole model costs
  * about 2.5 KB per node (protobuf-c allocates every message, string and array separately): 5 GB for
  * a 680 MB file at depth 250000, all of it page-faulted in and thrown away. So the ModelProto and
  * its GraphProto are unpacked as shells without their repeated node and initializer fields, and
@@ -20,10 +22,15 @@
  * one graph). Every step that reads them walks the bytes again; unpacking is cheap next to faulting.
  * On any failure the partly built model is freed and the error is prefixed with the file name.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "import/onnx.h"
 #include "import/onnx_internal.h"
@@ -473,12 +480,18 @@ static sc_status model_build(sc_model *m, load_ctx *c, const Onnx__ModelProto *m
     return st;
 }
 
-/* Builds the model from data (size bytes), taking ownership of data: it is kept as the model's
- * serialized bytes on success and freed on failure. */
-static sc_status model_load_owned(uint8_t *data, size_t size, const char *name, const char *dir, sc_model **out) {
+static void bytes_release(void *data, size_t size, bool mapped) {
+    if (mapped) munmap(data, size);
+    else free(data);
+}
+
+/* Builds the model from data (size bytes; mapped: from file_map), taking ownership of data: it is
+ * kept as the model's serialized bytes on success and released on failure. */
+static sc_status model_load_owned(uint8_t *data, size_t size, bool mapped, const char *name, const char *dir,
+                                  sc_model **out) {
     *out = NULL;
     if (size == 0) {
-        free(data);
+        bytes_release(data, size, mapped);
         return sc_errorf("%s: empty file", name);
     }
     sc_status st = sc_status_prefix(onnx_wire_check(data, size), "%s: ", name);
@@ -493,12 +506,13 @@ static sc_status model_load_owned(uint8_t *data, size_t size, const char *name, 
     if (st) {
         proto_pool_release(blocks);
         free(c.graphs);
-        free(data);
+        bytes_release(data, size, mapped);
         return st;
     }
     graph_init(&m->graph);
     m->proto_bytes = data;
     m->proto_size = size;
+    m->proto_mapped = mapped;
     m->path = strdup(name);
     m->dir = dir ? strdup(dir) : NULL;
     sc_strmap_init(&c.producers);
@@ -525,19 +539,37 @@ sc_status sc_model_load_buffer(const void *data, size_t size, const char *name, 
     uint8_t *copy = malloc(size);
     if (!copy) return sc_errorf("%s: out of memory copying %zu bytes", name, size);
     memcpy(copy, data, size);
-    return model_load_owned(copy, size, name, dir, out);
+    return model_load_owned(copy, size, false, name, dir, out);
+}
+
+/* Maps a regular file read-only (*mapped true), or reads it where mapping fails. */
+static sc_status file_map(const char *path, uint8_t **buf, size_t *size, bool *mapped) {
+    *mapped = false;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return onnx_read_file(path, buf, size); /* its message names the cause */
+    struct stat sb;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0)
+        p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return onnx_read_file(path, buf, size);
+    *buf = p;
+    *size = (size_t)sb.st_size;
+    *mapped = true;
+    return SC_OK;
 }
 
 sc_status sc_model_load(const char *path, sc_model **out) {
     *out = NULL;
     uint8_t *buf;
     size_t size;
-    SC_TRY(onnx_read_file(path, &buf, &size));
+    bool mapped;
+    SC_TRY(file_map(path, &buf, &size, &mapped));
     char *dir = onnx_dir_of(path);
     sc_status st = SC_OK;
-    if (dir) st = model_load_owned(buf, size, path, dir, out);
+    if (dir) st = model_load_owned(buf, size, mapped, path, dir, out);
     else {
-        free(buf);
+        bytes_release(buf, size, mapped);
         st = sc_errorf("%s: out of memory", path);
     }
     free(dir);
@@ -547,7 +579,7 @@ sc_status sc_model_load(const char *path, sc_model **out) {
 void sc_model_free(sc_model *m) {
     if (!m) return;
     graph_free(&m->graph);
-    free(m->proto_bytes);
+    if (m->proto_bytes) bytes_release(m->proto_bytes, m->proto_size, m->proto_mapped);
     free(m->path);
     free(m->dir);
     free(m);
