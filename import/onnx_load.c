@@ -5,11 +5,13 @@
  *      nodes and initializers are unpacked one at a time as steps 2, 4 and 5 reach them (below);
  *   2. initializers -> PARAM (floating point) or CONST (integer/bool) values, data in the graph arena;
  *   3. graph inputs that are not initializers -> INPUT values (dim_param -> dim -1 with its name);
- *   4. index every node output by name, so a reference to a value produced later is reported as a
- *      topological-order error rather than as a missing value, and duplicate outputs name both nodes;
- *   5. nodes in file order: Constant -> CONST value, others -> ops with typed attributes and
- *      canonicalised inputs (import/canonical.c);
- *   6. graph outputs; graph_link.
+ *   4. nodes in file order: Constant -> CONST value, others -> ops with typed attributes and
+ *      canonicalised inputs (import/canonical.c). A duplicate output names both nodes; an input
+ *      that nothing made yet is looked for among the later nodes, so a reference to a value
+ *      produced later is reported as a topological-order error rather than as a missing value
+ *      (on the error path only: indexing every output up front cost a map probe per output and an
+ *      extra unpack per node, a quarter of the load time at depth 250000);
+ *   5. graph outputs; graph_link.
  * Nothing in the graph points into unpacked messages (names, attributes and initializer data are
  * copied); the serialized bytes stay with the model for sc_model_save. A file is mapped rather than
  * read: its bytes are the page cache's pages, not 680 MB of fresh memory to fault in and copy at depth
@@ -96,9 +98,10 @@ typedef struct {
     ProtobufCAllocator scratch_alloc;
     sc_tensor_src src;
     int64_t opset;
-    sc_strmap producers; /* node output name (a copy in keys) -> node index */
-    sc_arena keys;
-    char **labels; /* per node: its name, or "OpType#index" (arena) */
+    int first_node_value; /* values from here on are node outputs */
+    int *value_node;      /* per value from first_node_value on: the index of the node that outputs it, -1
+                           * for a constant the importer made (import/canonical.c) */
+    size_t value_node_n, value_node_cap;
     int *in_buf;
     size_t in_cap;
 } load_ctx;
@@ -159,12 +162,15 @@ static sc_status add_initializer(load_ctx *c, size_t i, const ProtobufCMessage *
     if (!t->name || !*t->name) return sc_errorf("initializer #%zu has no name", i);
     char what[300];
     snprintf(what, sizeof what, "initializer '%.256s'", t->name);
-    if (graph_find_value(c->g, t->name) >= 0) return sc_errorf("%s: defined twice", what);
     sc_tensor tensor;
     SC_TRY(onnx_tensor_decode(t, what, &c->src, &tensor));
     sc_status st = SC_OK;
     sc_value_kind kind = sc_dtype_is_float(tensor.desc.dtype) ? SC_VALUE_PARAM : SC_VALUE_CONST;
     int id = graph_add_value(c->g, t->name, kind, &tensor.desc, &st);
+    if (id < 0 && graph_find_value(c->g, t->name) >= 0) {
+        sc_status_free(st);
+        return sc_errorf("%s: defined twice", what);
+    }
     if (id < 0) return sc_status_prefix(st, "%s: ", what);
     c->g->values[id].data = tensor.data;
     return SC_OK;
@@ -242,56 +248,90 @@ static int trimmed_count(char **names, size_t n) {
     return (int)n;
 }
 
-static sc_status index_node(load_ctx *c, size_t i, const ProtobufCMessage *msg) {
-    const Onnx__NodeProto *np = (const Onnx__NodeProto *)msg;
-    char buf[300];
-    if (np->name && *np->name) snprintf(buf, sizeof buf, "%s", np->name);
-    else snprintf(buf, sizeof buf, "%.200s#%zu", str_or_empty(np->op_type), i);
-    c->labels[i] = sc_arena_strdup(&c->g->arena, buf);
-    if (!c->labels[i]) return sc_errorf("out of memory");
-    for (size_t k = 0; k < np->n_output; k++) {
-        const char *out = np->output[k];
-        if (!out || !*out) continue;
-        int prev = sc_strmap_get(&c->producers, out);
-        if (prev >= 0)
-            return sc_errorf("value '%s' is produced twice: by node '%s' and by node '%s'", out, c->labels[prev],
-                             c->labels[i]);
-        if (graph_find_value(c->g, out) >= 0)
-            return sc_errorf("node '%s': output '%s' is already an initializer or graph input", c->labels[i], out);
-        const char *key = sc_arena_strdup(&c->keys, out);
-        if (!key || !sc_strmap_put(&c->producers, key, (int)i)) return sc_errorf("out of memory");
+/* A node's label in messages and its name in the graph: its name, or "OpType#index". */
+static void node_label(const Onnx__NodeProto *np, size_t i, char *buf, size_t size) {
+    if (np->name && *np->name) snprintf(buf, size, "%s", np->name);
+    else snprintf(buf, size, "%.200s#%zu", str_or_empty(np->op_type), i);
+}
+
+/* Error path: the first node at index >= from that outputs name (or any name, when name is NULL
+ * and from is the index sought); its label into buf. Unpacked with protobuf-c's own allocator: the
+ * scratch pool still holds the node being added. Returns false when there is none. */
+static bool node_find(const load_ctx *c, size_t from, const char *name, char *buf, size_t size) {
+    uint32_t number = field_number(&onnx__graph_proto__descriptor, "node");
+    size_t idx = 0;
+    for (int gi = 0; gi < c->n_graphs; gi++) {
+        const uint8_t *p = c->graphs[gi].data, *end = p + c->graphs[gi].size;
+        onnx_wire_field f;
+        while (onnx_wire_next(&p, end, &f)) {
+            if (f.number != number || f.wire != 2 || idx++ < from) continue;
+            Onnx__NodeProto *np = onnx__node_proto__unpack(NULL, f.size, f.data);
+            bool hit = np && !name;
+            for (size_t k = 0; np && name && k < np->n_output && !hit; k++)
+                hit = np->output[k] && !strcmp(np->output[k], name);
+            if (hit) node_label(np, idx - 1, buf, size);
+            if (np) onnx__node_proto__free_unpacked(np, NULL);
+            if (hit || !name) return hit;
+        }
     }
-    return SC_OK;
+    return false;
 }
 
-static sc_status index_producers(load_ctx *c) {
-    c->labels = sc_arena_alloc_array(&c->g->arena, c->n_node + 1, sizeof(char *));
-    if (!c->labels) return sc_errorf("out of memory");
-    return each_graph_entry(c, "node", &onnx__node_proto__descriptor, index_node);
-}
-
-static sc_status resolve_input(load_ctx *c, size_t idx, const char *name, int *id) {
+static sc_status resolve_input(load_ctx *c, size_t idx, const char *label, const char *name, int *id) {
     *id = -1;
     if (!name || !*name) return SC_OK;
     *id = graph_find_value(c->g, name);
     if (*id >= 0) return SC_OK;
-    int later = sc_strmap_get(&c->producers, name);
-    if (later >= 0)
+    char later[300];
+    if (node_find(c, idx + 1, name, later, sizeof later))
         return sc_errorf("graph is not topologically sorted (or has a cycle): node '%s' uses '%s' produced later by "
-                         "node '%s'", c->labels[idx], name, c->labels[later]);
-    return sc_errorf("node '%s': input '%s' is not produced by any node, graph input, initializer or constant",
-                     c->labels[idx], name);
+                         "node '%s'", label, name, later);
+    return sc_errorf("node '%s': input '%s' is not produced by any node, graph input, initializer or constant", label,
+                     name);
+}
+
+/* Adds output `name` of node idx. A name taken already is reported naming both producers, or the
+ * initializer or graph input it clashes with. */
+static sc_status add_output(load_ctx *c, size_t idx, const char *label, const char *name, sc_value_kind kind,
+                            const sc_desc *desc, int *id) {
+    sc_status st = SC_OK;
+    *id = graph_add_value(c->g, name, kind, desc, &st);
+    if (*id < 0) {
+        int prev = graph_find_value(c->g, name);
+        if (prev < 0) return sc_status_prefix(st, "node '%s': ", label);
+        sc_status_free(st);
+        char first[300] = "?";
+        if (prev < c->first_node_value)
+            return sc_errorf("node '%s': output '%s' is already an initializer or graph input", label, name);
+        size_t k = (size_t)(prev - c->first_node_value);
+        if (k >= c->value_node_n || c->value_node[k] < 0)
+            return sc_errorf("node '%s': output '%s' is the name of a constant made from an earlier node's attribute",
+                             label, name);
+        node_find(c, (size_t)c->value_node[k], NULL, first, sizeof first);
+        return sc_errorf("value '%s' is produced twice: by node '%s' and by node '%s'", name, first, label);
+    }
+    size_t k = (size_t)(*id - c->first_node_value);
+    if (k >= c->value_node_cap) {
+        size_t cap = c->value_node_cap ? 2 * c->value_node_cap : 1024;
+        while (cap <= k) cap *= 2;
+        int *p = realloc(c->value_node, cap * sizeof *p);
+        if (!p) return sc_errorf("out of memory");
+        c->value_node = p;
+        c->value_node_cap = cap;
+    }
+    while (c->value_node_n < k) c->value_node[c->value_node_n++] = -1;
+    c->value_node[c->value_node_n++] = (int)idx;
+    return SC_OK;
 }
 
 static sc_status add_constant_node(load_ctx *c, size_t idx, const sc_node_ctx *nc) {
     const Onnx__NodeProto *np = nc->node;
     if (trimmed_count(np->input, np->n_input) != 0 || np->n_output != 1 || !np->output[0] || !*np->output[0])
-        return sc_errorf("node '%s' (Constant): expects no inputs and one output", c->labels[idx]);
+        return sc_errorf("node '%s' (Constant): expects no inputs and one output", nc->label);
     sc_tensor t;
     SC_TRY(onnx_constant_value(nc, &t));
-    sc_status st = SC_OK;
-    int id = graph_add_value(c->g, np->output[0], SC_VALUE_CONST, &t.desc, &st);
-    if (id < 0) return sc_status_prefix(st, "node '%s' (Constant): ", c->labels[idx]);
+    int id;
+    SC_TRY(add_output(c, idx, nc->label, np->output[0], SC_VALUE_CONST, &t.desc, &id));
     c->g->values[id].data = t.data;
     return SC_OK;
 }
@@ -319,7 +359,7 @@ static sc_status add_op_node(load_ctx *c, size_t idx, sc_node_ctx *nc) {
         c->in_cap = need;
     }
     int *in = c->in_buf, *out = c->in_buf + n_in + 4;
-    for (int k = 0; k < n_in; k++) SC_TRY(resolve_input(c, idx, np->input[k], &in[k]));
+    for (int k = 0; k < n_in; k++) SC_TRY(resolve_input(c, idx, nc->label, np->input[k], &in[k]));
     sc_attrs attrs;
     memset(&attrs, 0, sizeof attrs);
     SC_ASSERT(sc_attr_parsers[nc->op]);
@@ -329,9 +369,7 @@ static sc_status add_op_node(load_ctx *c, size_t idx, sc_node_ctx *nc) {
     for (int k = 0; k < n_out; k++) {
         out[k] = -1;
         if (!np->output[k] || !*np->output[k]) continue;
-        sc_status st = SC_OK;
-        out[k] = graph_add_value(c->g, np->output[k], SC_VALUE_ACT, NULL, &st);
-        if (out[k] < 0) return sc_status_prefix(st, "node '%s': ", nc->label);
+        SC_TRY(add_output(c, idx, nc->label, np->output[k], SC_VALUE_ACT, NULL, &out[k]));
     }
     sc_status st = SC_OK;
     int nid = graph_add_node(c->g, nc->op, nc->label, in, n_in, out, n_out, &st);
@@ -369,7 +407,9 @@ static sc_status check_no_subgraphs(const sc_node_ctx *nc, const char *op_type) 
 static sc_status add_node(load_ctx *c, size_t i, const ProtobufCMessage *msg) {
     const Onnx__NodeProto *np = (const Onnx__NodeProto *)msg;
     const char *op_type = str_or_empty(np->op_type);
-    sc_node_ctx nc = {.node = np, .label = c->labels[i], .opset = c->opset, .g = c->g, .src = &c->src};
+    char label[300];
+    node_label(np, i, label, sizeof label);
+    sc_node_ctx nc = {.node = np, .label = label, .opset = c->opset, .g = c->g, .src = &c->src};
     if (!is_default_domain(np->domain))
         return sc_errorf("node '%s': unknown op '%s' (domain '%s')", nc.label, op_type, np->domain);
     SC_TRY(check_no_subgraphs(&nc, op_type));
@@ -471,9 +511,12 @@ static sc_status model_build(sc_model *m, load_ctx *c, const Onnx__ModelProto *m
     m->graph.opset = c->opset;
     if (c->n_node > SC_IMPORT_MAX_NODES)
         return sc_errorf("graph has %zu nodes, more than the supported %d", c->n_node, SC_IMPORT_MAX_NODES);
+    /* Room for every name up front (most nodes have one output): no rehash of a growing map. */
+    if (!sc_strmap_reserve(&m->graph.by_name, c->n_initializer + c->gp->n_input + c->n_node))
+        return sc_errorf("out of memory indexing %zu names", c->n_initializer + c->gp->n_input + c->n_node);
     sc_status st = add_initializers(c);
     if (!st) st = add_inputs(c);
-    if (!st) st = index_producers(c);
+    c->first_node_value = m->graph.n_values;
     if (!st) st = add_nodes(c);
     if (!st) st = add_outputs(c);
     if (!st) st = graph_link(&m->graph);
@@ -515,11 +558,8 @@ static sc_status model_load_owned(uint8_t *data, size_t size, bool mapped, const
     m->proto_mapped = mapped;
     m->path = strdup(name);
     m->dir = dir ? strdup(dir) : NULL;
-    sc_strmap_init(&c.producers);
-    sc_arena_init(&c.keys);
     st = (!m->path || (dir && !m->dir)) ? sc_errorf("out of memory") : model_build(m, &c, mp, size);
-    sc_strmap_free(&c.producers);
-    sc_arena_free_all(&c.keys);
+    free(c.value_node);
     free(c.in_buf);
     free(c.graphs);
     proto_pool_release(c.scratch);

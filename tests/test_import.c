@@ -351,6 +351,33 @@ static void test_graph_errors(void) {
     expect_fail(&t, "unsorted.onnx", "not topologically sorted", "node 'relu0' uses 'S' produced later by node 'add0'");
 
     tiny_init(&t, 13);
+    t.nodes[0].name = NULL; /* unnamed: labelled "Add#0" */
+    t.relu_out[0] = "S";
+    t.y.name = "S";
+    expect_fail(&t, "dup_output_unnamed.onnx", "produced twice", "'Add#0' and by node 'relu0'");
+
+    tiny_init(&t, 13);
+    t.relu_out[0] = "W"; /* the initializer's name */
+    t.y.name = "W";
+    expect_fail(&t, "output_is_initializer.onnx", "node 'relu0': output 'W' is already an initializer or graph input", NULL);
+
+    tiny_init(&t, 13);
+    t.add_out[0] = "X"; /* the graph input's name */
+    t.relu_in[0] = "X";
+    expect_fail(&t, "output_is_input.onnx", "node 'add0': output 'X' is already an initializer or graph input", NULL);
+
+    tiny_init(&t, 13);
+    t.inits[1] = &t.w;
+    t.graph.n_initializer = 2;
+    expect_fail(&t, "init_twice.onnx", "initializer 'W': defined twice", NULL);
+
+    tiny_init(&t, 13);
+    t.node_ptrs[0] = &t.nodes[1];
+    t.node_ptrs[1] = &t.nodes[0];
+    t.nodes[0].name = NULL;
+    expect_fail(&t, "unsorted_unnamed.onnx", "not topologically sorted", "node 'relu0' uses 'S' produced later by node 'Add#1'");
+
+    tiny_init(&t, 13);
     t.relu_in[0] = "nowhere";
     expect_fail(&t, "dangling.onnx", "node 'relu0': input 'nowhere' is not produced", NULL);
 
