@@ -55,7 +55,7 @@ int ad_emit(sc_grad_ctx *c, sc_op op, const int *in, int n_in, int n_out, int *o
         return -1;
     }
     sc_node *n = &c->g->nodes[nid];
-    if (attrs) n->attrs = *attrs;
+    if (attrs && (c->st = graph_node_set_attrs(c->g, n, attrs))) return -1;
     for (int k = 0; k < n_out; k++) c->g->values[ids[k]].producer = nid;
     if (!sc_shape_fns[op]) {
         c->st = sc_errorf("gradient of node '%s' (%s): emitted op %s has no shape function", c->fwd.name,

@@ -29,7 +29,7 @@ void grad_relu(sc_grad_ctx *c) {
 void grad_leaky_relu(sc_grad_ctx *c) {
     int x = I(c, 0), dy = GO(c, 0);
     int pos = ad_binary(c, SC_OP_GREATER, x, zero_like(c, x));
-    set_GI(c, 0, ad_where(c, pos, dy, ad_scale(c, dy, c->fwd.attrs.leaky_relu.alpha)));
+    set_GI(c, 0, ad_where(c, pos, dy, ad_scale(c, dy, c->fwd.attrs->leaky_relu.alpha)));
 }
 
 /* Sigmoid: dX = dY * Y * (1 - Y). */
@@ -56,7 +56,7 @@ void grad_erf(sc_grad_ctx *c) {
 /* Gelu: dX = GeluGrad(dY, X) with the forward's approximation. */
 void grad_gelu(sc_grad_ctx *c) {
     int in[2] = {GO(c, 0), I(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_GELU_GRAD, in, 2, 1, NULL, &c->fwd.attrs));
+    set_GI(c, 0, ad_emit(c, SC_OP_GELU_GRAD, in, 2, 1, NULL, c->fwd.attrs));
 }
 
 /* Clip: dX = dY where min <= X <= max (torch.clamp's backward), else 0. The bounds get the

@@ -83,7 +83,7 @@ void grad_matmul(sc_grad_ctx *c) {
 
 void grad_gemm(sc_grad_ctx *c) {
     int a = I(c, 0), b = I(c, 1), dy = GO(c, 0);
-    const sc_gemm_attrs *g = &c->fwd.attrs.gemm;
+    const sc_gemm_attrs *g = &c->fwd.attrs->gemm;
     bool ta = g->trans_a, tb = g->trans_b;
     double alpha = g->alpha;
     if (NEED_GI(c, 0)) {

@@ -25,7 +25,7 @@ void grad_sce_loss(sc_grad_ctx *c) {
     int dscores = -1;
     if (GO(c, 0) >= 0) {
         sc_attrs a = {0};
-        a.sce = c->fwd.attrs.sce;
+        a.sce = c->fwd.attrs->sce;
         bool weighted = node_has_input(&c->fwd, 2);
         int in[4] = {GO(c, 0), log_prob, I(c, 1), weighted ? I(c, 2) : -1};
         dscores = ad_emit(c, SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD, in, weighted ? 4 : 3, 1, NULL, &a);

@@ -18,7 +18,7 @@
 void grad_reshape_like(sc_grad_ctx *c) { set_GI(c, 0, ad_reshape(c, GO(c, 0), ad_desc(c, I(c, 0)))); }
 
 void grad_transpose(sc_grad_ctx *c) {
-    const sc_transpose_attrs *t = &c->fwd.attrs.transpose;
+    const sc_transpose_attrs *t = &c->fwd.attrs->transpose;
     int r = ad_desc(c, I(c, 0))->rank;
     int64_t inv[SC_MAX_RANK];
     for (int i = 0; i < r; i++) {
@@ -37,7 +37,7 @@ static int slice_axis(sc_grad_ctx *c, int x, int64_t axis, int64_t start, int64_
 
 void grad_concat(sc_grad_ctx *c) {
     int r = ad_desc(c, O(c, 0))->rank;
-    int64_t axis = c->fwd.attrs.axis.axis < 0 ? c->fwd.attrs.axis.axis + r : c->fwd.attrs.axis.axis;
+    int64_t axis = c->fwd.attrs->axis.axis < 0 ? c->fwd.attrs->axis.axis + r : c->fwd.attrs->axis.axis;
     int64_t off = 0;
     for (int i = 0; i < c->fwd.n_in; i++) {
         if (I(c, i) < 0) continue;
@@ -70,7 +70,7 @@ void grad_split(sc_grad_ctx *c) {
     }
     sc_attrs a;
     memset(&a, 0, sizeof a);
-    a.axis.axis = c->fwd.attrs.axis.axis;
+    a.axis.axis = c->fwd.attrs->axis.axis;
     set_GI(c, 0, ad_emit(c, SC_OP_CONCAT, parts, m, 1, NULL, &a));
 }
 
@@ -83,7 +83,7 @@ void grad_slice(sc_grad_ctx *c) {
 
 void grad_gather(sc_grad_ctx *c) {
     int in[3] = {GO(c, 0), I(c, 1), I(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_GATHER_GRAD, in, 3, 1, NULL, &c->fwd.attrs));
+    set_GI(c, 0, ad_emit(c, SC_OP_GATHER_GRAD, in, 3, 1, NULL, c->fwd.attrs));
 }
 
 void grad_expand(sc_grad_ctx *c) { set_GI(c, 0, ad_reduce_to_shape(c, GO(c, 0), ad_desc(c, I(c, 0)))); }
@@ -92,7 +92,7 @@ void grad_expand(sc_grad_ctx *c) { set_GI(c, 0, ad_reduce_to_shape(c, GO(c, 0), 
  * negative pads crop. dX = dY with positive pads sliced off, then zero-padded where pads were
  * negative (those input elements never reached Y). */
 void grad_pad(sc_grad_ctx *c) {
-    if (c->fwd.attrs.pad.mode != SC_PAD_CONSTANT) {
+    if (c->fwd.attrs->pad.mode != SC_PAD_CONSTANT) {
         ad_fail(c, "not supported: the gradient of Pad is implemented for constant mode only");
         return;
     }
@@ -155,5 +155,5 @@ void grad_pad(sc_grad_ctx *c) {
 
 void grad_trilu(sc_grad_ctx *c) {
     int in[2] = {GO(c, 0), I(c, 1)};
-    set_GI(c, 0, ad_emit(c, SC_OP_TRILU, in, I(c, 1) >= 0 ? 2 : 1, 1, NULL, &c->fwd.attrs));
+    set_GI(c, 0, ad_emit(c, SC_OP_TRILU, in, I(c, 1) >= 0 ? 2 : 1, 1, NULL, c->fwd.attrs));
 }

@@ -44,7 +44,7 @@ void grad_conv(sc_grad_ctx *c) {
     bool want[3] = {NEED_GI(c, 0), NEED_GI(c, 1), I(c, 2) >= 0 && NEED_GI(c, 2)};
     int n_out = want[2] ? 3 : want[1] ? 2 : 1;
     int in[3] = {GO(c, 0), I(c, 0), I(c, 1)}, out[3];
-    emit_partial(c, SC_OP_CONV_GRAD, in, 3, n_out, want, out, &c->fwd.attrs);
+    emit_partial(c, SC_OP_CONV_GRAD, in, 3, n_out, want, out, c->fwd.attrs);
     for (int k = 0; k < n_out; k++)
         if (want[k]) set_GI(c, k, out[k]);
 }
@@ -71,7 +71,7 @@ static int sum_but_channel(sc_grad_ctx *c, int v) {
 static void grad_batch_norm_inference(sc_grad_ctx *c) {
     const sc_desc x = *ad_desc(c, I(c, 0));
     int dy = GO(c, 0), scale = I(c, 1), mean = I(c, 3), var = I(c, 4);
-    int ve = ad_binary(c, SC_OP_ADD, var, ad_const_scalar(c, x.dtype, (double)c->fwd.attrs.batch_norm.epsilon));
+    int ve = ad_binary(c, SC_OP_ADD, var, ad_const_scalar(c, x.dtype, (double)c->fwd.attrs->batch_norm.epsilon));
     int std = ad_unary(c, SC_OP_SQRT, ve);
     int a = ad_binary(c, SC_OP_DIV, scale, std); /* scale / std, [C] */
     if (NEED_GI(c, 0)) set_GI(c, 0, ad_binary(c, SC_OP_MUL, dy, per_channel(c, a, &x)));
@@ -98,7 +98,7 @@ void grad_batch_norm(sc_grad_ctx *c) {
         ad_fail(c, "a gradient flows into the running mean / variance outputs, which is not supported");
         return;
     }
-    if (!c->fwd.attrs.batch_norm.training_mode) {
+    if (!c->fwd.attrs->batch_norm.training_mode) {
         grad_batch_norm_inference(c);
         return;
     }
@@ -106,7 +106,7 @@ void grad_batch_norm(sc_grad_ctx *c) {
     if (!want[0] && !want[1] && !want[2]) return;
     int n_out = want[2] ? 3 : want[1] ? 2 : 1;
     int in[3] = {GO(c, 0), I(c, 0), I(c, 1)}, out[3];
-    emit_partial(c, SC_OP_BATCH_NORM_GRAD, in, 3, n_out, want, out, &c->fwd.attrs);
+    emit_partial(c, SC_OP_BATCH_NORM_GRAD, in, 3, n_out, want, out, c->fwd.attrs);
     for (int k = 0; k < n_out; k++)
         if (want[k]) set_GI(c, k, out[k]);
 }
@@ -114,12 +114,12 @@ void grad_batch_norm(sc_grad_ctx *c) {
 /* MaxPool (X) -> (Y[, Indices]); Indices are integers and carry no gradient. */
 void grad_max_pool(sc_grad_ctx *c) {
     int in[2] = {GO(c, 0), I(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_MAX_POOL_GRAD, in, 2, 1, NULL, &c->fwd.attrs));
+    set_GI(c, 0, ad_emit(c, SC_OP_MAX_POOL_GRAD, in, 2, 1, NULL, c->fwd.attrs));
 }
 
 void grad_average_pool(sc_grad_ctx *c) {
     int in[2] = {GO(c, 0), I(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_AVERAGE_POOL_GRAD, in, 2, 1, NULL, &c->fwd.attrs));
+    set_GI(c, 0, ad_emit(c, SC_OP_AVERAGE_POOL_GRAD, in, 2, 1, NULL, c->fwd.attrs));
 }
 
 /* GlobalAveragePool: Y[n, c] = mean X[n, c, :], so dX = dY broadcast over the spatial dims / S. */
@@ -134,12 +134,12 @@ void grad_global_average_pool(sc_grad_ctx *c) {
 
 void grad_softmax(sc_grad_ctx *c) {
     int in[2] = {GO(c, 0), O(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_SOFTMAX_GRAD, in, 2, 1, NULL, &c->fwd.attrs));
+    set_GI(c, 0, ad_emit(c, SC_OP_SOFTMAX_GRAD, in, 2, 1, NULL, c->fwd.attrs));
 }
 
 void grad_log_softmax(sc_grad_ctx *c) {
     int in[2] = {GO(c, 0), O(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_LOG_SOFTMAX_GRAD, in, 2, 1, NULL, &c->fwd.attrs));
+    set_GI(c, 0, ad_emit(c, SC_OP_LOG_SOFTMAX_GRAD, in, 2, 1, NULL, c->fwd.attrs));
 }
 
 /* LayerNormalization (X, Scale[, B]) -> (Y[, Mean, InvStdDev]). The kernel wants Scale dense over
@@ -151,7 +151,7 @@ void grad_layer_norm(sc_grad_ctx *c) {
         return;
     }
     const sc_desc x = *ad_desc(c, I(c, 0));
-    int64_t ax = c->fwd.attrs.layer_norm.axis;
+    int64_t ax = c->fwd.attrs->layer_norm.axis;
     int axis = (int)(ax < 0 ? ax + x.rank : ax);
     sc_desc norm = sc_desc_make(x.dtype, x.rank - axis, x.dims + axis);
     int scale = I(c, 1);
@@ -162,7 +162,7 @@ void grad_layer_norm(sc_grad_ctx *c) {
     bool want[3] = {NEED_GI(c, 0), NEED_GI(c, 1), I(c, 2) >= 0 && NEED_GI(c, 2)};
     int n_out = want[2] ? 3 : want[1] ? 2 : 1;
     int in[3] = {GO(c, 0), I(c, 0), scale}, out[3];
-    emit_partial(c, SC_OP_LAYER_NORM_GRAD, in, 3, n_out, want, out, &c->fwd.attrs);
+    emit_partial(c, SC_OP_LAYER_NORM_GRAD, in, 3, n_out, want, out, c->fwd.attrs);
     if (want[0]) set_GI(c, 0, out[0]);
     for (int k = 1; k < n_out; k++)
         if (want[k]) set_GI(c, k, ad_reduce_to_shape(c, out[k], ad_desc(c, I(c, k))));
@@ -172,5 +172,5 @@ void grad_layer_norm(sc_grad_ctx *c) {
 void grad_resize(sc_grad_ctx *c) {
     int in[5] = {GO(c, 0), I(c, 0), I(c, 1), I(c, 2), I(c, 3)};
     int n_in = c->fwd.n_in + 1;
-    set_GI(c, 0, ad_emit(c, SC_OP_RESIZE_GRAD, in, n_in > 5 ? 5 : n_in, 1, NULL, &c->fwd.attrs));
+    set_GI(c, 0, ad_emit(c, SC_OP_RESIZE_GRAD, in, n_in > 5 ? 5 : n_in, 1, NULL, c->fwd.attrs));
 }

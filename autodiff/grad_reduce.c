@@ -16,7 +16,7 @@ void grad_reduce(sc_grad_ctx *c) {
     if (!ad_const_ints(c, I(c, 1), axes, SC_MAX_RANK, &n_axes)) return;
     bool reduced[SC_MAX_RANK] = {false};
     if (n_axes == 0) {
-        if (c->fwd.attrs.reduce.noop_with_empty_axes) {
+        if (c->fwd.attrs->reduce.noop_with_empty_axes) {
             set_GI(c, 0, dy);
             return;
         }

@@ -69,7 +69,7 @@ int tb_emit(tb_builder *b, sc_op op, const char *name, const int *in, int n_in, 
     int node = graph_add_node(g, op, name, in, n_in, ids, n_out, &st);
     if (node < 0) return tb_fail(b, st);
     sc_node *n = &g->nodes[node];
-    if (attrs) n->attrs = *attrs;
+    if (attrs && (st = graph_node_set_attrs(g, n, attrs))) return tb_fail(b, st);
     for (int k = 0; k < n_out; k++)
         if (ids[k] >= 0) g->values[ids[k]].producer = node;
     if (!sc_shape_fns[op]) return tb_fail(b, sc_errorf("node '%s': op %s has no shape function", name, sc_op_name(op)));
@@ -210,7 +210,13 @@ static void wb_add(tb_builder *b, wb_list *w, int src, int dst) {
 static void bn_to_training(tb_builder *b, int node, wb_list *wb) {
     sc_graph *g = b->g;
     sc_node *n = &g->nodes[node];
-    n->attrs.batch_norm.training_mode = true;
+    sc_attrs a = *n->attrs;
+    a.batch_norm.training_mode = true;
+    sc_status st = graph_node_set_attrs(g, n, &a);
+    if (st) {
+        tb_fail(b, st);
+        return;
+    }
     int outs[3] = {n->out[0], n->n_out > 1 ? n->out[1] : -1, n->n_out > 2 ? n->out[2] : -1};
     static const char *const suffix[3] = {"", "running_mean", "running_var"};
     for (int k = 1; k < 3; k++) {

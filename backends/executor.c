@@ -78,7 +78,7 @@ static void state_free(exec_state *s) {
 /* The input whose buffer output k may take over when this node is its last reader, or -1: input 3
  * (the summand, of the output's exact desc) of a fused-sum Conv. */
 static int donor_input(const sc_node *n, int k) {
-    return n->op == SC_OP_CONV && n->attrs.window.fused_sum && k == 0 && n->n_in > 3 ? 3 : -1;
+    return n->op == SC_OP_CONV && n->attrs->window.fused_sum && k == 0 && n->n_in > 3 ? 3 : -1;
 }
 
 /* True when node i's output v may reuse the buffer of its input at position j: an activation we own,

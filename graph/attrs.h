@@ -173,4 +173,7 @@ typedef union {
     sc_adamw_attrs adamw;           /* AdamWUpdate */
 } sc_attrs;
 
+/* All zero: the attributes of every node whose op has none (a node holds a pointer, graph.h). */
+extern const sc_attrs sc_attrs_none;
+
 #endif

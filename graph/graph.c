@@ -16,6 +16,7 @@ void graph_free(sc_graph *g) {
     free(g->nodes);
     free(g->link_pool);
     free(g->link_scratch);
+    free(g->attrs_set);
     sc_strmap_free(&g->by_name);
     sc_arena_free_all(&g->arena);
     memset(g, 0, sizeof *g);
@@ -89,6 +90,7 @@ int graph_add_node(sc_graph *g, sc_op op, const char *name, const int *in, int n
     sc_node *n = &g->nodes[g->n_nodes];
     memset(n, 0, sizeof *n);
     n->op = op;
+    n->attrs = &sc_attrs_none;
     n->name = sc_arena_strdup(&g->arena, name ? name : "");
     /* One block for both lists, int-aligned (64-byte padding per list doubled the arena). */
     n->in = sc_arena_alloc_aligned(&g->arena, sizeof(int) * (size_t)(n_in + n_out + 1), _Alignof(int));
@@ -102,6 +104,70 @@ int graph_add_node(sc_graph *g, sc_op op, const char *name, const int *in, int n
     n->n_in = n_in;
     n->n_out = n_out;
     return g->n_nodes++;
+}
+
+const sc_attrs sc_attrs_none;
+
+/* A word at a time (millions of nodes get attributes while autodiff builds a deep model). */
+static uint64_t attrs_hash(const sc_attrs *a) {
+    const unsigned char *p = (const unsigned char *)a;
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    size_t i = 0;
+    for (; i + 8 <= sizeof *a; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    for (; i < sizeof *a; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static bool attrs_grow(sc_graph *g) {
+    size_t cap = g->attrs_cap ? 2 * g->attrs_cap : 64;
+    const sc_attrs **set = calloc(cap, sizeof *set);
+    if (!set) return false;
+    for (size_t i = 0; i < g->attrs_cap; i++) {
+        if (!g->attrs_set[i]) continue;
+        size_t j = attrs_hash(g->attrs_set[i]) & (cap - 1);
+        while (set[j]) j = (j + 1) & (cap - 1);
+        set[j] = g->attrs_set[i];
+    }
+    free(g->attrs_set);
+    g->attrs_set = set;
+    g->attrs_cap = cap;
+    return true;
+}
+
+/* Compared bytewise, padding included: attributes built alike (zeroed, then filled) share one copy;
+ * others only cost a copy each. */
+const sc_attrs *graph_attrs_intern(sc_graph *g, const sc_attrs *a) {
+    if (!memcmp(a, &sc_attrs_none, sizeof *a)) return &sc_attrs_none;
+    if ((g->attrs_count + 1) * 2 > g->attrs_cap && !attrs_grow(g)) return NULL;
+    size_t i = attrs_hash(a) & (g->attrs_cap - 1);
+    for (; g->attrs_set[i]; i = (i + 1) & (g->attrs_cap - 1))
+        if (!memcmp(g->attrs_set[i], a, sizeof *a)) return g->attrs_set[i];
+    sc_attrs *copy = sc_arena_alloc_aligned(&g->arena, sizeof *copy, _Alignof(sc_attrs));
+    if (!copy) return NULL;
+    *copy = *a;
+    g->attrs_set[i] = copy;
+    g->attrs_count++;
+    return copy;
+}
+
+sc_status graph_node_set_attrs(sc_graph *g, sc_node *n, const sc_attrs *a) {
+    const sc_attrs *p = graph_attrs_intern(g, a);
+    if (!p) return sc_errorf("out of memory setting the attributes of node '%s'", n->name);
+    n->attrs = p;
+    return SC_OK;
+}
+
+sc_attrs *graph_node_attrs_mut(sc_graph *g, sc_node *n) {
+    sc_attrs *copy = sc_arena_alloc_aligned(&g->arena, sizeof *copy, _Alignof(sc_attrs));
+    if (!copy) return NULL;
+    *copy = *n->attrs;
+    n->attrs = copy;
+    return copy;
 }
 
 int graph_find_value(const sc_graph *g, const char *name) { return sc_strmap_get(&g->by_name, name); }

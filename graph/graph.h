@@ -53,7 +53,7 @@ typedef struct {
     int n_in, n_out;
     int *in;  /* value ids; -1 marks an omitted optional input */
     int *out; /* value ids; -1 marks an omitted optional output */
-    sc_attrs attrs;
+    const sc_attrs *attrs; /* never NULL in a graph: &sc_attrs_none, or interned (graph_attrs_intern) */
 } sc_node;
 
 typedef struct sc_graph {
@@ -73,6 +73,9 @@ typedef struct sc_graph {
     int first_pending;  /* the first value id that may have name_pending set */
     /* graph_link's consumer lists (all values' lists in one block) and its working arrays, kept and
      * reused by the next link: each link of a 13M-value graph would otherwise fault in 0.25 GB. */
+    /* Interned node attributes (graph_attrs_intern): open addressing over the distinct ones. */
+    const sc_attrs **attrs_set;
+    size_t attrs_cap, attrs_count;
     int *link_pool;
     size_t link_pool_cap;
     void *link_scratch;
@@ -85,7 +88,18 @@ void graph_free(sc_graph *g);
 /* Adds a value; the name is copied into the arena and must be unique. Returns the id, or -1 with
  * *st set (duplicate name, out of memory). */
 int graph_add_value(sc_graph *g, const char *name, sc_value_kind kind, const sc_desc *desc, sc_status *st);
-/* Adds a node; in/out arrays are copied. Returns the id, or -1 with *st set. */
+/* Node attributes are shared and immutable: a node points at one copy per distinct value (the
+ * union is 168 bytes, most nodes of a deep model repeat a few values, and a 5M-node training graph
+ * spent 0.8 GB holding them inline). To change a node's attributes, copy, modify and set again. */
+/* The graph's copy of a (NULL when out of memory). */
+const sc_attrs *graph_attrs_intern(sc_graph *g, const sc_attrs *a);
+/* n->attrs = graph_attrs_intern(g, a); fails only when out of memory. */
+sc_status graph_node_set_attrs(sc_graph *g, sc_node *n, const sc_attrs *a);
+/* Gives n a private copy of its attributes, to fill field by field (test graph builders), and
+ * returns it; NULL when out of memory. */
+sc_attrs *graph_node_attrs_mut(sc_graph *g, sc_node *n);
+
+/* Adds a node (attributes: &sc_attrs_none); in/out arrays are copied. Returns the id, or -1 with *st set. */
 int graph_add_node(sc_graph *g, sc_op op, const char *name, const int *in, int n_in, const int *out,
                    int n_out, sc_status *st);
 int graph_find_value(const sc_graph *g, const char *name);

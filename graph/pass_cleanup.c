@@ -72,7 +72,7 @@ sc_status graph_remove_identity(sc_graph *g) {
         } else if (n->op == SC_OP_DROPOUT) {
             n->op = SC_OP_IDENTITY;
             n->n_in = n->n_out = 1;
-            memset(&n->attrs, 0, sizeof n->attrs);
+            n->attrs = &sc_attrs_none;
         }
     }
     /* Consumers earlier than a rename (a producer's other consumers) read the renamed value too. */

@@ -113,7 +113,7 @@ static int new_const(sc_graph *g, const char *base, const sc_desc *d, sc_status 
 }
 
 static bool bn_foldable(const sc_graph *g, const sc_node *conv, const sc_node *bn) {
-    if (bn->op != SC_OP_BATCH_NORM || bn->attrs.batch_norm.training_mode || bn->n_in != 5) return false;
+    if (bn->op != SC_OP_BATCH_NORM || bn->attrs->batch_norm.training_mode || bn->n_in != 5) return false;
     for (int k = 1; k < bn->n_out; k++)
         if (bn->out[k] >= 0) return false;
     for (int k = 1; k < 5; k++)
@@ -143,7 +143,7 @@ static sc_status bn_fold(sc_graph *g, int ci, int bi) {
     const float *mean = g->values[bn->in[3]].data, *var = g->values[bn->in[4]].data;
     float *w2 = g->values[nw].data, *b2 = g->values[nb].data;
     int64_t m = wd.dims[0], per = sc_desc_numel(&wd) / m;
-    double eps = bn->attrs.batch_norm.epsilon;
+    double eps = bn->attrs->batch_norm.epsilon;
     for (int64_t o = 0; o < m; o++) {
         double s = (double)scale[o] / sqrt((double)var[o] + eps);
         for (int64_t j = 0; j < per; j++) w2[o * per + j] = (float)(w[o * per + j] * s);
@@ -185,7 +185,7 @@ static int sum_conv_of(const sc_graph *g, const bool *keep, const sc_node *add, 
     int p = g->values[c].producer;
     if (p < 0 || !keep[p]) return -1;
     const sc_node *conv = &g->nodes[p];
-    if (conv->op != SC_OP_CONV || conv->n_out != 1 || conv->attrs.window.fused_relu || conv->attrs.window.fused_sum)
+    if (conv->op != SC_OP_CONV || conv->n_out != 1 || conv->attrs->window.fused_relu || conv->attrs->window.fused_sum)
         return -1;
     const sc_desc *y = &g->values[add->out[0]].desc;
     if (!sc_desc_same_shape(&g->values[c].desc, y) || !sc_desc_same_shape(&g->values[s].desc, y)) return -1;
@@ -204,7 +204,9 @@ static sc_status sum_fuse(sc_graph *g, int ci, int ai, int s) {
     conv.in = in;
     conv.n_in = 4;
     conv.out[0] = g->nodes[ai].out[0];
-    conv.attrs.window.fused_sum = true;
+    sc_attrs a = *conv.attrs;
+    a.window.fused_sum = true;
+    SC_TRY(graph_node_set_attrs(g, &conv, &a));
     g->nodes[ai] = conv;
     return SC_OK;
 }
@@ -226,17 +228,20 @@ static sc_status fuse_conv_sum(sc_graph *g, bool *keep, int *count) {
 
 /* ---- 4. Conv + Relu ---- */
 
-static void fuse_conv_relu(sc_graph *g, bool *keep, int *count) {
+static sc_status fuse_conv_relu(sc_graph *g, bool *keep, int *count) {
     for (int i = 0; i < g->n_nodes; i++) {
         sc_node *c = &g->nodes[i];
-        if (!keep[i] || c->op != SC_OP_CONV || c->attrs.window.fused_relu || !value_is_f32(g, c->out[0])) continue;
+        if (!keep[i] || c->op != SC_OP_CONV || c->attrs->window.fused_relu || !value_is_f32(g, c->out[0])) continue;
         int j = only_consumer(g, c->out[0]);
         if (j < 0 || !keep[j] || g->nodes[j].op != SC_OP_RELU) continue;
         c->out[0] = g->nodes[j].out[0];
-        c->attrs.window.fused_relu = true;
+        sc_attrs a = *c->attrs;
+        a.window.fused_relu = true;
+        SC_TRY(graph_node_set_attrs(g, c, &a));
         keep[j] = false;
         (*count)++;
     }
+    return SC_OK;
 }
 
 /* ---- 5. GELU from Erf ---- */
@@ -300,8 +305,7 @@ static void fuse_gelu(sc_graph *g, bool *keep, int *count) {
         n->op = SC_OP_GELU;
         n->n_in = 1;
         n->in[0] = x;
-        memset(&n->attrs, 0, sizeof n->attrs);
-        n->attrs.gelu.tanh_approx = false;
+        n->attrs = &sc_attrs_none; /* tanh_approx false */
         (*count)++;
     }
 }
@@ -337,7 +341,7 @@ static bool channels_last_ok(const sc_graph *g, int v) {
 
 /* Values whose layouts must agree: a Conv's summand and output, a MaxPool's input and output. */
 static bool tied_values(const sc_node *n, int *a, int *b) {
-    if (n->op == SC_OP_CONV && n->attrs.window.fused_sum) *a = n->in[3];
+    if (n->op == SC_OP_CONV && n->attrs->window.fused_sum) *a = n->in[3];
     else if (max_pool_values_only(n)) *a = n->in[0];
     else return false;
     *b = n->out[0];
@@ -360,9 +364,15 @@ static sc_status fuse_channels_last(sc_graph *g, int *count) {
     for (int i = 0; i < g->n_nodes; i++) {
         sc_node *n = &g->nodes[i];
         if (n->op != SC_OP_CONV && !max_pool_values_only(n) && n->op != SC_OP_GLOBAL_AVERAGE_POOL) continue;
-        n->attrs.window.nhwc_in = cl[n->in[0]];
-        n->attrs.window.nhwc_out = n->op != SC_OP_GLOBAL_AVERAGE_POOL && cl[n->out[0]];
-        *count += n->attrs.window.nhwc_in || n->attrs.window.nhwc_out;
+        sc_attrs a = *n->attrs;
+        a.window.nhwc_in = cl[n->in[0]];
+        a.window.nhwc_out = n->op != SC_OP_GLOBAL_AVERAGE_POOL && cl[n->out[0]];
+        sc_status st = graph_node_set_attrs(g, n, &a);
+        if (st) {
+            free(cl);
+            return st;
+        }
+        *count += a.window.nhwc_in || a.window.nhwc_out;
     }
     free(cl);
     return SC_OK;
@@ -388,7 +398,7 @@ sc_status graph_fuse_inference(sc_graph *g) {
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_sum(g, keep, &sum);
     if (!st) st = fuse_compact(g, keep);
-    if (!st) fuse_conv_relu(g, keep, &relu);
+    if (!st) st = fuse_conv_relu(g, keep, &relu);
     if (!st) st = fuse_compact(g, keep);
     if (!st) fuse_gelu(g, keep, &gelu);
     if (!st) st = fuse_compact(g, keep);

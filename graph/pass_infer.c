@@ -42,10 +42,10 @@ static int64_t fold_work(const sc_graph *g, const sc_node *n, int64_t out_elems)
     case SC_OP_MAX_POOL:
     case SC_OP_AVERAGE_POOL:
         per = 1;
-        for (int i = 0; i < n->attrs.window.n_spatial; i++) per = mul_sat(per, n->attrs.window.kernel_shape[i]);
+        for (int i = 0; i < n->attrs->window.n_spatial; i++) per = mul_sat(per, n->attrs->window.kernel_shape[i]);
         break;
     case SC_OP_MATMUL: per = a && a->rank ? a->dims[a->rank - 1] : 1; break;
-    case SC_OP_GEMM: per = a && a->rank == 2 ? a->dims[n->attrs.gemm.trans_a ? 0 : 1] : 1; break;
+    case SC_OP_GEMM: per = a && a->rank == 2 ? a->dims[n->attrs->gemm.trans_a ? 0 : 1] : 1; break;
     default: break;
     }
     int64_t reduce = mul_sat(out_elems, per);

@@ -27,7 +27,7 @@ sc_status shape_not(sc_graph *g, sc_node *n) {
 
 sc_status shape_cast(sc_graph *g, sc_node *n) {
     sc_desc out = *in_desc(g, n, 0);
-    sc_dtype to = n->attrs.cast.to;
+    sc_dtype to = n->attrs->cast.to;
     if (to == SC_DTYPE_UNDEFINED || to == SC_STRING || sc_dtype_size(to) == 0)
         return shape_fail(g, n, "cannot cast to %s", sc_dtype_name(to));
     out.dtype = to;

@@ -55,7 +55,7 @@ sc_status shape_slice_grad(sc_graph *g, sc_node *n) {
 sc_status shape_gather_grad(sc_graph *g, sc_node *n) {
     const sc_desc *dy = in_desc(g, n, 0), *idx = in_desc(g, n, 1), *data = in_desc(g, n, 2);
     int axis;
-    SC_TRY(shape_axis(g, n, n->attrs.axis.axis, data->rank, &axis));
+    SC_TRY(shape_axis(g, n, n->attrs->axis.axis, data->rank, &axis));
     if (idx->dtype != SC_I64 && idx->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
     if (dy->dtype != data->dtype) return shape_fail(g, n, "dY must have data's dtype");
     sc_desc want = *data;

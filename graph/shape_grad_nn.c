@@ -36,14 +36,14 @@ sc_status shape_softmax_grad(sc_graph *g, sc_node *n) {
     SC_TRY(same_desc(g, n, 0, 1));
     const sc_desc *y = in_desc(g, n, 1);
     int axis;
-    SC_TRY(shape_axis(g, n, n->attrs.axis.axis, y->rank > 0 ? y->rank : 1, &axis));
+    SC_TRY(shape_axis(g, n, n->attrs->axis.axis, y->rank > 0 ? y->rank : 1, &axis));
     shape_set_out(g, n, 0, y);
     return SC_OK;
 }
 
 /* Window ops take what the forward's shape function left: explicit pads, kernel_shape set. */
 static sc_status window_explicit(const sc_graph *g, const sc_node *n, const sc_desc *x) {
-    const sc_window_attrs *w = &n->attrs.window;
+    const sc_window_attrs *w = &n->attrs->window;
     if (x->rank < 3 || x->rank - 2 > SC_MAX_SPATIAL) return shape_fail(g, n, "X must have rank 3..%d", SC_MAX_SPATIAL + 2);
     if (w->auto_pad != SC_AUTO_PAD_NOTSET)
         return shape_fail(g, n, "auto_pad must be resolved into explicit pads (by the forward's shape inference)");
@@ -60,7 +60,7 @@ sc_status shape_conv_grad(sc_graph *g, sc_node *n) {
     const sc_desc *dy = in_desc(g, n, 0), *x = in_desc(g, n, 1), *w = in_desc(g, n, 2);
     SC_TRY(float_input(g, n, 0));
     SC_TRY(window_explicit(g, n, x));
-    int64_t G = n->attrs.window.group > 0 ? n->attrs.window.group : 1;
+    int64_t G = n->attrs->window.group > 0 ? n->attrs->window.group : 1;
     if (dy->dtype != x->dtype || w->dtype != x->dtype) return shape_fail(g, n, "dY, X and W must share one dtype");
     if (w->rank != x->rank || dy->rank != x->rank || x->dims[1] != w->dims[1] * G || w->dims[0] % G ||
         dy->dims[0] != x->dims[0] || dy->dims[1] != w->dims[0])
@@ -77,7 +77,7 @@ sc_status shape_pool_grad(sc_graph *g, sc_node *n) {
     const sc_desc *dy = in_desc(g, n, 0), *x = in_desc(g, n, 1);
     SC_TRY(float_input(g, n, 0));
     SC_TRY(window_explicit(g, n, x));
-    if (!n->attrs.window.has_kernel_shape) return shape_fail(g, n, "kernel_shape is missing");
+    if (!n->attrs->window.has_kernel_shape) return shape_fail(g, n, "kernel_shape is missing");
     if (dy->dtype != x->dtype || dy->rank != x->rank || dy->dims[0] != x->dims[0] || dy->dims[1] != x->dims[1])
         return shape_fail(g, n, "dY must be [N, C, O...] with X's N, C and dtype");
     shape_set_out(g, n, 0, x);
@@ -105,7 +105,7 @@ sc_status shape_layer_norm_grad(sc_graph *g, sc_node *n) {
     SC_TRY(float_input(g, n, 0));
     SC_TRY(same_desc(g, n, 0, 1));
     int axis;
-    SC_TRY(shape_axis(g, n, n->attrs.layer_norm.axis, x->rank, &axis));
+    SC_TRY(shape_axis(g, n, n->attrs->layer_norm.axis, x->rank, &axis));
     sc_desc norm = sc_desc_make(x->dtype, x->rank - axis, x->dims + axis);
     if (s->dtype != x->dtype || sc_desc_numel(s) != sc_desc_numel(&norm))
         return shape_fail(g, n, "scale must hold the %lld values of the normalised dims (axis %d)",

@@ -16,7 +16,7 @@ sc_status shape_reshape(sc_graph *g, sc_node *n) {
     int64_t shape[SC_MAX_RANK];
     int cnt;
     SC_TRY(shape_const_ints(g, n, 1, shape, SC_MAX_RANK, &cnt));
-    bool allowzero = n->attrs.reshape.allowzero;
+    bool allowzero = n->attrs->reshape.allowzero;
     sc_desc out = *x;
     out.rank = cnt;
     int infer = -1;
@@ -55,7 +55,7 @@ sc_status shape_reshape(sc_graph *g, sc_node *n) {
 /* Flatten: [prod(dims[:axis]), prod(dims[axis:])], axis in [-r, r]. */
 sc_status shape_flatten(sc_graph *g, sc_node *n) {
     const sc_desc *x = in_desc(g, n, 0);
-    int64_t axis = n->attrs.axis.axis;
+    int64_t axis = n->attrs->axis.axis;
     if (axis < -x->rank || axis > x->rank) return shape_fail(g, n, "axis %lld is out of range", (long long)axis);
     if (axis < 0) axis += x->rank;
     int64_t dims[2] = {1, 1};
@@ -67,10 +67,13 @@ sc_status shape_flatten(sc_graph *g, sc_node *n) {
 
 sc_status shape_transpose(sc_graph *g, sc_node *n) {
     const sc_desc *x = in_desc(g, n, 0);
-    sc_transpose_attrs *t = &n->attrs.transpose;
+    const sc_transpose_attrs *t = &n->attrs->transpose;
     if (t->n_perm == 0) { /* ONNX default: reverse the dims; made explicit for kernels */
-        t->n_perm = x->rank;
-        for (int i = 0; i < x->rank; i++) t->perm[i] = x->rank - 1 - i;
+        sc_attrs a = *n->attrs;
+        a.transpose.n_perm = x->rank;
+        for (int i = 0; i < x->rank; i++) a.transpose.perm[i] = x->rank - 1 - i;
+        SC_TRY(graph_node_set_attrs(g, n, &a));
+        t = &n->attrs->transpose;
     }
     if (t->n_perm != x->rank) return shape_fail(g, n, "perm has %d entries for rank %d", t->n_perm, x->rank);
     bool seen[SC_MAX_RANK] = {false};
@@ -133,7 +136,7 @@ sc_status shape_unsqueeze(sc_graph *g, sc_node *n) {
 sc_status shape_concat(sc_graph *g, sc_node *n) {
     sc_desc out = *in_desc(g, n, 0);
     int axis;
-    SC_TRY(shape_axis(g, n, n->attrs.axis.axis, out.rank, &axis));
+    SC_TRY(shape_axis(g, n, n->attrs->axis.axis, out.rank, &axis));
     for (int i = 1; i < n->n_in; i++) {
         if (!node_has_input(n, i)) return shape_fail(g, n, "input %d is missing (variadic inputs cannot be omitted)", i);
         const sc_desc *b = in_desc(g, n, i);
@@ -153,11 +156,11 @@ sc_status shape_concat(sc_graph *g, sc_node *n) {
 sc_status shape_split(sc_graph *g, sc_node *n) {
     const sc_desc *x = in_desc(g, n, 0);
     int axis;
-    SC_TRY(shape_axis(g, n, n->attrs.axis.axis, x->rank, &axis));
+    SC_TRY(shape_axis(g, n, n->attrs->axis.axis, x->rank, &axis));
     int64_t dim = x->dims[axis];
     int64_t *sizes = sc_arena_alloc_array(&g->arena, (size_t)n->n_out, sizeof(int64_t));
     if (!sizes) return shape_errorf(n, "out of memory");
-    int64_t num = n->attrs.axis.num_outputs;
+    int64_t num = n->attrs->axis.num_outputs;
     if (node_has_input(n, 1) && sc_desc_numel(in_desc(g, n, 1)) > 0) {
         int cnt;
         SC_TRY(shape_const_ints(g, n, 1, sizes, n->n_out, &cnt));
@@ -244,7 +247,7 @@ sc_status shape_slice(sc_graph *g, sc_node *n) {
 sc_status shape_gather(sc_graph *g, sc_node *n) {
     const sc_desc *x = in_desc(g, n, 0), *idx = in_desc(g, n, 1);
     int axis;
-    SC_TRY(shape_axis(g, n, n->attrs.axis.axis, x->rank, &axis));
+    SC_TRY(shape_axis(g, n, n->attrs->axis.axis, x->rank, &axis));
     if (idx->dtype != SC_I64 && idx->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
     int rank = x->rank - 1 + idx->rank;
     if (rank > SC_MAX_RANK) return shape_fail(g, n, "result rank %d exceeds %d", rank, SC_MAX_RANK);
@@ -309,7 +312,7 @@ sc_status shape_trilu(sc_graph *g, sc_node *n) {
 /* Shape (opset 15): i64 [end - start] after clamping start and end to [0, rank]. */
 sc_status shape_shape(sc_graph *g, sc_node *n) {
     int rank = in_desc(g, n, 0)->rank;
-    int64_t start = n->attrs.shape.start, end = n->attrs.shape.has_end ? n->attrs.shape.end : rank;
+    int64_t start = n->attrs->shape.start, end = n->attrs->shape.has_end ? n->attrs->shape.end : rank;
     if (start < 0) start += rank;
     if (end < 0) end += rank;
     start = start < 0 ? 0 : start > rank ? rank : start;
@@ -326,7 +329,7 @@ sc_status shape_constant_of_shape(sc_graph *g, sc_node *n) {
     SC_TRY(shape_const_ints(g, n, 0, shape, SC_MAX_RANK, &cnt));
     for (int i = 0; i < cnt; i++)
         if (shape[i] < 0) return shape_fail(g, n, "shape[%d] = %lld is negative", i, (long long)shape[i]);
-    sc_dtype t = n->attrs.fill.dtype ? n->attrs.fill.dtype : SC_F32;
+    sc_dtype t = n->attrs->fill.dtype ? n->attrs->fill.dtype : SC_F32;
     sc_desc out = sc_desc_make(t, cnt, shape);
     shape_set_out(g, n, 0, &out);
     return SC_OK;

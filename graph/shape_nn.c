@@ -87,7 +87,8 @@ static void window_defaults(sc_window_attrs *w) {
 /* Conv: X [N, C, D1..Dk], W [M, C/group, k1..kk], B [M] -> [N, M, O1..Ok]. */
 sc_status shape_conv(sc_graph *g, sc_node *n) {
     const sc_desc *x = in_desc(g, n, 0), *wd = in_desc(g, n, 1);
-    sc_window_attrs *w = &n->attrs.window;
+    sc_attrs a = *n->attrs; /* the defaults resolved here are set on the node at the end */
+    sc_window_attrs *w = &a.window;
     int ns = x->rank - 2;
     if (x->rank < 3 || ns > SC_MAX_SPATIAL) return shape_fail(g, n, "X must have rank 3..%d", SC_MAX_SPATIAL + 2);
     if (wd->rank != x->rank) return shape_fail(g, n, "W must have the rank of X");
@@ -120,6 +121,7 @@ sc_status shape_conv(sc_graph *g, sc_node *n) {
                           n->n_in);
     if (w->fused_sum && (in_desc(g, n, 3)->dtype != x->dtype || !sc_desc_same_shape(in_desc(g, n, 3), &out)))
         return shape_fail(g, n, "the fused summand (input 3) must have the output's dtype and shape");
+    SC_TRY(graph_node_set_attrs(g, n, &a));
     shape_set_out(g, n, 0, &out);
     return SC_OK;
 }
@@ -127,7 +129,8 @@ sc_status shape_conv(sc_graph *g, sc_node *n) {
 /* MaxPool, AveragePool: X [N, C, D1..Dk] -> [N, C, O1..Ok]; MaxPool's Indices are i64 alike. */
 sc_status shape_pool(sc_graph *g, sc_node *n) {
     const sc_desc *x = in_desc(g, n, 0);
-    sc_window_attrs *w = &n->attrs.window;
+    sc_attrs a = *n->attrs; /* the defaults resolved here are set on the node at the end */
+    sc_window_attrs *w = &a.window;
     int ns = x->rank - 2;
     if (x->rank < 3 || ns > SC_MAX_SPATIAL) return shape_fail(g, n, "X must have rank 3..%d", SC_MAX_SPATIAL + 2);
     if (w->n_spatial != ns) return shape_fail(g, n, "kernel_shape has %d dims, X has %d spatial dims", w->n_spatial, ns);
@@ -136,6 +139,7 @@ sc_status shape_pool(sc_graph *g, sc_node *n) {
     window_resolve_pads(w, x->dims + 2);
     sc_desc out = *x;
     SC_TRY(window_out_dims(g, n, w, x->dims + 2, out.dims + 2));
+    SC_TRY(graph_node_set_attrs(g, n, &a));
     shape_set_out(g, n, 0, &out);
     out.dtype = SC_I64;
     shape_set_out(g, n, 1, &out);
@@ -170,7 +174,7 @@ sc_status shape_batch_norm(sc_graph *g, sc_node *n) {
 /* Y = alpha * A' B' + beta * C with A' [M, K], B' [K, N]; C broadcasts one way to [M, N]. */
 sc_status shape_gemm(sc_graph *g, sc_node *n) {
     const sc_desc *a = in_desc(g, n, 0), *b = in_desc(g, n, 1);
-    const sc_gemm_attrs *at = &n->attrs.gemm;
+    const sc_gemm_attrs *at = &n->attrs->gemm;
     if (a->rank != 2 || b->rank != 2) return shape_fail(g, n, "A and B must be 2-D");
     int64_t m = at->trans_a ? a->dims[1] : a->dims[0], ka = at->trans_a ? a->dims[0] : a->dims[1];
     int64_t kb = at->trans_b ? b->dims[1] : b->dims[0], nn = at->trans_b ? b->dims[0] : b->dims[1];
@@ -216,7 +220,7 @@ sc_status shape_matmul(sc_graph *g, sc_node *n) {
 sc_status shape_softmax(sc_graph *g, sc_node *n) {
     const sc_desc *x = in_desc(g, n, 0);
     int axis;
-    SC_TRY(shape_axis(g, n, n->attrs.axis.axis, x->rank, &axis));
+    SC_TRY(shape_axis(g, n, n->attrs->axis.axis, x->rank, &axis));
     shape_set_out(g, n, 0, x);
     return SC_OK;
 }
@@ -225,7 +229,7 @@ sc_status shape_softmax(sc_graph *g, sc_node *n) {
 sc_status shape_layer_norm(sc_graph *g, sc_node *n) {
     const sc_desc *x = in_desc(g, n, 0);
     int axis;
-    SC_TRY(shape_axis(g, n, n->attrs.layer_norm.axis, x->rank, &axis));
+    SC_TRY(shape_axis(g, n, n->attrs->layer_norm.axis, x->rank, &axis));
     for (int i = 1; i < 3; i++) {
         if (!node_has_input(n, i)) continue;
         const sc_desc *p = in_desc(g, n, i);
@@ -237,7 +241,7 @@ sc_status shape_layer_norm(sc_graph *g, sc_node *n) {
     }
     shape_set_out(g, n, 0, x);
     sc_desc stat = *x;
-    stat.dtype = n->attrs.layer_norm.stash_type ? n->attrs.layer_norm.stash_type : SC_F32;
+    stat.dtype = n->attrs->layer_norm.stash_type ? n->attrs->layer_norm.stash_type : SC_F32;
     for (int i = axis; i < stat.rank; i++) stat.dims[i] = 1;
     shape_set_out(g, n, 1, &stat);
     shape_set_out(g, n, 2, &stat);
@@ -260,7 +264,7 @@ sc_status shape_dropout(sc_graph *g, sc_node *n) {
  * std::round in onnx's shape inference). */
 sc_status shape_resize(sc_graph *g, sc_node *n) {
     const sc_desc *x = in_desc(g, n, 0);
-    const sc_resize_attrs *ra = &n->attrs.resize;
+    const sc_resize_attrs *ra = &n->attrs->resize;
     int axes[SC_MAX_RANK], n_axes = ra->n_axes ? ra->n_axes : x->rank;
     bool seen[SC_MAX_RANK] = {false};
     for (int i = 0; i < n_axes; i++) {

@@ -7,7 +7,7 @@
 
 sc_status shape_reduce(sc_graph *g, sc_node *n) {
     const sc_desc *x = &g->values[n->in[0]].desc;
-    const sc_reduce_attrs *ra = &n->attrs.reduce;
+    const sc_reduce_attrs *ra = &n->attrs->reduce;
     int64_t axes[SC_MAX_RANK];
     int cnt = 0;
     if (node_has_input(n, 1)) SC_TRY(shape_const_ints(g, n, 1, axes, SC_MAX_RANK, &cnt));

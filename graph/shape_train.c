@@ -35,7 +35,7 @@ sc_status shape_sce_loss(sc_graph *g, sc_node *n) {
     }
     sc_desc loss = *l;
     loss.dtype = s->dtype;
-    if (n->attrs.sce.reduction != SC_REDUCTION_NONE) loss.rank = 0;
+    if (n->attrs->sce.reduction != SC_REDUCTION_NONE) loss.rank = 0;
     shape_set_out(g, n, 0, &loss);
     shape_set_out(g, n, 1, s);
     return SC_OK;
@@ -46,7 +46,7 @@ sc_status shape_sce_loss(sc_graph *g, sc_node *n) {
 sc_status shape_sce_loss_grad(sc_graph *g, sc_node *n) {
     const sc_desc *dl = in_desc(g, n, 0), *lp = in_desc(g, n, 1), *l = in_desc(g, n, 2);
     SC_TRY(sce_check(g, n, lp, l));
-    int64_t want = n->attrs.sce.reduction == SC_REDUCTION_NONE ? sc_desc_numel(l) : 1;
+    int64_t want = n->attrs->sce.reduction == SC_REDUCTION_NONE ? sc_desc_numel(l) : 1;
     if (sc_desc_numel(dl) != want || dl->dtype != lp->dtype)
         return shape_fail(g, n, "dLoss must have %lld elements of log_prob's dtype", (long long)want);
     shape_set_out(g, n, 0, lp);

@@ -374,8 +374,7 @@ static sc_status add_op_node(load_ctx *c, size_t idx, sc_node_ctx *nc) {
     sc_status st = SC_OK;
     int nid = graph_add_node(c->g, nc->op, nc->label, in, n_in, out, n_out, &st);
     if (nid < 0) return st;
-    c->g->nodes[nid].attrs = attrs;
-    return SC_OK;
+    return graph_node_set_attrs(c->g, &c->g->nodes[nid], &attrs);
 }
 
 /* Ops of ops.def that appeared after SC_MIN_OPSET (ONNX operator changelog). */

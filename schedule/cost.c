@@ -36,7 +36,7 @@ double cost_node_flops(const sc_graph *g, int node) {
     case SC_OP_GEMM: {
         /* Y[M, N] = A[M, K] B[K, N]; K is A's inner dim after the optional transpose */
         const sc_desc *a = &g->values[n->in[0]].desc;
-        int64_t k = a->rank == 2 ? a->dims[n->attrs.gemm.trans_a ? 0 : 1] : 1;
+        int64_t k = a->rank == 2 ? a->dims[n->attrs->gemm.trans_a ? 0 : 1] : 1;
         return 2.0 * (double)numel_of(g, n->out[0]) * (double)k;
     }
     case SC_OP_MATMUL: {

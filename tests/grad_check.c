@@ -99,7 +99,7 @@ int gc_add_node(sc_graph *g, sc_op op, const sc_attrs *attrs, const int *in, int
     }
     int nid = graph_add_node(g, op, node_name, in, n_in, ids, n_out, st);
     if (nid < 0) return -1;
-    if (attrs) g->nodes[nid].attrs = *attrs;
+    if (attrs && (*st = graph_node_set_attrs(g, &g->nodes[nid], attrs))) return -1;
     if (!sc_shape_fns[op]) {
         *st = sc_errorf("gc_add_node: op %s has no shape function", sc_op_name(op));
         return -1;

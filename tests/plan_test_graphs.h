@@ -53,7 +53,7 @@ static int pt_node(sc_graph *g, sc_op op, const sc_attrs *a, const int *in, int 
     SC_ASSERT(v >= 0);
     int n = graph_add_node(g, op, out_name, in, n_in, &v, 1, &st);
     SC_ASSERT(n >= 0);
-    if (a) g->nodes[n].attrs = *a;
+    if (a) SC_ASSERT(!graph_node_set_attrs(g, &g->nodes[n], a));
     st = sc_shape_fns[op](g, &g->nodes[n]);
     if (st) printf("shape: %s\n", sc_status_message(st));
     SC_ASSERT(!st);

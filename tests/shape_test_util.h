@@ -25,9 +25,14 @@ static sc_graph G;
         }                                                                                          \
     } while (0)
 
+/* Per node: the private attributes T_ATTRS gave it (graph_node_attrs_mut), if it still has them. */
+enum { T_MAX_NODES = 4096 };
+static const sc_attrs *t_private[T_MAX_NODES];
+
 static void t_reset(void) {
     graph_free(&G);
     graph_init(&G);
+    memset(t_private, 0, sizeof t_private);
 }
 
 /* "f32[1,3,?]" -> desc; '?' is an unknown dim. */
@@ -93,6 +98,27 @@ static int t_node(sc_op op, const char *name, const int *in, int n_in, const int
 #define T_NODE(op, name, ins, outs) \
     t_node(op, name, (int[])ins, sizeof((int[])ins) / sizeof(int), (int[])outs, sizeof((int[])outs) / sizeof(int))
 #define L(...) {__VA_ARGS__}
+/* A node's attributes to set field by field: its private copy (graph_node_attrs_mut), made on first
+ * use. t_shape keeps it the node's across shape functions, so a test may hold the pointer. */
+static sc_attrs *t_attrs(int node) {
+    SC_ASSERT(node >= 0 && node < T_MAX_NODES);
+    if (G.nodes[node].attrs != t_private[node]) t_private[node] = graph_node_attrs_mut(&G, &G.nodes[node]);
+    SC_ASSERT(t_private[node]);
+    return (sc_attrs *)t_private[node];
+}
+#define T_ATTRS(node) t_attrs(node)
+
+/* Runs node id's shape function. A shape function sets interned attributes (the defaults it
+ * resolved); a node with private attributes gets them copied back into its private copy. */
+static sc_status t_shape(int id) {
+    sc_attrs *mine = G.nodes[id].attrs == t_private[id] ? (sc_attrs *)t_private[id] : NULL;
+    sc_status st = sc_shape_fns[G.nodes[id].op](&G, &G.nodes[id]);
+    if (mine) {
+        *mine = *G.nodes[id].attrs;
+        G.nodes[id].attrs = mine;
+    }
+    return st;
+}
 
 static const char *t_desc(int value_id) {
     static char buf[8][160];

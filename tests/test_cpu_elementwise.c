@@ -62,7 +62,7 @@ static sc_tensor trand(int rank, const int64_t *dims) {
 /* Runs a node; returns true on success, records a failure (with the message) otherwise. */
 static bool run_ok(const char *what, sc_op op, const sc_attrs *attrs, sc_tensor *in, int n_in, sc_tensor *out, int n_out) {
     sc_node n = nmake(op);
-    if (attrs) n.attrs = *attrs;
+    n.attrs = attrs ? attrs : &sc_attrs_none;
     sc_status st = cpu_run_node(&n, in, n_in, out, n_out);
     CHECK(!st, "%s: %s", what, st ? sc_status_message(st) : "");
     bool ok = !st;
@@ -74,7 +74,7 @@ static bool run_ok(const char *what, sc_op op, const sc_attrs *attrs, sc_tensor 
 static void run_fails(const char *what, sc_op op, const sc_attrs *attrs, sc_tensor *in, int n_in, sc_tensor *out,
                       int n_out, const char *needle) {
     sc_node n = nmake(op);
-    if (attrs) n.attrs = *attrs;
+    n.attrs = attrs ? attrs : &sc_attrs_none;
     sc_status st = cpu_run_node(&n, in, n_in, out, n_out);
     CHECK(st && strstr(sc_status_message(st), needle) && strstr(sc_status_message(st), "test_node"),
           "%s: expected an error naming the node and containing '%s', got '%s'", what, needle,

@@ -69,7 +69,7 @@ static bool run_ok(const char *what, sc_op op, const sc_attrs *attrs, sc_tensor 
     memset(&n, 0, sizeof n);
     n.op = op;
     n.name = "test_node";
-    if (attrs) n.attrs = *attrs;
+    n.attrs = attrs ? attrs : &sc_attrs_none;
     sc_status st = cpu_run_node(&n, in, n_in, out, n_out);
     CHECK(!st, "%s: %s", what, st ? sc_status_message(st) : "");
     bool ok = !st;
@@ -83,7 +83,7 @@ static void run_fails(const char *what, sc_op op, const sc_attrs *attrs, sc_tens
     memset(&n, 0, sizeof n);
     n.op = op;
     n.name = "test_node";
-    if (attrs) n.attrs = *attrs;
+    n.attrs = attrs ? attrs : &sc_attrs_none;
     sc_status st = cpu_run_node(&n, in, n_in, out, n_out);
     CHECK(st && strstr(sc_status_message(st), needle) && strstr(sc_status_message(st), "test_node"),
           "%s: expected an error naming the node and containing '%s', got '%s'", what, needle,

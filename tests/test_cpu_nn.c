@@ -41,7 +41,8 @@ static double *zeros(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(
 
 typedef struct {
     const char *name;
-    sc_node node;
+    sc_node node;       /* its attrs point at attrs when the case runs */
+    sc_attrs attrs;
     int n_in, n_out;
     sc_desc in[6];
     double *in_data[6]; /* NULL: omitted optional input */
@@ -77,6 +78,7 @@ static void case_run(nn_case *c, sc_dtype t, double tol) {
     c->node.out = ids;
     c->node.n_in = c->n_in;
     c->node.n_out = c->n_out;
+    c->node.attrs = &c->attrs;
     for (int i = 0; i < c->n_in; i++) {
         in[i].desc = c->in[i];
         in[i].desc.dtype = t;
@@ -164,7 +166,7 @@ static void conv_dims(const conv_spec *p, int64_t *out, int64_t *pb) {
 /* sum, relu: the inference fusions, Y = relu?(conv + S) with S as input 3 (fused_sum, fused_relu). */
 static void conv_case_fused(const char *name, const conv_spec *p, bool with_sum, bool relu) {
     nn_case c = case_new(name, SC_OP_CONV);
-    sc_window_attrs *w = &c.node.attrs.window;
+    sc_window_attrs *w = &c.attrs.window;
     w->n_spatial = p->ns;
     w->group = p->G;
     w->auto_pad = p->auto_pad;
@@ -276,14 +278,17 @@ static void conv_sum_in_place(const char *name, sc_dtype t, int64_t k) {
     int64_t xd[4] = {1, 16, 6, 7}, wd[4] = {16, 16, k, k}, n = 16 * 42, nw = 16 * 16 * k * k;
     size_t es = sc_dtype_size(t);
     sc_node node;
+    sc_attrs node_attrs;
     int ids[4] = {0};
     memset(&node, 0, sizeof node);
+    memset(&node_attrs, 0, sizeof node_attrs);
+    node.attrs = &node_attrs;
     node.op = SC_OP_CONV;
     node.name = name;
     node.in = node.out = ids;
     node.n_in = 4;
     node.n_out = 1;
-    node.attrs.window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1},
+    node_attrs.window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1},
                                           .pads = {k / 2, k / 2, k / 2, k / 2}, .group = 1, .fused_sum = true,
                                           .fused_relu = true};
     char *x = malloc((size_t)n * es), *w = malloc((size_t)nw * es), *s = malloc((size_t)n * es);
@@ -339,10 +344,13 @@ static sc_status run_channels_last(sc_node *node, sc_tensor *in, int n_in, sc_te
     }
     int64_t ny = sc_desc_numel(&out[0].desc), sp = ny / (out[0].desc.dims[0] * out[0].desc.dims[1]);
     if (cl_out) bufs[2] = tout.data = malloc(sizeof(float) * (size_t)ny);
-    node->attrs.window.nhwc_in = cl_in;
-    node->attrs.window.nhwc_out = cl_out;
+    const sc_attrs *plain = node->attrs;
+    sc_attrs a = *plain;
+    a.window.nhwc_in = cl_in;
+    a.window.nhwc_out = cl_out;
+    node->attrs = &a;
     sc_status st = cpu_run_node(node, tin, n_in, &tout, 1);
-    node->attrs.window.nhwc_in = node->attrs.window.nhwc_out = false;
+    node->attrs = plain;
     if (cl_out) cl_permute(tout.data, out[0].data, out[0].desc.dims[0], out[0].desc.dims[1], sp, false);
     for (int i = 0; i < 3; i++) free(bufs[i]);
     return st;
@@ -366,14 +374,17 @@ static void conv_channels_last_case(int64_t k, bool with_sum) {
     for (int64_t i = 0; i < 24; i++) b[i] = (float)urand();
     for (int64_t i = 0; i < ny; i++) sum[i] = (float)urand();
     sc_node node;
+    sc_attrs node_attrs;
     int ids[4] = {0};
     memset(&node, 0, sizeof node);
+    memset(&node_attrs, 0, sizeof node_attrs);
+    node.attrs = &node_attrs;
     node.op = SC_OP_CONV;
     node.name = "conv channels-last";
     node.in = node.out = ids;
     node.n_in = with_sum ? 4 : 3;
     node.n_out = 1;
-    node.attrs.window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1},
+    node_attrs.window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1},
                                           .pads = {k / 2, k / 2, k / 2, k / 2}, .group = 1, .fused_sum = with_sum,
                                           .fused_relu = true};
     sc_tensor in[4] = {{sc_desc_make(SC_F32, 4, xd), x}, {sc_desc_make(SC_F32, 4, wd), w}, {sc_desc_make(SC_F32, 1, bd), b},
@@ -411,13 +422,16 @@ static void pools_channels_last(void) {
         x[i] = u > 0.8 ? specials[(int)(fabs(u * 1e6)) % 4] : (float)u;
     }
     sc_node node;
+    sc_attrs node_attrs;
     int ids[2] = {0};
     memset(&node, 0, sizeof node);
+    memset(&node_attrs, 0, sizeof node_attrs);
+    node.attrs = &node_attrs;
     node.op = SC_OP_MAX_POOL;
     node.name = "maxpool channels-last";
     node.in = node.out = ids;
     node.n_in = node.n_out = 1;
-    node.attrs.window = (sc_window_attrs){.n_spatial = 2, .has_kernel_shape = true, .kernel_shape = {3, 3},
+    node_attrs.window = (sc_window_attrs){.n_spatial = 2, .has_kernel_shape = true, .kernel_shape = {3, 3},
                                           .strides = {2, 2}, .dilations = {1, 1}, .pads = {1, 1, 1, 1}, .ceil_mode = true};
     sc_tensor in = {sc_desc_make(SC_F32, 4, xd), x}, out = {sc_desc_make(SC_F32, 4, yd), ref};
     sc_status st = cpu_run_node(&node, &in, 1, &out, 1);
@@ -430,6 +444,8 @@ static void pools_channels_last(void) {
 
     for (int64_t i = 0; i < nx; i++) x[i] = (float)urand();
     memset(&node, 0, sizeof node);
+    memset(&node_attrs, 0, sizeof node_attrs);
+    node.attrs = &node_attrs;
     node.op = SC_OP_GLOBAL_AVERAGE_POOL;
     node.name = "global average pool channels-last";
     node.in = node.out = ids;
@@ -456,14 +472,17 @@ static void test_channels_last(void) {
 static void test_conv_weight_update(void) {
     int64_t xd[4] = {1, 32, 8, 8}, wd[4] = {32, 32, 3, 3}, yd[4] = {1, 32, 8, 8};
     sc_node node;
+    sc_attrs node_attrs;
     int ids[3] = {0};
     memset(&node, 0, sizeof node);
+    memset(&node_attrs, 0, sizeof node_attrs);
+    node.attrs = &node_attrs;
     node.op = SC_OP_CONV;
     node.name = "conv weight update";
     node.in = node.out = ids;
     node.n_in = 2;
     node.n_out = 1;
-    node.attrs.window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1}, .pads = {1, 1, 1, 1}, .group = 1};
+    node_attrs.window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1}, .pads = {1, 1, 1, 1}, .group = 1};
     float *x = malloc(32 * 64 * sizeof(float)), *w = malloc(32 * 32 * 9 * sizeof(float));
     float *y1 = malloc(32 * 64 * sizeof(float)), *y2 = malloc(32 * 64 * sizeof(float));
     for (int i = 0; i < 32 * 64; i++) x[i] = (float)urand();
@@ -490,7 +509,7 @@ static void test_conv_weight_update(void) {
 static void gemm_case(const char *name, bool ta, bool tb, int c_rank, const int64_t *c_dims) {
     int64_t M = 5, N = 7, K = 6;
     nn_case c = case_new(name, SC_OP_GEMM);
-    c.node.attrs.gemm = (sc_gemm_attrs){.alpha = 0.7f, .beta = 1.3f, .trans_a = ta, .trans_b = tb};
+    c.attrs.gemm = (sc_gemm_attrs){.alpha = 0.7f, .beta = 1.3f, .trans_a = ta, .trans_b = tb};
     int64_t ad[2] = {ta ? K : M, ta ? M : K}, bd[2] = {tb ? N : K, tb ? K : N}, yd[2] = {M, N};
     double *A = case_in(&c, 2, ad), *B = case_in(&c, 2, bd), *C = NULL;
     if (c_rank >= 0) C = case_in(&c, c_rank, c_dims);
@@ -595,7 +614,7 @@ typedef struct {
 
 static void pool_case(const char *name, sc_op op, const pool_spec *p, bool indices) {
     nn_case c = case_new(name, op);
-    sc_window_attrs *w = &c.node.attrs.window;
+    sc_window_attrs *w = &c.attrs.window;
     w->n_spatial = p->ns;
     w->has_kernel_shape = true;
     w->ceil_mode = p->ceil_mode;
@@ -658,13 +677,16 @@ static void pool_case(const char *name, sc_op op, const pool_spec *p, bool indic
  * propagates), -inf and the sign of tied zeros. */
 static void maxpool_paths_agree(const char *name, const pool_spec *p) {
     sc_node node;
+    sc_attrs node_attrs;
     int ids[2] = {0};
     memset(&node, 0, sizeof node);
+    memset(&node_attrs, 0, sizeof node_attrs);
+    node.attrs = &node_attrs;
     node.op = SC_OP_MAX_POOL;
     node.name = name;
     node.in = node.out = ids;
     node.n_in = 1;
-    sc_window_attrs *w = &node.attrs.window;
+    sc_window_attrs *w = &node_attrs.window;
     *w = (sc_window_attrs){.n_spatial = 2, .has_kernel_shape = true, .ceil_mode = p->ceil_mode};
     int64_t xd[4] = {p->N, p->C, p->in[0], p->in[1]}, yd[4] = {p->N, p->C};
     for (int i = 0; i < 2; i++) {
@@ -741,7 +763,7 @@ static void test_pools(void) {
 
 static void bn_case(const char *name, bool training) {
     nn_case c = case_new(name, SC_OP_BATCH_NORM);
-    c.node.attrs.batch_norm = (sc_batch_norm_attrs){.epsilon = 1e-5f, .momentum = 0.9f, .training_mode = training};
+    c.attrs.batch_norm = (sc_batch_norm_attrs){.epsilon = 1e-5f, .momentum = 0.9f, .training_mode = training};
     int64_t N = 3, C = 4, S = 15, xd[4] = {3, 4, 3, 5};
     double *x = case_in(&c, 4, xd), *sc = case_in(&c, 1, &C), *b = case_in(&c, 1, &C), *rm = case_in(&c, 1, &C),
            *rv = case_in(&c, 1, &C);
@@ -774,7 +796,7 @@ static void bn_case(const char *name, bool training) {
 static void ln_case(const char *name, int rank, const int64_t *xd, int axis, int srank, const int64_t *sd, bool bias,
                     bool stats) {
     nn_case c = case_new(name, SC_OP_LAYER_NORM);
-    c.node.attrs.layer_norm = (sc_layer_norm_attrs){.axis = axis, .epsilon = 1e-5f, .stash_type = SC_F32};
+    c.attrs.layer_norm = (sc_layer_norm_attrs){.axis = axis, .epsilon = 1e-5f, .stash_type = SC_F32};
     int ax = axis < 0 ? axis + rank : axis;
     int64_t outer = numel(xd, ax), inner = numel(xd + ax, rank - ax);
     double *x = case_in(&c, rank, xd), *g = case_in(&c, srank, sd), *b = bias ? case_in(&c, srank, sd) : NULL;
@@ -799,7 +821,7 @@ static void ln_case(const char *name, int rank, const int64_t *xd, int axis, int
 
 static void softmax_case(const char *name, sc_op op, int rank, const int64_t *xd, int axis, bool legacy) {
     nn_case c = case_new(name, op);
-    c.node.attrs.axis = (sc_axis_attrs){.axis = axis, .legacy_2d = legacy};
+    c.attrs.axis = (sc_axis_attrs){.axis = axis, .legacy_2d = legacy};
     int ax = axis < 0 ? axis + rank : axis;
     double *x = case_in(&c, rank, xd), *y = case_out(&c, rank, xd);
     for (int64_t i = 0; i < numel(xd, rank); i++) x[i] *= 4;
@@ -840,13 +862,16 @@ static void test_errors(void) {
     int64_t d[2] = {2, 2};
     int32_t buf[4] = {0};
     sc_node node;
+    sc_attrs node_attrs;
     int ids[2] = {0};
     memset(&node, 0, sizeof node);
+    memset(&node_attrs, 0, sizeof node_attrs);
+    node.attrs = &node_attrs;
     node.op = SC_OP_SOFTMAX;
     node.name = "int softmax";
     node.in = node.out = ids;
     node.n_in = node.n_out = 1;
-    node.attrs.axis.axis = -1;
+    node_attrs.axis.axis = -1;
     sc_tensor in = {sc_desc_make(SC_I32, 2, d), buf}, out = {sc_desc_make(SC_I32, 2, d), buf};
     sc_status st = cpu_run_node(&node, &in, 1, &out, 1);
     bool ok = st && strstr(sc_status_message(st), "int softmax") && strstr(sc_status_message(st), "not supported");

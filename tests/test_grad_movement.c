@@ -174,6 +174,7 @@ static void test_gather_grad_f32(void) {
     memset(&n, 0, sizeof n);
     n.op = SC_OP_GATHER_GRAD;
     n.name = "gather_grad_f32";
+    n.attrs = &sc_attrs_none; /* axis 0 */
     sc_status st = cpu_run_node(&n, in, 3, out, 1);
     double worst = 0;
     for (int i = 0; !st && i < V * C; i++) worst = fmax(worst, fabs(got[i] - want[i]));

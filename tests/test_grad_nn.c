@@ -286,7 +286,7 @@ static void f32_vs_f64(const char *label, sc_op op, const sc_attrs *a, int n_in,
     node.name = label;
     node.n_in = n_in;
     node.n_out = n_out;
-    node.attrs = *a;
+    node.attrs = a;
     dual in[4], out[4];
     sc_tensor i64[4], i32[4], o64[4], o32[4];
     for (int i = 0; i < n_in; i++) {
@@ -427,7 +427,8 @@ static void test_max_pool_ties(void) {
     memset(&node, 0, sizeof node);
     node.op = SC_OP_MAX_POOL_GRAD;
     node.name = "max_pool_ties";
-    node.attrs = window(2, I64(2, 2), NULL, NULL, NULL, 0);
+    sc_attrs pool = window(2, I64(2, 2), NULL, NULL, NULL, 0);
+    node.attrs = &pool;
     float x[9], dy[4] = {1, 2, 3, 4}, dx[9];
     for (int i = 0; i < 9; i++) x[i] = 1;
     static const float want[9] = {1, 2, 0, 3, 4, 0, 0, 0, 0};
@@ -451,6 +452,7 @@ static double dropout_run(const char *name, float ratio, int64_t n, float *y, ui
     memset(&node, 0, sizeof node);
     node.op = SC_OP_DROPOUT;
     node.name = name;
+    node.attrs = &sc_attrs_none;
     node.n_in = 3;
     node.n_out = 2;
     static const uint8_t on = 1;

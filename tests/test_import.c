@@ -597,8 +597,8 @@ static void test_opset_forms(void) {
         CHECK(g->n_nodes == 3);
         if (g->n_nodes == 3) {
             const sc_node *sm = &g->nodes[1], *un = &g->nodes[2];
-            CHECK(sm->op == SC_OP_SOFTMAX && sm->attrs.axis.axis == (opset < 13 ? 1 : -1) &&
-                  sm->attrs.axis.legacy_2d == (opset < 13));
+            CHECK(sm->op == SC_OP_SOFTMAX && sm->attrs->axis.axis == (opset < 13 ? 1 : -1) &&
+                  sm->attrs->axis.legacy_2d == (opset < 13));
             CHECK(un->op == SC_OP_UNSQUEEZE && un->n_in == 2 && un->in[1] >= 0);
             if (un->n_in == 2 && un->in[1] >= 0) {
                 const sc_value *v = &g->values[un->in[1]];

@@ -119,8 +119,8 @@ static void run_sce_case(const sce_case *k) {
     double *elem = malloc(sizeof(double) * N * D), *logp = malloc(sizeof(double) * N * C * D);
     double want = sce_reference(&r, k->red, elem, logp);
 
-    sc_node node = {.op = SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS, .name = k->label, .n_in = 3, .n_out = 2};
-    node.attrs.sce = (sc_sce_attrs){k->red, k->ignore, k->ignore_index};
+    sc_attrs a = {.sce = {k->red, k->ignore, k->ignore_index}};
+    sc_node node = {.op = SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS, .name = k->label, .n_in = 3, .n_out = 2, .attrs = &a};
     int64_t ldims[4] = {N};
     for (int i = 2; i < k->rank; i++) ldims[i - 1] = k->dims[i];
     sc_tensor in[3] = {{sc_desc_make(k->t, k->rank, k->dims), x}, {sc_desc_make(k->lt, k->rank - 1, ldims), labels},
@@ -224,7 +224,7 @@ static void test_sce_bad_label(void) {
     float x[6] = {0};
     int64_t y[2] = {1, 3};
     float loss;
-    sc_node node = {.op = SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS, .name = "my_loss", .n_in = 2, .n_out = 1};
+    sc_node node = {.op = SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS, .name = "my_loss", .n_in = 2, .n_out = 1, .attrs = &sc_attrs_none};
     sc_tensor in[2] = {{sc_desc_make(SC_F32, 2, (const int64_t[]){2, 3}), x}, {sc_desc_make(SC_I64, 1, (const int64_t[]){2}), y}};
     sc_tensor out[1] = {{sc_desc_make(SC_F32, 0, NULL), &loss}};
     sc_status st = cpu_run_node(&node, in, 2, out, 1);
@@ -270,8 +270,8 @@ static void test_sgd(sc_dtype t, double mom, double wd, bool nesterov, bool use_
         rw[i] = get(w, t, i);
     }
     const float lr = 0.1f, gs = 0.625f;
-    sc_node node = {.op = SC_OP_SGD_UPDATE, .name = "sgd", .n_in = 5, .n_out = 2};
-    node.attrs.sgd = (sc_sgd_attrs){(float)mom, (float)wd, nesterov};
+    sc_attrs a = {.sgd = {(float)mom, (float)wd, nesterov}};
+    sc_node node = {.op = SC_OP_SGD_UPDATE, .name = "sgd", .n_in = 5, .n_out = 2, .attrs = &a};
     sc_desc d = sc_desc_make(t, 1, (const int64_t[]){NP}), sd = sc_desc_make(SC_F32, 0, NULL);
     for (int step = 1; step <= 3; step++) {
         for (int i = 0; i < NP; i++) put(g, t, i, 2 * urand() - 1);
@@ -301,8 +301,8 @@ static void test_adamw(sc_dtype t, double wd, bool use_scale) {
         rw[i] = get(w, t, i);
     }
     const float lr = 1e-2f, gs = 0.5f;
-    sc_node node = {.op = SC_OP_ADAMW_UPDATE, .name = "adamw", .n_in = 7, .n_out = 3};
-    node.attrs.adamw = (sc_adamw_attrs){0.9f, 0.999f, 1e-8f, (float)wd};
+    sc_attrs a = {.adamw = {0.9f, 0.999f, 1e-8f, (float)wd}};
+    sc_node node = {.op = SC_OP_ADAMW_UPDATE, .name = "adamw", .n_in = 7, .n_out = 3, .attrs = &a};
     sc_desc d = sc_desc_make(t, 1, (const int64_t[]){NP}), sd = sc_desc_make(SC_F32, 0, NULL);
     for (int64_t step = 1; step <= 3; step++) {
         for (int i = 0; i < NP; i++) put(g, t, i, (2 * urand() - 1) * (i % 5 ? 1 : 1e-3));

@@ -74,13 +74,14 @@ static void build_conv_bn_relu(sc_graph *g) {
     int y = add_value(g, "y", SC_VALUE_ACT, 4, yd, 0, 0);
     int cin[] = {x, w, b}, bin[] = {c, sc, bb, mean, var};
     add_node(g, SC_OP_CONV, "conv", cin, 3, c);
-    sc_window_attrs *wa = &g->nodes[0].attrs.window;
+    sc_window_attrs *wa = &graph_node_attrs_mut(g, &g->nodes[0])->window;
     wa->n_spatial = 2;
     for (int i = 0; i < 2; i++) wa->strides[i] = wa->dilations[i] = 1, wa->pads[i] = wa->pads[2 + i] = 1;
     wa->group = 1;
     add_node(g, SC_OP_BATCH_NORM, "bn", bin, 5, n);
-    g->nodes[1].attrs.batch_norm.epsilon = 1e-5f;
-    g->nodes[1].attrs.batch_norm.momentum = 0.9f;
+    sc_attrs *ba = graph_node_attrs_mut(g, &g->nodes[1]);
+    ba->batch_norm.epsilon = 1e-5f;
+    ba->batch_norm.momentum = 0.9f;
     add_node(g, SC_OP_RELU, "relu", &n, 1, y);
     mark_io(g, x, y);
 }
@@ -114,7 +115,7 @@ static int add_conv(sc_graph *g, const char *name, int x, int ci, int co, int k)
     snprintf(buf, sizeof buf, "%s.y", name);
     int y = add_value(g, buf, SC_VALUE_ACT, 4, yd, 0, 0);
     add_node(g, SC_OP_CONV, name, (int[]){x, w, b}, 3, y);
-    sc_window_attrs *wa = &g->nodes[g->n_nodes - 1].attrs.window;
+    sc_window_attrs *wa = &graph_node_attrs_mut(g, &g->nodes[g->n_nodes - 1])->window;
     wa->n_spatial = 2;
     wa->group = 1;
     for (int i = 0; i < 2; i++) wa->strides[i] = wa->dilations[i] = 1, wa->pads[i] = wa->pads[2 + i] = k / 2;
@@ -174,7 +175,7 @@ static int count_op(const sc_graph *g, sc_op op) {
 static int count_channels_last(const sc_graph *g, int *in, int *out) {
     *in = *out = 0;
     for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].op == SC_OP_CONV) *in += g->nodes[i].attrs.window.nhwc_in, *out += g->nodes[i].attrs.window.nhwc_out;
+        if (g->nodes[i].op == SC_OP_CONV) *in += g->nodes[i].attrs->window.nhwc_in, *out += g->nodes[i].attrs->window.nhwc_out;
     return *in + *out;
 }
 

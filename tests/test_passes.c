@@ -155,14 +155,14 @@ static void test_prepare_convnet(void) {
         fb = t_value("fb", SC_VALUE_PARAM, "f32[10]"), y = t_act("y"), yy = t_act("yy");
     CHECK(!graph_set_dim_name(&G, x, 0, "N"), "naming a dim");
     int n = T_NODE(SC_OP_CONV, "conv", L(x, w), L(c));
-    G.nodes[n].attrs.window.pads[0] = G.nodes[n].attrs.window.pads[1] = 1;
-    G.nodes[n].attrs.window.pads[2] = G.nodes[n].attrs.window.pads[3] = 1;
+    T_ATTRS(n)->window.pads[0] = T_ATTRS(n)->window.pads[1] = 1;
+    T_ATTRS(n)->window.pads[2] = T_ATTRS(n)->window.pads[3] = 1;
     T_NODE(SC_OP_RELU, "relu", L(c), L(r));
     T_NODE(SC_OP_GLOBAL_AVERAGE_POOL, "gap", L(r), L(p));
     n = T_NODE(SC_OP_FLATTEN, "flat", L(p), L(f));
-    G.nodes[n].attrs.axis.axis = 1;
+    T_ATTRS(n)->axis.axis = 1;
     n = T_NODE(SC_OP_GEMM, "fc", L(f, fw, fb), L(y));
-    G.nodes[n].attrs.gemm = (sc_gemm_attrs){1, 1, false, true};
+    T_ATTRS(n)->gemm = (sc_gemm_attrs){1, 1, false, true};
     T_NODE(SC_OP_IDENTITY, "out", L(y), L(yy));
     T_INPUTS(x);
     T_OUTPUTS(yy);
@@ -203,7 +203,7 @@ static void test_fold_shape_chain(void) {
     T_NODE(SC_OP_GATHER, "gather", L(s, zero), L(b0));
     T_NODE(SC_OP_UNSQUEEZE, "unsqueeze", L(b0, axes), L(b1));
     int cat = T_NODE(SC_OP_CONCAT, "concat", L(b1, minus1), L(shp));
-    G.nodes[cat].attrs.axis.axis = 0;
+    T_ATTRS(cat)->axis.axis = 0;
     T_NODE(SC_OP_RESHAPE, "reshape", L(x, shp), L(y));
     T_INPUTS(x);
     T_OUTPUTS(y);

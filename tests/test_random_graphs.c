@@ -220,7 +220,8 @@ static void gen_split(rg_graph *r) {
     }
     int n = graph_add_node(g, SC_OP_SPLIT, name, &xv, 1, outs, 2, &st);
     SC_ASSERT(n >= 0);
-    g->nodes[n].attrs = axis_attrs(1, 2);
+    sc_attrs split = axis_attrs(1, 2);
+    SC_ASSERT(!graph_node_set_attrs(g, &g->nodes[n], &split));
     st = sc_shape_fns[SC_OP_SPLIT](g, &g->nodes[n]);
     if (st) printf("split shape: %s\n", sc_status_message(st));
     SC_ASSERT(!st);

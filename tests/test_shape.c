@@ -5,7 +5,7 @@
 #include "shape_test_util.h"
 
 /* Runs node id's shape function; returns its status message or NULL. */
-static sc_status infer(int id) { return sc_shape_fns[G.nodes[id].op](&G, &G.nodes[id]); }
+static sc_status infer(int id) { return t_shape(id); }
 
 #define EXPECT_OK(id)                                                                              \
     do {                                                                                           \
@@ -47,7 +47,7 @@ static void test_conv(void) {
     t_reset();
     int x = t_in("x", "f32[1,3,224,224]"), w = t_in("w", "f32[64,3,7,7]"), b = t_in("b", "f32[64]"), y = t_act("y");
     int n = T_NODE(SC_OP_CONV, "conv1", L(x, w, b), L(y));
-    sc_window_attrs *a = &G.nodes[n].attrs.window;
+    sc_window_attrs *a = &T_ATTRS(n)->window;
     a->strides[0] = a->strides[1] = 2;
     a->pads[0] = a->pads[1] = a->pads[2] = a->pads[3] = 3;
     EXPECT_OK(n);
@@ -57,7 +57,7 @@ static void test_conv(void) {
     t_reset();
     x = t_in("x", "f32[1,3,8,9]"), w = t_in("w", "f32[8,3,3,3]"), y = t_act("y");
     n = T_NODE(SC_OP_CONV, "same", L(x, w), L(y));
-    a = &G.nodes[n].attrs.window;
+    a = &T_ATTRS(n)->window;
     a->auto_pad = SC_AUTO_PAD_SAME_UPPER;
     a->strides[0] = a->strides[1] = 2;
     EXPECT_OK(n);
@@ -79,7 +79,7 @@ static void test_conv(void) {
     t_reset();
     x = t_in("x", "f32[2,8,10,10]"), w = t_in("w", "f32[16,2,3,3]"), y = t_act("y");
     n = T_NODE(SC_OP_CONV, "grouped", L(x, w), L(y));
-    a = &G.nodes[n].attrs.window;
+    a = &T_ATTRS(n)->window;
     a->group = 4;
     a->dilations[0] = a->dilations[1] = 2;
     EXPECT_OK(n);
@@ -91,7 +91,7 @@ static void test_conv(void) {
     t_reset();
     x = t_in("x", "f32[1,4,20]"), w = t_in("w", "f32[6,4,5]"), y = t_act("y");
     n = T_NODE(SC_OP_CONV, "conv1d", L(x, w), L(y));
-    a = &G.nodes[n].attrs.window;
+    a = &T_ATTRS(n)->window;
     a->strides[0] = 2;
     a->pads[0] = a->pads[1] = 2;
     EXPECT_OK(n);
@@ -102,7 +102,7 @@ static void test_pool(void) {
     t_reset();
     int x = t_in("x", "f32[1,1,4,4]"), y = t_act("y"), idx = t_act("idx");
     int n = T_NODE(SC_OP_MAX_POOL, "mp", L(x), L(y, idx));
-    sc_window_attrs *a = &G.nodes[n].attrs.window;
+    sc_window_attrs *a = &T_ATTRS(n)->window;
     a->n_spatial = 2;
     a->kernel_shape[0] = a->kernel_shape[1] = 3;
     a->strides[0] = a->strides[1] = 2;
@@ -117,7 +117,7 @@ static void test_pool(void) {
     t_reset();
     x = t_in("x", "f32[1,1,2,2]"), y = t_act("y");
     n = T_NODE(SC_OP_MAX_POOL, "mp", L(x), L(y));
-    a = &G.nodes[n].attrs.window;
+    a = &T_ATTRS(n)->window;
     a->n_spatial = 2;
     a->kernel_shape[0] = a->kernel_shape[1] = 1;
     a->strides[0] = a->strides[1] = 2;
@@ -129,7 +129,7 @@ static void test_pool(void) {
     t_reset();
     x = t_in("x", "f32[1,64,112,112]"), y = t_act("y");
     n = T_NODE(SC_OP_MAX_POOL, "mp", L(x), L(y));
-    a = &G.nodes[n].attrs.window;
+    a = &T_ATTRS(n)->window;
     a->n_spatial = 2;
     a->kernel_shape[0] = a->kernel_shape[1] = 3;
     a->strides[0] = a->strides[1] = 2;
@@ -141,7 +141,7 @@ static void test_pool(void) {
     t_reset();
     x = t_in("x", "f32[1,1,32,32,32]"), y = t_act("y");
     n = T_NODE(SC_OP_AVERAGE_POOL, "ap", L(x), L(y));
-    a = &G.nodes[n].attrs.window;
+    a = &T_ATTRS(n)->window;
     a->n_spatial = 3;
     for (int i = 0; i < 3; i++) a->kernel_shape[i] = a->dilations[i] = a->strides[i] = 2;
     EXPECT_OK(n);
@@ -167,7 +167,7 @@ static void test_norm_gemm(void) {
     int x = t_in("x", "f32[2,3,5,5]"), s = t_in("s", "f32[3]"), b = t_in("b", "f32[3]"), m = t_in("m", "f32[3]"),
         v = t_in("v", "f32[3]"), y = t_act("y"), rm = t_act("rm"), rv = t_act("rv");
     int n = T_NODE(SC_OP_BATCH_NORM, "bn", L(x, s, b, m, v), L(y, rm, rv));
-    G.nodes[n].attrs.batch_norm.training_mode = true;
+    T_ATTRS(n)->batch_norm.training_mode = true;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[2,3,5,5]");
     CHECK_DESC(rm, "f32[3]");
@@ -182,7 +182,7 @@ static void test_norm_gemm(void) {
         c3 = t_in("c3", "f32[4]");
     y = t_act("y");
     n = T_NODE(SC_OP_GEMM, "gemm", L(a, bb, c), L(y));
-    G.nodes[n].attrs.gemm = (sc_gemm_attrs){1, 1, true, true};
+    T_ATTRS(n)->gemm = (sc_gemm_attrs){1, 1, true, true};
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[3,5]");
     G.nodes[n].in[2] = c2;
@@ -190,7 +190,7 @@ static void test_norm_gemm(void) {
     CHECK_DESC(y, "f32[3,5]");
     G.nodes[n].in[2] = c3;
     EXPECT_ERROR(n, "f32[4]", NULL);
-    G.nodes[n].attrs.gemm.trans_b = false;
+    T_ATTRS(n)->gemm.trans_b = false;
     G.nodes[n].in[2] = c;
     EXPECT_ERROR(n, "f32[4,3]", "f32[5,4]");
 
@@ -218,17 +218,17 @@ static void test_norm_gemm(void) {
     x = t_in("x", "f32[2,5,8]"), s = t_in("s", "f32[8]"), y = t_act("y");
     int mean = t_act("mean"), isd = t_act("isd");
     n = T_NODE(SC_OP_SOFTMAX, "sm", L(x), L(y));
-    G.nodes[n].attrs.axis.axis = -1;
+    T_ATTRS(n)->axis.axis = -1;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[2,5,8]");
-    G.nodes[n].attrs.axis.axis = 3;
+    T_ATTRS(n)->axis.axis = 3;
     EXPECT_ERROR(n, "f32[2,5,8]", NULL);
     n = T_NODE(SC_OP_LAYER_NORM, "ln", L(x, s), L(y, mean, isd));
-    G.nodes[n].attrs.layer_norm.axis = -1;
+    T_ATTRS(n)->layer_norm.axis = -1;
     EXPECT_OK(n);
     CHECK_DESC(mean, "f32[2,5,1]");
     CHECK_DESC(isd, "f32[2,5,1]");
-    G.nodes[n].attrs.layer_norm.axis = 1;
+    T_ATTRS(n)->layer_norm.axis = 1;
     EXPECT_OK(n);
     CHECK_DESC(mean, "f32[2,1,1]");
 
@@ -248,7 +248,7 @@ static void test_resize(void) {
 
     int sizes = t_const_i64("sizes", 2, (int64_t[]){15, 20});
     n = T_NODE(SC_OP_RESIZE, "rs2", L(x, -1, -1, sizes), L(y));
-    sc_resize_attrs *a = &G.nodes[n].attrs.resize;
+    sc_resize_attrs *a = &T_ATTRS(n)->resize;
     a->n_axes = 2, a->axes[0] = 2, a->axes[1] = -1;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[1,3,15,20]");
@@ -286,7 +286,7 @@ static void test_elementwise(void) {
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[2,3,4]");
     n = T_NODE(SC_OP_CAST, "cast", L(a), L(y));
-    G.nodes[n].attrs.cast.to = SC_I64;
+    T_ATTRS(n)->cast.to = SC_I64;
     EXPECT_OK(n);
     CHECK_DESC(y, "i64[2,1,4]");
     n = T_NODE(SC_OP_GELU, "gelu", L(c), L(y));
@@ -308,20 +308,20 @@ static void test_reduce(void) {
     int ax1 = t_const_i64("ax1", 1, (int64_t[]){1}), axm = t_const_i64("axm", 1, (int64_t[]){-1}),
         none = t_const_i64("none", 0, NULL), dup = t_const_i64("dup", 2, (int64_t[]){1, -2});
     int n = T_NODE(SC_OP_REDUCE_MEAN, "rm", L(x, ax1), L(y));
-    G.nodes[n].attrs.reduce.keepdims = true;
+    T_ATTRS(n)->reduce.keepdims = true;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[2,1,4]");
-    G.nodes[n].attrs.reduce.keepdims = false;
+    T_ATTRS(n)->reduce.keepdims = false;
     G.nodes[n].in[1] = axm;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[2,3]");
     G.nodes[n].in[1] = none; /* empty axes: all of them */
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[]");
-    G.nodes[n].attrs.reduce.keepdims = true;
+    T_ATTRS(n)->reduce.keepdims = true;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[1,1,1]");
-    G.nodes[n].attrs.reduce.noop_with_empty_axes = true;
+    T_ATTRS(n)->reduce.noop_with_empty_axes = true;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[2,3,4]");
     n = T_NODE(SC_OP_REDUCE_SUM, "rs", L(x), L(y)); /* axes omitted */
@@ -349,22 +349,22 @@ static void test_reshape_family(void) {
     EXPECT_ERROR(n, "f32[2,3,4]", NULL);
     int z = t_in("z", "f32[0,7]"), s4 = t_const_i64("s4", 2, (int64_t[]){7, 0});
     n = T_NODE(SC_OP_RESHAPE, "rz", L(z, s4), L(y));
-    G.nodes[n].attrs.reshape.allowzero = true;
+    T_ATTRS(n)->reshape.allowzero = true;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[7,0]");
 
     n = T_NODE(SC_OP_FLATTEN, "fl", L(x), L(y));
-    G.nodes[n].attrs.axis.axis = 0;
+    T_ATTRS(n)->axis.axis = 0;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[1,24]");
-    G.nodes[n].attrs.axis.axis = -1;
+    T_ATTRS(n)->axis.axis = -1;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[6,4]");
 
     n = T_NODE(SC_OP_TRANSPOSE, "tr", L(x), L(y));
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[4,3,2]");
-    G.nodes[n].attrs.transpose = (sc_transpose_attrs){3, {1, 2, 0}};
+    T_ATTRS(n)->transpose = (sc_transpose_attrs){3, {1, 2, 0}};
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[3,4,2]");
 
@@ -388,15 +388,15 @@ static void test_concat_split_slice(void) {
     t_reset();
     int a = t_in("a", "f32[2,3,4]"), b = t_in("b", "f32[2,5,4]"), y = t_act("y");
     int n = T_NODE(SC_OP_CONCAT, "cat", L(a, b, a), L(y));
-    G.nodes[n].attrs.axis.axis = -2;
+    T_ATTRS(n)->axis.axis = -2;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[2,11,4]");
-    G.nodes[n].attrs.axis.axis = 0;
+    T_ATTRS(n)->axis.axis = 0;
     EXPECT_ERROR(n, "f32[2,3,4]", "f32[2,5,4]");
 
     int x = t_in("x", "f32[10,6]"), o1 = t_act("o1"), o2 = t_act("o2"), o3 = t_act("o3");
     n = T_NODE(SC_OP_SPLIT, "split_num", L(x), L(o1, o2, o3));
-    G.nodes[n].attrs.axis.num_outputs = 3; /* ceil(10 / 3) = 4: 4, 4, 2 */
+    T_ATTRS(n)->axis.num_outputs = 3; /* ceil(10 / 3) = 4: 4, 4, 2 */
     EXPECT_OK(n);
     CHECK_DESC(o1, "f32[4,6]");
     CHECK_DESC(o2, "f32[4,6]");
@@ -407,11 +407,11 @@ static void test_concat_split_slice(void) {
     CHECK_DESC(o1, "f32[2,6]");
     CHECK_DESC(o3, "f32[5,6]");
     n = T_NODE(SC_OP_SPLIT, "split_even", L(x), L(o1, o2));
-    G.nodes[n].attrs.axis.axis = -1;
+    T_ATTRS(n)->axis.axis = -1;
     EXPECT_OK(n);
     CHECK_DESC(o2, "f32[10,3]");
     n = T_NODE(SC_OP_SPLIT, "split_uneven", L(x), L(o1, o2, o3));
-    G.nodes[n].attrs.axis.axis = 0;
+    T_ATTRS(n)->axis.axis = 0;
     EXPECT_ERROR(n, "f32[10,6]", NULL);
 
     /* Slice, checked against numpy: a[-1::-1] -> 10, a[8:1:-3] -> 3, a[-100:100] -> 10, a[5:2] -> 0,
@@ -446,14 +446,14 @@ static void test_gather_expand_pad(void) {
     t_reset();
     int d = t_in("d", "f32[3,4,5]"), idx = t_in("idx", "i64[2,6]"), sc = t_in("sc", "i64[]"), y = t_act("y");
     int n = T_NODE(SC_OP_GATHER, "g", L(d, idx), L(y));
-    G.nodes[n].attrs.axis.axis = -1;
+    T_ATTRS(n)->axis.axis = -1;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[3,4,2,6]");
-    G.nodes[n].attrs.axis.axis = -3;
+    T_ATTRS(n)->axis.axis = -3;
     G.nodes[n].in[1] = sc;
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[4,5]");
-    G.nodes[n].attrs.axis.axis = 3;
+    T_ATTRS(n)->axis.axis = 3;
     EXPECT_ERROR(n, "f32[3,4,5]", NULL);
 
     int x = t_in("x", "f32[3,1]"), shp = t_const_i64("shp", 3, (int64_t[]){2, 1, 4}),
@@ -484,10 +484,10 @@ static void test_shape_ops(void) {
     int n = T_NODE(SC_OP_SHAPE, "shape", L(x), L(y));
     EXPECT_OK(n);
     CHECK_DESC(y, "i64[4]");
-    G.nodes[n].attrs.shape = (sc_shape_attrs){1, -1, true};
+    T_ATTRS(n)->shape = (sc_shape_attrs){1, -1, true};
     EXPECT_OK(n);
     CHECK_DESC(y, "i64[2]");
-    G.nodes[n].attrs.shape = (sc_shape_attrs){-10, 0, false};
+    T_ATTRS(n)->shape = (sc_shape_attrs){-10, 0, false};
     EXPECT_OK(n);
     CHECK_DESC(y, "i64[4]");
 
@@ -495,7 +495,7 @@ static void test_shape_ops(void) {
     n = T_NODE(SC_OP_CONSTANT_OF_SHAPE, "cos", L(s), L(y));
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[2,3]");
-    G.nodes[n].attrs.fill.dtype = SC_I64;
+    T_ATTRS(n)->fill.dtype = SC_I64;
     EXPECT_OK(n);
     CHECK_DESC(y, "i64[2,3]");
 

@@ -77,7 +77,7 @@ static int add_node(sc_graph *g, sc_op op, const sc_attrs *a, const int *in, int
     SC_ASSERT(v >= 0);
     int n = graph_add_node(g, op, out_name, in, n_in, &v, 1, &st);
     SC_ASSERT(n >= 0);
-    if (a) g->nodes[n].attrs = *a;
+    if (a) SC_ASSERT(!graph_node_set_attrs(g, &g->nodes[n], a));
     st = sc_shape_fns[op](g, &g->nodes[n]);
     if (st) printf("shape: %s\n", sc_status_message(st));
     SC_ASSERT(!st);
@@ -551,7 +551,7 @@ static void test_bn_dropout(void) {
     CHECK(!st, "BN/Dropout build: %s", st ? sc_status_message(st) : "");
     if (!st) {
         const sc_node *bn = &g.nodes[bn_node], *dr = &g.nodes[drop_node];
-        CHECK(bn->op == SC_OP_BATCH_NORM && bn->attrs.batch_norm.training_mode && bn->n_out == 3 && bn->out[1] >= 0 &&
+        CHECK(bn->op == SC_OP_BATCH_NORM && bn->attrs->batch_norm.training_mode && bn->n_out == 3 && bn->out[1] >= 0 &&
                   bn->out[2] >= 0 && g.values[bn->out[1]].is_output && g.values[bn->out[2]].is_output,
               "BatchNormalization in training mode with running statistics as graph outputs");
         CHECK(tg.n_writebacks == 2 && tg.wb_dst[0] == mean && tg.wb_dst[1] == var && tg.wb_src[0] == bn->out[1] &&

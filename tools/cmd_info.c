@@ -31,7 +31,7 @@ static int64_t node_flops(const sc_graph *g, const sc_node *n) {
     }
     case SC_OP_GEMM:
         if (!a || a->rank != 2) return out;
-        return 2 * out * (n->attrs.gemm.trans_a ? a->dims[0] : a->dims[1]);
+        return 2 * out * (n->attrs->gemm.trans_a ? a->dims[0] : a->dims[1]);
     case SC_OP_MATMUL:
         if (!a || a->rank < 1) return out;
         return 2 * out * a->dims[a->rank - 1];

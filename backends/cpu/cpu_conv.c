@@ -407,7 +407,7 @@ static sc_status conv_check(const sc_kernel_call *call, const sc_desc *x, const 
 
 /* Input 3 of a fused_sum Conv: present exactly when the flag is set, with Y's dtype and shape. */
 static sc_status conv_sum_check(const sc_kernel_call *call, const sc_desc *y, const sc_tensor **sum) {
-    bool fused = call->node->attrs.window.fused_sum, has = call->n_in > 3 && call->in[3].data;
+    bool fused = call->node->attrs->window.fused_sum, has = call->n_in > 3 && call->in[3].data;
     *sum = has ? &call->in[3] : NULL;
     if (fused != has)
         return cpu_errorf(call, fused ? "fused_sum is set but the summand (input 3) is missing"
@@ -435,7 +435,7 @@ static sc_status conv_f64(const sc_kernel_call *call, const cpu_window *w, int64
     }
     conv_ref_f64(w, x->dims[0], x->dims[1], call->in[1].desc.dims[0], G, call->in[0].data, call->in[1].data,
                  call->n_in > 2 ? call->in[2].data : NULL, yd);
-    bool relu = call->node->attrs.window.fused_relu;
+    bool relu = call->node->attrs->window.fused_relu;
     for (int64_t i = 0; i < n; i++) {
         double v = yd[i] + (sd ? sd[i] : 0.0);
         yd[i] = relu && !(v > 0.0) ? 0.0 : v;
@@ -445,7 +445,7 @@ static sc_status conv_f64(const sc_kernel_call *call, const cpu_window *w, int64
 }
 
 sc_status cpu_conv(const sc_kernel_call *call) {
-    const sc_window_attrs *wa = &call->node->attrs.window;
+    const sc_window_attrs *wa = &call->node->attrs->window;
     const sc_desc *x = &call->in[0].desc, *wd = &call->in[1].desc, *y = &call->out[0].desc;
     const void *bias = call->n_in > 2 ? call->in[2].data : NULL;
     int64_t G = wa->group > 0 ? wa->group : 1;

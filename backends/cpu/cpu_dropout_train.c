@@ -42,7 +42,7 @@ static uint64_t name_hash(const char *s) {
 }
 
 static uint64_t node_key(const sc_kernel_call *call) {
-    const sc_dropout_attrs *da = &call->node->attrs.dropout;
+    const sc_dropout_attrs *da = &call->node->attrs->dropout;
     uint64_t k = mix64(rng_seed + GOLDEN);
     k = mix64(k ^ (rng_step + 2 * GOLDEN));
     k = mix64(k ^ name_hash(call->node->name));

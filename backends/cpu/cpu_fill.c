@@ -9,7 +9,7 @@
 
 sc_status cpu_shape(const sc_kernel_call *c) {
     const sc_desc *x = &c->in[0].desc;
-    const sc_shape_attrs *a = &c->node->attrs.shape;
+    const sc_shape_attrs *a = &c->node->attrs->shape;
     int64_t r = x->rank, start = a->start, end = a->has_end ? a->end : r;
     if (start < 0) start += r;
     if (end < 0) end += r;
@@ -26,7 +26,7 @@ sc_status cpu_shape(const sc_kernel_call *c) {
 sc_status cpu_constant_of_shape(const sc_kernel_call *c) {
     sc_tensor *y = &c->out[0];
     unsigned char v[16];
-    double val = c->node->attrs.fill.value;
+    double val = c->node->attrs->fill.value;
     if (!cpu_convert(v, y->desc.dtype, &val, SC_F64, 1))
         return cpu_errorf(c, "dtype %s not supported", sc_dtype_name(y->desc.dtype));
     size_t es = sc_dtype_size(y->desc.dtype);

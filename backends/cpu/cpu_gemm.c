@@ -43,7 +43,7 @@ static void gemm_ref_f64(int64_t M, int64_t N, int64_t K, bool ta, bool tb, doub
 }
 
 sc_status cpu_gemm(const sc_kernel_call *call) {
-    const sc_gemm_attrs *ga = &call->node->attrs.gemm;
+    const sc_gemm_attrs *ga = &call->node->attrs->gemm;
     const sc_desc *a = &call->in[0].desc, *b = &call->in[1].desc, *y = &call->out[0].desc;
     const void *c = call->n_in > 2 ? call->in[2].data : NULL;
     if (a->rank != 2 || b->rank != 2 || y->rank != 2)

@@ -366,7 +366,7 @@ static sc_status conv_grad_f32(const sc_kernel_call *call, const cpu_window *w, 
 /* ---- the kernel ---- */
 
 sc_status cpu_conv_grad(const sc_kernel_call *call) {
-    const sc_window_attrs *wa = &call->node->attrs.window;
+    const sc_window_attrs *wa = &call->node->attrs->window;
     const sc_desc *dy = &call->in[0].desc, *x = &call->in[1].desc, *wd = &call->in[2].desc;
     int64_t G = wa->group > 0 ? wa->group : 1;
     char a[96], b[96], c[96];

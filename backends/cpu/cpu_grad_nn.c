@@ -89,7 +89,7 @@ static void gelu_grad_f64(const double *dy, const double *x, double *dx, int64_t
 sc_status cpu_gelu_grad(const sc_kernel_call *call) {
     SC_TRY(check_pair(call));
     int64_t n = sc_desc_numel(&call->in[0].desc);
-    bool ta = call->node->attrs.gelu.tanh_approx;
+    bool ta = call->node->attrs->gelu.tanh_approx;
     if (call->in[0].desc.dtype == SC_F32) gelu_grad_f32(call->in[0].data, call->in[1].data, call->out[0].data, n, ta);
     else gelu_grad_f64(call->in[0].data, call->in[1].data, call->out[0].data, n, ta);
     return SC_OK;
@@ -99,7 +99,7 @@ sc_status cpu_gelu_grad(const sc_kernel_call *call) {
 
 /* The groups the forward normalised: outer x n x inner, sums over n (stride inner). */
 static sc_status softmax_groups(const sc_kernel_call *call, int64_t *outer, int64_t *n, int64_t *inner) {
-    const sc_axis_attrs *aa = &call->node->attrs.axis;
+    const sc_axis_attrs *aa = &call->node->attrs->axis;
     const sc_desc *y = &call->in[1].desc;
     int rank = y->rank > 0 ? y->rank : 1;
     int64_t one = 1;

@@ -83,7 +83,7 @@ sc_status cpu_batch_norm_grad(const sc_kernel_call *call) {
     if (x->rank < 2 || dy->dtype != t || s->dtype != t || !sc_desc_same_shape(dy, x) || sc_desc_numel(s) != x->dims[1])
         return cpu_errorf(call, "dY must match X [N, C, ...] and scale must be [C] of X's dtype");
     int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims, 2, x->rank);
-    double eps = call->node->attrs.batch_norm.epsilon;
+    double eps = call->node->attrs->batch_norm.epsilon;
     if (N * S == 0) return cpu_errorf(call, "batch statistics of an empty input");
     if (t == SC_F32)
         bn_grad_f32(call->in[0].data, call->in[1].data, call->in[2].data, N, C, S, eps, out_data(call, 0),
@@ -142,7 +142,7 @@ LN_GRAD_IMPL(float, ln_grad_f32)
 LN_GRAD_IMPL(double, ln_grad_f64)
 
 sc_status cpu_layer_norm_grad(const sc_kernel_call *call) {
-    const sc_layer_norm_attrs *la = &call->node->attrs.layer_norm;
+    const sc_layer_norm_attrs *la = &call->node->attrs->layer_norm;
     const sc_desc *dy = &call->in[0].desc, *x = &call->in[1].desc, *s = &call->in[2].desc;
     sc_dtype t = x->dtype;
     if (t != SC_F32 && t != SC_F64) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(t));

@@ -89,7 +89,7 @@ sc_status cpu_average_pool_grad(const sc_kernel_call *call) {
     SC_TRY(pool_grad_window(call, &w));
     const sc_desc *x = &call->in[1].desc;
     int64_t NC = x->dims[0] * x->dims[1];
-    bool inc = call->node->attrs.window.count_include_pad;
+    bool inc = call->node->attrs->window.count_include_pad;
     if (x->dtype == SC_F32) avg_pool_grad_f32(&w, NC, call->in[0].data, call->out[0].data, inc);
     else avg_pool_grad_f64(&w, NC, call->in[0].data, call->out[0].data, inc);
     return SC_OK;

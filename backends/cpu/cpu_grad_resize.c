@@ -50,7 +50,7 @@ RESIZE_GRAD_IMPL(float, resize_grad_f32)
 RESIZE_GRAD_IMPL(double, resize_grad_f64)
 
 sc_status cpu_resize_grad(const sc_kernel_call *c) {
-    const sc_resize_attrs *a = &c->node->attrs.resize;
+    const sc_resize_attrs *a = &c->node->attrs->resize;
     const sc_desc *dy = &c->in[RG_DY].desc, *x = &c->in[RG_X].desc;
     SC_TRY(resize_mode_check(c));
     if (x->dtype != SC_F32 && x->dtype != SC_F64) return cpu_errorf(c, "dtype %s not supported", sc_dtype_name(x->dtype));

@@ -135,10 +135,10 @@ sc_status gather_geom_read(const sc_kernel_call *c, const sc_desc *data, const s
                            const sc_desc *gathered, const char *gathered_name, gather_geom *g) {
     const sc_desc *id = &indices->desc;
     g->idx = NULL;
-    g->axis = c->node->attrs.axis.axis;
+    g->axis = c->node->attrs->axis.axis;
     if (g->axis < 0) g->axis += data->rank;
     if (g->axis < 0 || g->axis >= data->rank)
-        return cpu_errorf(c, "axis %lld out of range for rank %d", (long long)c->node->attrs.axis.axis, data->rank);
+        return cpu_errorf(c, "axis %lld out of range for rank %d", (long long)c->node->attrs->axis.axis, data->rank);
     if (id->dtype != SC_I32 && id->dtype != SC_I64)
         return cpu_errorf(c, "indices dtype %s not supported (i32/i64)", sc_dtype_name(id->dtype));
     g->nidx = sc_desc_numel(id);

@@ -114,7 +114,7 @@ SCE_FWD_IMPL(double, sce_fwd_f64, sce_row_f64)
 
 /* Inputs (scores, labels[, weights]) -> (loss[, log_prob]); attrs.sce. */
 sc_status cpu_sce_loss(const sc_kernel_call *c) {
-    const sc_sce_attrs *a = &c->node->attrs.sce;
+    const sc_sce_attrs *a = &c->node->attrs->sce;
     SC_TRY(sce_check_float(c, 0, 2));
     sce_geom s;
     SC_TRY(sce_geom_init(c, &c->in[0], &c->in[1], a, &s));
@@ -169,7 +169,7 @@ static double sce_weight_sum(const sce_geom *s, const void *w, sc_dtype t) {
 
 /* Inputs (dLoss, log_prob, labels[, weights]) -> dScores; attrs.sce. */
 sc_status cpu_sce_loss_grad(const sc_kernel_call *c) {
-    const sc_sce_attrs *a = &c->node->attrs.sce;
+    const sc_sce_attrs *a = &c->node->attrs->sce;
     SC_TRY(sce_check_float(c, 1, 3));
     sc_dtype t = c->in[1].desc.dtype;
     if (c->in[0].desc.dtype != t) return cpu_errorf(c, "dLoss dtype differs from log_prob");

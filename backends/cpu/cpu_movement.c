@@ -136,7 +136,7 @@ static void transpose_rows(const perm_plan *p, const char *x, char *y, size_t es
 
 sc_status cpu_transpose(const sc_kernel_call *c) {
     const sc_desc *x = &c->in[0].desc;
-    const sc_transpose_attrs *t = &c->node->attrs.transpose;
+    const sc_transpose_attrs *t = &c->node->attrs->transpose;
     int64_t perm[SC_MAX_RANK];
     bool seen[SC_MAX_RANK] = {false};
     if (t->n_perm && t->n_perm != x->rank)
@@ -233,7 +233,7 @@ static sc_status pieces_check(const sc_kernel_call *c, const sc_tensor *whole, c
 
 sc_status cpu_concat(const sc_kernel_call *c) {
     int axis;
-    SC_TRY(pieces_check(c, &c->out[0], c->in, c->n_in, c->node->attrs.axis.axis, &axis));
+    SC_TRY(pieces_check(c, &c->out[0], c->in, c->n_in, c->node->attrs->axis.axis, &axis));
     pieces_move(&c->out[0], c->in, c->n_in, axis, true);
     return SC_OK;
 }
@@ -241,7 +241,7 @@ sc_status cpu_concat(const sc_kernel_call *c) {
 /* The output descs already hold the split sizes (from the split input or equal parts). */
 sc_status cpu_split(const sc_kernel_call *c) {
     int axis;
-    SC_TRY(pieces_check(c, &c->in[0], c->out, c->n_out, c->node->attrs.axis.axis, &axis));
+    SC_TRY(pieces_check(c, &c->in[0], c->out, c->n_out, c->node->attrs->axis.axis, &axis));
     pieces_move(&c->in[0], c->out, c->n_out, axis, false);
     return SC_OK;
 }

@@ -81,7 +81,7 @@ static void store(void *p, sc_dtype t, int64_t i, double v) {
 }
 
 sc_status cpu_batch_norm(const sc_kernel_call *call) {
-    const sc_batch_norm_attrs *ba = &call->node->attrs.batch_norm;
+    const sc_batch_norm_attrs *ba = &call->node->attrs->batch_norm;
     const sc_desc *x = &call->in[0].desc;
     sc_dtype t = x->dtype;
     if (t != SC_F32 && t != SC_F64) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(t));
@@ -213,7 +213,7 @@ static void ln_f64(const double *x, int64_t outer, int64_t inner, double eps, co
 }
 
 sc_status cpu_layer_norm(const sc_kernel_call *call) {
-    const sc_layer_norm_attrs *la = &call->node->attrs.layer_norm;
+    const sc_layer_norm_attrs *la = &call->node->attrs->layer_norm;
     const sc_desc *x = &call->in[0].desc;
     sc_dtype t = x->dtype;
     if (t != SC_F32 && t != SC_F64) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(t));
@@ -279,7 +279,7 @@ static void softmax_row_f64(const double *x, double *y, int64_t n, int64_t st, b
 }
 
 static sc_status softmax_run(const sc_kernel_call *call, bool take_log) {
-    const sc_axis_attrs *aa = &call->node->attrs.axis;
+    const sc_axis_attrs *aa = &call->node->attrs->axis;
     const sc_desc *x = &call->in[0].desc;
     sc_dtype t = x->dtype;
     if (t != SC_F32 && t != SC_F64) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(t));

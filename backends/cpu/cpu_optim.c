@@ -76,7 +76,7 @@ SGD_IMPL(double, sgd_f64)
 
 /* (W, G, M, lr[, grad_scale]) -> (W', M'); M omitted (-1) when momentum is 0. */
 sc_status cpu_sgd_update(const sc_kernel_call *c) {
-    const sc_sgd_attrs *a = &c->node->attrs.sgd;
+    const sc_sgd_attrs *a = &c->node->attrs->sgd;
     int64_t n = 0;
     SC_TRY(check_tensors(c, (const int[]){1, 2}, 2, &n));
     double lr = 0, gs = 1.0;
@@ -113,7 +113,7 @@ ADAMW_IMPL(double, adamw_f64, sqrt)
 
 /* (W, G, M, V, lr, step[, grad_scale]) -> (W', M', V'). */
 sc_status cpu_adamw_update(const sc_kernel_call *c) {
-    const sc_adamw_attrs *a = &c->node->attrs.adamw;
+    const sc_adamw_attrs *a = &c->node->attrs->adamw;
     int64_t n = 0;
     SC_TRY(check_tensors(c, (const int[]){1, 2, 3}, 3, &n));
     if (!c->in[2].data || !c->in[3].data) return cpu_errorf(c, "the moment buffers M and V are required");

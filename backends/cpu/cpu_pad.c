@@ -32,7 +32,7 @@ static int64_t pad_source(int64_t i, int64_t begin, int64_t dim, sc_pad_mode mod
 
 sc_status cpu_pad(const sc_kernel_call *c) {
     const sc_desc *x = &c->in[0].desc, *y = &c->out[0].desc;
-    sc_pad_mode mode = c->node->attrs.pad.mode;
+    sc_pad_mode mode = c->node->attrs->pad.mode;
     int r = x->rank;
     if (c->n_in < 2 || !c->in[1].data) return cpu_errorf(c, "pads input is missing");
     int64_t npads = sc_desc_numel(&c->in[1].desc), axes[SC_MAX_RANK], pads[2 * SC_MAX_RANK];
@@ -104,7 +104,7 @@ sc_status cpu_trilu(const sc_kernel_call *c) {
         if (sc_desc_numel(&c->in[1].desc) != 1 || !cpu_convert(&k, SC_I64, c->in[1].data, c->in[1].desc.dtype, 1))
             return cpu_errorf(c, "k must be an integer scalar");
     }
-    bool upper = c->node->attrs.trilu.upper;
+    bool upper = c->node->attrs->trilu.upper;
     int64_t N = x->dims[x->rank - 2], M = x->dims[x->rank - 1];
     if (N == 0 || M == 0) return SC_OK;
     int64_t batch = sc_desc_numel(x) / (N * M);

@@ -122,10 +122,10 @@ sc_status cpu_max_pool(const sc_kernel_call *call) {
     const sc_desc *x = &call->in[0].desc;
     int64_t *ind = call->n_out > 1 ? call->out[1].data : NULL;
     if (ind && call->out[1].desc.dtype != SC_I64) return cpu_errorf(call, "Indices must be int64");
-    bool col = call->node->attrs.window.storage_order == 1;
+    bool col = call->node->attrs->window.storage_order == 1;
     int64_t NC = x->dims[0] * x->dims[1];
     if (x->dtype != SC_F32 && x->dtype != SC_F64) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
-    const sc_window_attrs *wa = &call->node->attrs.window;
+    const sc_window_attrs *wa = &call->node->attrs->window;
     if (wa->nhwc_in || wa->nhwc_out) {
         if (wa->nhwc_in != wa->nhwc_out || ind || x->dtype != SC_F32)
             return cpu_errorf(call, "channels-last MaxPool needs f32, no Indices, and both sides channels-last");
@@ -149,7 +149,7 @@ sc_status cpu_average_pool(const sc_kernel_call *call) {
     cpu_window w;
     SC_TRY(pool_window(call, &w));
     const sc_desc *x = &call->in[0].desc;
-    bool inc = call->node->attrs.window.count_include_pad;
+    bool inc = call->node->attrs->window.count_include_pad;
     int64_t NC = x->dims[0] * x->dims[1];
     if (x->dtype == SC_F32 && pool_2d_fast_applies(&w)) {
         if (!pool_2d_f32(&w, NC, call->in[0].data, call->out[0].data, false, inc))
@@ -168,7 +168,7 @@ sc_status cpu_global_average_pool(const sc_kernel_call *call) {
     int64_t NC = x->dims[0] * x->dims[1], sp = 1;
     for (int i = 2; i < x->rank; i++) sp *= x->dims[i];
     if (sc_desc_numel(&call->out[0].desc) != NC) return cpu_errorf(call, "output must have N * C elements");
-    if (call->node->attrs.window.nhwc_in) {
+    if (call->node->attrs->window.nhwc_in) {
         if (x->dtype != SC_F32) return cpu_errorf(call, "channels-last input needs f32");
         pool_global_avg_channels_last_f32(x->dims[0], x->dims[1], sp, call->in[0].data, call->out[0].data);
     } else if (x->dtype == SC_F32) {

@@ -5,7 +5,7 @@
 
 sc_status pool_geom_resolve(const sc_kernel_call *call, const sc_desc *x, const char *x_name, const sc_desc *y,
                             const char *y_name, cpu_window *w) {
-    const sc_window_attrs *wa = &call->node->attrs.window;
+    const sc_window_attrs *wa = &call->node->attrs->window;
     if (x->rank < 3 || x->rank > 2 + SC_MAX_SPATIAL || y->rank != x->rank || y->dims[0] != x->dims[0] ||
         y->dims[1] != x->dims[1]) {
         char a[96], b[96];

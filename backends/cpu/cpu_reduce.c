@@ -158,7 +158,7 @@ static sc_status reduce_run(const sc_kernel_call *c, bool mean) {
     sc_dtype t = x->desc.dtype;
     bool reduced[SC_MAX_RANK], empty;
     SC_TRY(axes_read(c, reduced, &empty));
-    if (empty && c->node->attrs.reduce.noop_with_empty_axes) {
+    if (empty && c->node->attrs->reduce.noop_with_empty_axes) {
         if (sc_desc_bytes(&y->desc) != sc_desc_bytes(&x->desc))
             return cpu_errorf(c, "noop_with_empty_axes: output size differs from the input");
         cpu_copy(y->data, x->data, sc_desc_bytes(&x->desc));

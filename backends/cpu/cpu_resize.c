@@ -73,7 +73,7 @@ RESIZE_LINEAR(resize_linear_f32, float)
 RESIZE_LINEAR(resize_linear_f64, double)
 
 sc_status cpu_resize(const sc_kernel_call *c) {
-    const sc_resize_attrs *a = &c->node->attrs.resize;
+    const sc_resize_attrs *a = &c->node->attrs->resize;
     const sc_desc *x = &c->in[0].desc, *y = &c->out[0].desc;
     SC_TRY(resize_mode_check(c));
     bool linear = a->mode == SC_RESIZE_LINEAR;

@@ -14,7 +14,7 @@ typedef struct {
 } resize_geom;
 
 sc_status resize_mode_check(const sc_kernel_call *c) {
-    const sc_resize_attrs *a = &c->node->attrs.resize;
+    const sc_resize_attrs *a = &c->node->attrs->resize;
     if (a->mode == SC_RESIZE_CUBIC) return cpu_errorf(c, "mode 'cubic' is not supported yet (nearest, linear are)");
     if (a->antialias && a->mode != SC_RESIZE_NEAREST) return cpu_errorf(c, "antialias is not supported yet");
     return SC_OK;
@@ -22,7 +22,7 @@ sc_status resize_mode_check(const sc_kernel_call *c) {
 
 /* scale, resized length L and roi per axis. */
 static sc_status geom_read(const sc_kernel_call *c, const resize_operands *op, resize_geom *g) {
-    const sc_resize_attrs *a = &c->node->attrs.resize;
+    const sc_resize_attrs *a = &c->node->attrs->resize;
     const sc_desc *x = op->x, *y = op->y;
     int r = x->rank, ax[SC_MAX_RANK], na = a->n_axes ? a->n_axes : r;
     if (y->rank != r) return cpu_errorf(c, "output rank %d differs from input rank %d", y->rank, r);
@@ -144,7 +144,7 @@ static void taps_fill(const sc_resize_attrs *a, const resize_geom *g, bool linea
 sc_status resize_tables_build(const sc_kernel_call *c, const resize_operands *op, bool linear, resize_tables *t) {
     resize_geom g;
     SC_TRY(geom_read(c, op, &g));
-    const sc_resize_attrs *a = &c->node->attrs.resize;
+    const sc_resize_attrs *a = &c->node->attrs->resize;
     const sc_desc *x = op->x, *y = op->y;
     int64_t total = 0;
     for (int i = 0; i < x->rank; i++) total += y->dims[i];

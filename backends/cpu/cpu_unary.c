@@ -65,7 +65,7 @@ sc_status cpu_relu(const sc_kernel_call *c) {
 }
 
 sc_status cpu_leaky_relu(const sc_kernel_call *c) {
-    float a = c->node->attrs.leaky_relu.alpha;
+    float a = c->node->attrs->leaky_relu.alpha;
     double ad = a;
     switch (c->in[0].desc.dtype) {
     case SC_F32: UNARY_LOOP(float, v >= 0.0f ? v : a * v); return SC_OK;
@@ -78,7 +78,7 @@ sc_status cpu_gelu(const sc_kernel_call *c) {
     const double k = 0.7978845608028654; /* sqrt(2 / pi) */
     const double r = 0.7071067811865476; /* 1 / sqrt(2) */
     const float kf = (float)k, rf = (float)r;
-    bool t = c->node->attrs.gelu.tanh_approx;
+    bool t = c->node->attrs->gelu.tanh_approx;
     switch (c->in[0].desc.dtype) {
     case SC_F32:
         /* tanh form as x * sigmoid(2u): (1 + tanh u) / 2 = 1 / (1 + e^(-2u)), no cancellation near

@@ -40,7 +40,7 @@ sc_status cu_gemm_rm(const cu_call *c, sc_dtype t, bool ta, bool tb, int64_t M, 
 }
 
 sc_status cu_gemm(const cu_call *c) {
-    const sc_gemm_attrs *ga = &c->node->attrs.gemm;
+    const sc_gemm_attrs *ga = &c->node->attrs->gemm;
     const sc_desc *a = &c->in[0].desc, *b = &c->in[1].desc, *y = &c->out[0].desc;
     if (a->rank != 2 || b->rank != 2 || y->rank != 2) return cu_errorf(c, "A, B and Y must be 2-D");
     int64_t M = ga->trans_a ? a->dims[1] : a->dims[0], K = ga->trans_a ? a->dims[0] : a->dims[1];

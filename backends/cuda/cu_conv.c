@@ -32,7 +32,7 @@ static bool use_cudnn(const cu_window *w) {
 }
 
 static sc_status conv_geom(const cu_call *c, const sc_desc *x, const sc_desc *wd, const sc_desc *y, cu_window *w, int64_t *G) {
-    const sc_window_attrs *wa = &c->node->attrs.window;
+    const sc_window_attrs *wa = &c->node->attrs->window;
     if (wd->rank != x->rank) return cu_errorf(c, "W rank %d differs from X rank %d", wd->rank, x->rank);
     SC_TRY(cu_window_get(c, wa, x, &wd->dims[2], y, w));
     *G = wa->group > 0 ? wa->group : 1;

@@ -103,12 +103,12 @@ sc_status cu_relu(const cu_call *c) {
     if (sc_dtype_is_float(c->in[0].desc.dtype)) return unary_float<U_RELU>(c, 0, 0);
     INT_UNARY(k_relu_int);
 }
-sc_status cu_leaky_relu(const cu_call *c) { return unary_float<U_LEAKY>(c, c->node->attrs.leaky_relu.alpha, 0); }
+sc_status cu_leaky_relu(const cu_call *c) { return unary_float<U_LEAKY>(c, c->node->attrs->leaky_relu.alpha, 0); }
 sc_status cu_sigmoid(const cu_call *c) { return unary_float<U_SIGMOID>(c, 0, 0); }
 sc_status cu_tanh(const cu_call *c) { return unary_float<U_TANH>(c, 0, 0); }
 sc_status cu_erf(const cu_call *c) { return unary_float<U_ERF>(c, 0, 0); }
 sc_status cu_gelu(const cu_call *c) {
-    return c->node->attrs.gelu.tanh_approx ? unary_float<U_GELU_TANH>(c, 0, 0) : unary_float<U_GELU>(c, 0, 0);
+    return c->node->attrs->gelu.tanh_approx ? unary_float<U_GELU_TANH>(c, 0, 0) : unary_float<U_GELU>(c, 0, 0);
 }
 sc_status cu_sqrt(const cu_call *c) { return unary_float<U_SQRT>(c, 0, 0); }
 sc_status cu_reciprocal(const cu_call *c) { return unary_float<U_RECIP>(c, 0, 0); }
@@ -445,7 +445,7 @@ sc_status cu_greater(const cu_call *c) { return compare_run<B_GT>(c, false); }
 sc_status cu_and(const cu_call *c) { return compare_run<B_AND>(c, true); }
 sc_status cu_or(const cu_call *c) { return compare_run<B_OR>(c, true); }
 sc_status cu_relu_grad(const cu_call *c) { return act_grad<0>(c); }
-sc_status cu_gelu_grad(const cu_call *c) { return c->node->attrs.gelu.tanh_approx ? act_grad<2>(c) : act_grad<1>(c); }
+sc_status cu_gelu_grad(const cu_call *c) { return c->node->attrs->gelu.tanh_approx ? act_grad<2>(c) : act_grad<1>(c); }
 
 sc_status cu_pow(const cu_call *c) {
     const sc_tensor *a = &c->in[0], *b = &c->in[1];

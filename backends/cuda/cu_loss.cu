@@ -131,7 +131,7 @@ static uint64_t dropout_key(const sc_node *node) {
     uint64_t k = mix64_h(seed + GOLDEN);
     k = mix64_h(k ^ (step + 2 * GOLDEN));
     k = mix64_h(k ^ name_hash(node->name));
-    if (node->attrs.dropout.has_seed) k = mix64_h(k ^ (uint64_t)node->attrs.dropout.seed);
+    if (node->attrs->dropout.has_seed) k = mix64_h(k ^ (uint64_t)node->attrs->dropout.seed);
     return k;
 }
 
@@ -209,7 +209,7 @@ extern "C" {
 
 /* (scores, labels[, weights]) -> (loss[, log_prob]) */
 sc_status cu_sce_loss(const cu_call *c) {
-    const sc_sce_attrs *a = &c->node->attrs.sce;
+    const sc_sce_attrs *a = &c->node->attrs->sce;
     int64_t N = 0, C = 0, D = 0;
     SC_TRY(sce_common(c, &c->in[0], &c->in[1], &N, &C, &D));
     const void *w = c->n_in > 2 ? c->in[2].data : NULL;
@@ -235,7 +235,7 @@ sc_status cu_sce_loss(const cu_call *c) {
 
 /* (dLoss, log_prob, labels[, weights]) -> dScores */
 sc_status cu_sce_loss_grad(const cu_call *c) {
-    const sc_sce_attrs *a = &c->node->attrs.sce;
+    const sc_sce_attrs *a = &c->node->attrs->sce;
     int64_t N = 0, C = 0, D = 0;
     SC_TRY(sce_common(c, &c->in[1], &c->in[2], &N, &C, &D));
     sc_dtype t = c->in[1].desc.dtype;
@@ -296,7 +296,7 @@ sc_status cu_dropout(const cu_call *c) {
 
 /* (W, G, M, lr[, grad_scale]) -> (W', M') in place */
 sc_status cu_sgd_update(const cu_call *c) {
-    const sc_sgd_attrs *a = &c->node->attrs.sgd;
+    const sc_sgd_attrs *a = &c->node->attrs->sgd;
     int64_t n = 0;
     const int idx[2] = {1, 2};
     SC_TRY(optim_check(c, idx, 2, &n));
@@ -320,7 +320,7 @@ sc_status cu_sgd_update(const cu_call *c) {
 
 /* (W, G, M, V, lr, step[, grad_scale]) -> (W', M', V') in place */
 sc_status cu_adamw_update(const cu_call *c) {
-    const sc_adamw_attrs *a = &c->node->attrs.adamw;
+    const sc_adamw_attrs *a = &c->node->attrs->adamw;
     int64_t n = 0;
     const int idx[3] = {1, 2, 3};
     SC_TRY(optim_check(c, idx, 3, &n));

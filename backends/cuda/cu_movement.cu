@@ -216,7 +216,7 @@ extern "C" {
 
 sc_status cu_transpose(const cu_call *c) {
     const sc_desc *x = &c->in[0].desc, *y = &c->out[0].desc;
-    const sc_transpose_attrs *ta = &c->node->attrs.transpose;
+    const sc_transpose_attrs *ta = &c->node->attrs->transpose;
     int64_t st[SC_MAX_RANK];
     strides_of(x, st);
     strided_geom g = {};
@@ -231,8 +231,8 @@ sc_status cu_transpose(const cu_call *c) {
     return strided_run(c, &g, sc_dtype_size(x->dtype), c->in[0].data, c->out[0].data, sc_desc_numel(y), false);
 }
 
-sc_status cu_concat(const cu_call *c) { return pieces_move(c, &c->out[0], c->in, c->n_in, c->node->attrs.axis.axis, true); }
-sc_status cu_split(const cu_call *c) { return pieces_move(c, &c->in[0], c->out, c->n_out, c->node->attrs.axis.axis, false); }
+sc_status cu_concat(const cu_call *c) { return pieces_move(c, &c->out[0], c->in, c->n_in, c->node->attrs->axis.axis, true); }
+sc_status cu_split(const cu_call *c) { return pieces_move(c, &c->in[0], c->out, c->n_out, c->node->attrs->axis.axis, false); }
 
 sc_status cu_slice(const cu_call *c) {
     strided_geom g;
@@ -250,9 +250,9 @@ sc_status cu_slice_grad(const cu_call *c) {
 }
 
 static sc_status gather_geom(const cu_call *c, const sc_desc *data, const sc_desc *idx, int64_t *K, int64_t *A, int64_t *J, int *axis) {
-    int64_t a = c->node->attrs.axis.axis;
+    int64_t a = c->node->attrs->axis.axis;
     if (a < 0) a += data->rank;
-    if (a < 0 || a >= data->rank) return cu_errorf(c, "axis %lld out of range for rank %d", (long long)c->node->attrs.axis.axis, data->rank);
+    if (a < 0 || a >= data->rank) return cu_errorf(c, "axis %lld out of range for rank %d", (long long)c->node->attrs->axis.axis, data->rank);
     if (idx->dtype != SC_I32 && idx->dtype != SC_I64) return cu_errorf(c, "indices must be i32 or i64");
     *K = sc_desc_numel(idx);
     *A = data->dims[a];
@@ -305,7 +305,7 @@ sc_status cu_pad(const cu_call *c) {
     if (npads != 2 * naxes) return cu_errorf(c, "pads must be %lld values, got %lld", (long long)(2 * naxes), (long long)npads);
     pad_geom g = {};
     g.rank = r;
-    g.mode = (int)c->node->attrs.pad.mode;
+    g.mode = (int)c->node->attrs->pad.mode;
     strides_of(x, g.xst);
     for (int d = 0; d < r; d++) g.xdims[d] = x->dims[d], g.ydims[d] = y->dims[d];
     for (int64_t k = 0; k < naxes; k++) {
@@ -344,7 +344,7 @@ sc_status cu_trilu(const cu_call *c) {
     }
     int64_t N = x->dims[x->rank - 2], M = x->dims[x->rank - 1], n = sc_desc_numel(x);
     if (n == 0) return SC_OK;
-    bool upper = c->node->attrs.trilu.upper;
+    bool upper = c->node->attrs->trilu.upper;
     cudaStream_t s = c->ctx->stream;
     BY_SIZE(sc_dtype_size(x->dtype), (k_trilu<T><<<cu_grid(n), CU_BLOCK, 0, s>>>((const T *)c->in[0].data, (T *)c->out[0].data, N, M, k, upper, n)));
     CU_LAUNCH_CHECK(c);
@@ -354,7 +354,7 @@ sc_status cu_trilu(const cu_call *c) {
 /* The dims are known on the host: a small pageable copy (staged by the driver before it returns). */
 sc_status cu_shape(const cu_call *c) {
     const sc_desc *x = &c->in[0].desc;
-    const sc_shape_attrs *a = &c->node->attrs.shape;
+    const sc_shape_attrs *a = &c->node->attrs->shape;
     int64_t r = x->rank, start = a->start, end = a->has_end ? a->end : r;
     if (start < 0) start += r;
     if (end < 0) end += r;
@@ -367,7 +367,7 @@ sc_status cu_shape(const cu_call *c) {
 }
 
 sc_status cu_constant_of_shape(const cu_call *c) {
-    const sc_fill_attrs *f = &c->node->attrs.fill;
+    const sc_fill_attrs *f = &c->node->attrs->fill;
     sc_status e = cu_fill_launch(c->ctx->stream, c->out[0].data, c->out[0].desc.dtype, f->value, sc_desc_numel(&c->out[0].desc));
     return e ? sc_status_prefix(e, "node '%s': ", c->node->name) : SC_OK;
 }

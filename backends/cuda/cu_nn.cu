@@ -227,7 +227,7 @@ static void *out_at(const cu_call *c, int k) { return k < c->n_out ? c->out[k].d
 
 /* x: the pooled input's desc, y: the pooled output's desc. */
 static sc_status pool_window(const cu_call *c, const sc_desc *x, const sc_desc *y, pwin *pw) {
-    const sc_window_attrs *wa = &c->node->attrs.window;
+    const sc_window_attrs *wa = &c->node->attrs->window;
     if (!wa->has_kernel_shape && wa->n_spatial == 0) return cu_errorf(c, "kernel_shape is missing");
     cu_window w;
     SC_TRY(cu_window_get(c, wa, x, wa->kernel_shape, y, &w));
@@ -246,7 +246,7 @@ sc_status cu_max_pool(const cu_call *c) {
     pwin w;
     SC_TRY(pool_window(c, x, y, &w));
     int64_t *ind = (int64_t *)out_at(c, 1);
-    if (ind && (c->out[1].desc.dtype != SC_I64 || c->node->attrs.window.storage_order != 0))
+    if (ind && (c->out[1].desc.dtype != SC_I64 || c->node->attrs->window.storage_order != 0))
         return cu_errorf(c, "Indices must be int64 with storage_order 0 (column-major Indices not supported on CUDA)");
     int64_t n = sc_desc_numel(y);
     if (n == 0) return SC_OK;
@@ -261,7 +261,7 @@ sc_status cu_average_pool(const cu_call *c) {
     FLOAT_ONLY(x->dtype);
     pwin w;
     SC_TRY(pool_window(c, x, y, &w));
-    bool inc = c->node->attrs.window.count_include_pad;
+    bool inc = c->node->attrs->window.count_include_pad;
     int64_t n = sc_desc_numel(y);
     if (n == 0) return SC_OK;
     if (x->dtype == SC_F32) k_avg_pool<float><<<cu_grid(n), CU_BLOCK, 0, c->ctx->stream>>>(w, (const float *)c->in[0].data, (float *)c->out[0].data, inc, n);
@@ -280,7 +280,7 @@ static sc_status pool_grad(const cu_call *c, bool is_max) {
     int64_t b = sc_desc_bytes(x), n = sc_desc_numel(dy);
     if (b > 0) CU_CHECK(c, cudaMemsetAsync(c->out[0].data, 0, (size_t)b, c->ctx->stream));
     if (n == 0) return SC_OK;
-    bool inc = c->node->attrs.window.count_include_pad;
+    bool inc = c->node->attrs->window.count_include_pad;
     cudaStream_t s = c->ctx->stream;
     if (x->dtype == SC_F32) {
         if (is_max) k_max_pool_grad<float><<<cu_grid(n), CU_BLOCK, 0, s>>>(w, (const float *)c->in[0].data, (const float *)c->in[1].data, (float *)c->out[0].data, n);
@@ -297,7 +297,7 @@ sc_status cu_max_pool_grad(const cu_call *c) { return pool_grad(c, true); }
 sc_status cu_average_pool_grad(const cu_call *c) { return pool_grad(c, false); }
 
 sc_status cu_batch_norm(const cu_call *c) {
-    const sc_batch_norm_attrs *ba = &c->node->attrs.batch_norm;
+    const sc_batch_norm_attrs *ba = &c->node->attrs->batch_norm;
     const sc_desc *x = &c->in[0].desc;
     sc_dtype t = x->dtype;
     FLOAT_ONLY(t);
@@ -344,7 +344,7 @@ sc_status cu_batch_norm_grad(const cu_call *c) {
     SC_TRY(cu_scratch(c, 4 * C * (int64_t)sizeof(double), &buf));
     double *coef = (double *)buf;
     cudaStream_t s = c->ctx->stream;
-    double eps = c->node->attrs.batch_norm.epsilon;
+    double eps = c->node->attrs->batch_norm.epsilon;
 #define BNG(T)                                                                                             \
     k_bn_grad_stats<T><<<(unsigned)C, cu_row_threads(S > 256 ? 256 : S), 0, s>>>((const T *)c->in[0].data, (const T *)c->in[1].data, \
         (const T *)c->in[2].data, N, C, S, eps, (T *)out_at(c, 1), (T *)out_at(c, 2), coef);               \

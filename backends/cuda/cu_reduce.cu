@@ -77,7 +77,7 @@ static sc_status reduce_run(const cu_call *c, bool mean) {
         SC_TRY(cu_read_i64(c, 1, axes, &n_axes, SC_MAX_RANK));
     bool reduced[SC_MAX_RANK] = {false};
     if (n_axes == 0) {
-        if (c->node->attrs.reduce.noop_with_empty_axes) return cu_copy_input(c);
+        if (c->node->attrs->reduce.noop_with_empty_axes) return cu_copy_input(c);
         for (int d = 0; d < x->rank; d++) reduced[d] = true;
     }
     for (int64_t k = 0; k < n_axes; k++) {
@@ -142,7 +142,7 @@ __global__ void k_softmax(const T *a, const T *b, T *y, int64_t rows, int64_t n,
 }
 
 template <int OP> static sc_status softmax_run(const cu_call *c) {
-    const sc_axis_attrs *aa = &c->node->attrs.axis;
+    const sc_axis_attrs *aa = &c->node->attrs->axis;
     bool grad = OP >= SM_SOFTMAX_GRAD;
     const sc_desc *x = &c->in[grad ? 1 : 0].desc;
     int rank = x->rank > 0 ? x->rank : 1;
@@ -288,7 +288,7 @@ sc_status cu_softmax_grad(const cu_call *c) { return softmax_run<SM_SOFTMAX_GRAD
 sc_status cu_log_softmax_grad(const cu_call *c) { return softmax_run<SM_LOG_SOFTMAX_GRAD>(c); }
 
 sc_status cu_layer_norm(const cu_call *c) {
-    const sc_layer_norm_attrs *la = &c->node->attrs.layer_norm;
+    const sc_layer_norm_attrs *la = &c->node->attrs->layer_norm;
     const sc_desc *x = &c->in[0].desc;
     int axis = (int)(la->axis < 0 ? la->axis + x->rank : la->axis);
     if (axis < 0 || axis >= x->rank) return cu_errorf(c, "axis %lld out of range for rank %d", (long long)la->axis, x->rank);
@@ -318,7 +318,7 @@ sc_status cu_layer_norm(const cu_call *c) {
 }
 
 sc_status cu_layer_norm_grad(const cu_call *c) {
-    const sc_layer_norm_attrs *la = &c->node->attrs.layer_norm;
+    const sc_layer_norm_attrs *la = &c->node->attrs->layer_norm;
     const sc_desc *dy = &c->in[0].desc, *x = &c->in[1].desc, *s = &c->in[2].desc;
     sc_dtype t = x->dtype;
     int axis = (int)(la->axis < 0 ? la->axis + x->rank : la->axis);

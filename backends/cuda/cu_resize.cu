@@ -146,7 +146,7 @@ template <typename T> static void grad_launch(cudaStream_t s, const cu_resize_ta
 
 sc_status cu_resize(const cu_call *c) {
     const sc_desc *x = &c->in[0].desc, *y = &c->out[0].desc;
-    bool linear = c->node->attrs.resize.mode == SC_RESIZE_LINEAR;
+    bool linear = c->node->attrs->resize.mode == SC_RESIZE_LINEAR;
     if (linear && x->dtype != SC_F32 && x->dtype != SC_F64)
         return cu_errorf(c, "linear mode supports f32 and f64, not %s", sc_dtype_name(x->dtype));
     if (y->dtype != x->dtype) return cu_errorf(c, "Y's dtype %s differs from X's %s", sc_dtype_name(y->dtype), sc_dtype_name(x->dtype));
@@ -182,7 +182,7 @@ sc_status cu_resize_grad(const cu_call *c) {
     int64_t n = sc_desc_numel(dy);
     if (n == 0) return SC_OK;
     cu_resize_taps t;
-    SC_TRY(cu_resize_taps_get(c, true, c->node->attrs.resize.mode == SC_RESIZE_LINEAR, &t));
+    SC_TRY(cu_resize_taps_get(c, true, c->node->attrs->resize.mode == SC_RESIZE_LINEAR, &t));
     if (x->dtype == SC_F32) grad_launch<float>(c->ctx->stream, t, c->in[0].data, c->out[0].data, n);
     else grad_launch<double>(c->ctx->stream, t, c->in[0].data, c->out[0].data, n);
     CU_LAUNCH_CHECK(c);

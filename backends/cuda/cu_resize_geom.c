@@ -68,7 +68,7 @@ sc_status cu_resize_taps_get(const cu_call *c, bool grad, bool linear, cu_resize
     SC_TRY(resize_tables_build(&kc, &op, linear, &tb));
     t->rank = y->rank;
     for (int i = 0; i < y->rank; i++) t->ydims[i] = y->dims[i];
-    double ev = c->node->attrs.resize.extrapolation_value;
+    double ev = c->node->attrs->resize.extrapolation_value;
     t->extrap = ev;
     /* as cpu_resize: a dtype cpu_convert does not know extrapolates with zero bytes */
     if (!linear) cpu_convert(&t->extrap_bits, x->dtype, &ev, SC_F64, 1);

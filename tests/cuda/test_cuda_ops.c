@@ -263,7 +263,7 @@ static void run_case(sc_backend *be, const op_case *oc) {
     int nid = graph_add_node(&g, oc->op, oc->what, in_ids, oc->n_in, out_ids, oc->n_out, &st);
     SC_ASSERT(nid >= 0);
     sc_node *node = &g.nodes[nid];
-    if (oc->attrs) oc->attrs(&node->attrs);
+    if (oc->attrs) oc->attrs(graph_node_attrs_mut(&g, node));
     st = sc_shape_fns[oc->op](&g, node);
     CHECK(!st, "%s: shape inference: %s", oc->what, st ? sc_status_message(st) : "");
     if (st) {
