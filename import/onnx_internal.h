@@ -43,6 +43,20 @@ typedef struct {
  * bad field starts, so the caller can tell the end (*p == end) from an error. */
 bool onnx_wire_next(const uint8_t **p, const uint8_t *end, onnx_wire_field *f);
 
+/* The number of a message's field, by name (the field must exist). */
+uint32_t onnx_field_number(const ProtobufCMessageDescriptor *d, const char *name);
+
+/* Serialized bytes appended to a growing buffer (malloc; free p). */
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} onnx_buf;
+/* Room for n more bytes at p + n; false when out of memory. */
+bool onnx_buf_reserve(onnx_buf *b, size_t n);
+bool onnx_buf_put(onnx_buf *b, const void *p, size_t n);
+/* The tag and length of a length-delimited field `number` of len bytes (the payload follows). */
+bool onnx_buf_put_len_header(onnx_buf *b, uint32_t number, size_t len);
+
 /* Where a TensorProto's bytes may come from and where the decoded data goes. */
 typedef struct {
     const char *dir;    /* folder that external data must stay inside; NULL refuses external data */

@@ -106,12 +106,6 @@ typedef struct {
     size_t in_cap;
 } load_ctx;
 
-static uint32_t field_number(const ProtobufCMessageDescriptor *d, const char *name) {
-    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, name);
-    SC_ASSERT(f);
-    return f->id;
-}
-
 static sc_status parse_failed(void) {
     return sc_errorf("not a valid ONNX model: protobuf parse failed (truncated or corrupt file)");
 }
@@ -122,7 +116,7 @@ typedef sc_status (*graph_entry_fn)(load_ctx *c, size_t idx, const ProtobufCMess
  * unpacked alone into the scratch pool. */
 static sc_status each_graph_entry(load_ctx *c, const char *name, const ProtobufCMessageDescriptor *desc,
                                   graph_entry_fn fn) {
-    uint32_t number = field_number(&onnx__graph_proto__descriptor, name);
+    uint32_t number = onnx_field_number(&onnx__graph_proto__descriptor, name);
     size_t idx = 0;
     for (int gi = 0; gi < c->n_graphs; gi++) {
         const uint8_t *p = c->graphs[gi].data, *end = p + c->graphs[gi].size;
@@ -258,7 +252,7 @@ static void node_label(const Onnx__NodeProto *np, size_t i, char *buf, size_t si
  * and from is the index sought); its label into buf. Unpacked with protobuf-c's own allocator: the
  * scratch pool still holds the node being added. Returns false when there is none. */
 static bool node_find(const load_ctx *c, size_t from, const char *name, char *buf, size_t size) {
-    uint32_t number = field_number(&onnx__graph_proto__descriptor, "node");
+    uint32_t number = onnx_field_number(&onnx__graph_proto__descriptor, "node");
     size_t idx = 0;
     for (int gi = 0; gi < c->n_graphs; gi++) {
         const uint8_t *p = c->graphs[gi].data, *end = p + c->graphs[gi].size;
@@ -439,28 +433,9 @@ static sc_status add_outputs(load_ctx *c) {
     return SC_OK;
 }
 
-/* Bytes appended to a growing buffer (the shells). */
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-} byte_buf;
-
-static bool buf_put(byte_buf *b, const uint8_t *p, size_t n) {
-    if (b->cap - b->n < n) {
-        size_t cap = b->cap ? 2 * b->cap : 4096;
-        while (cap - b->n < n) cap *= 2;
-        uint8_t *q = realloc(b->p, cap);
-        if (!q) return false;
-        b->p = q, b->cap = cap;
-    }
-    memcpy(b->p + b->n, p, n);
-    b->n += n;
-    return true;
-}
-
 /* Copies the fields of [p, end) into shell except the length-delimited fields skip_a and skip_b,
  * which are counted (*n_a, *n_b) and, for skip_a when list is given, listed. */
-static sc_status split_fields(const uint8_t *p, const uint8_t *end, byte_buf *shell, uint32_t skip_a, size_t *n_a,
+static sc_status split_fields(const uint8_t *p, const uint8_t *end, onnx_buf *shell, uint32_t skip_a, size_t *n_a,
                               uint32_t skip_b, size_t *n_b, onnx_wire_field **list) {
     onnx_wire_field f;
     while (onnx_wire_next(&p, end, &f)) {
@@ -474,7 +449,7 @@ static sc_status split_fields(const uint8_t *p, const uint8_t *end, byte_buf *sh
             ++*n_a;
         } else if (f.wire == 2 && f.number == skip_b) {
             ++*n_b;
-        } else if (!buf_put(shell, f.start, (size_t)(f.end - f.start))) {
+        } else if (!onnx_buf_put(shell, f.start, (size_t)(f.end - f.start))) {
             return sc_errorf("out of memory");
         }
     }
@@ -484,15 +459,15 @@ static sc_status split_fields(const uint8_t *p, const uint8_t *end, byte_buf *sh
 /* Unpacks the ModelProto and GraphProto shells into pool (c->gp, *mp) and lists the graph fields. */
 static sc_status unpack_shells(load_ctx *c, const uint8_t *data, size_t size, ProtobufCAllocator *pool,
                                Onnx__ModelProto **mp) {
-    byte_buf model = {0}, graph = {0};
+    onnx_buf model = {0}, graph = {0};
     size_t n_graphs = 0, none = 0;
-    sc_status st = split_fields(data, data + size, &model, field_number(&onnx__model_proto__descriptor, "graph"),
+    sc_status st = split_fields(data, data + size, &model, onnx_field_number(&onnx__model_proto__descriptor, "graph"),
                                 &n_graphs, 0, &none, &c->graphs);
     c->n_graphs = (int)n_graphs;
     for (int i = 0; i < c->n_graphs && !st; i++)
         st = split_fields(c->graphs[i].data, c->graphs[i].data + c->graphs[i].size, &graph,
-                          field_number(&onnx__graph_proto__descriptor, "node"), &c->n_node,
-                          field_number(&onnx__graph_proto__descriptor, "initializer"), &c->n_initializer, NULL);
+                          onnx_field_number(&onnx__graph_proto__descriptor, "node"), &c->n_node,
+                          onnx_field_number(&onnx__graph_proto__descriptor, "initializer"), &c->n_initializer, NULL);
     if (!st) *mp = onnx__model_proto__unpack(pool, model.n, model.p ? model.p : (const uint8_t *)"");
     if (!st && !*mp) st = parse_failed();
     if (!st && c->n_graphs) c->gp = onnx__graph_proto__unpack(pool, graph.n, graph.p ? graph.p : (const uint8_t *)"");

@@ -13,6 +13,7 @@
  * Linear in the input: each byte is visited once, by the innermost message holding it.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "import/onnx_internal.h"
@@ -109,4 +110,41 @@ bool onnx_wire_next(const uint8_t **p, const uint8_t *end, onnx_wire_field *f) {
 sc_status onnx_wire_check(const void *data, size_t size) {
     const uint8_t *p = data;
     return scan_message(p, p + size, &onnx__model_proto__descriptor, 1);
+}
+
+uint32_t onnx_field_number(const ProtobufCMessageDescriptor *d, const char *name) {
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, name);
+    SC_ASSERT(f);
+    return f->id;
+}
+
+bool onnx_buf_reserve(onnx_buf *b, size_t n) {
+    if (b->cap - b->n >= n) return true;
+    size_t cap = b->cap ? 2 * b->cap : 4096;
+    while (cap - b->n < n) cap *= 2;
+    uint8_t *q = realloc(b->p, cap);
+    if (!q) return false;
+    b->p = q, b->cap = cap;
+    return true;
+}
+
+bool onnx_buf_put(onnx_buf *b, const void *p, size_t n) {
+    if (!onnx_buf_reserve(b, n)) return false;
+    if (n) memcpy(b->p + b->n, p, n);
+    b->n += n;
+    return true;
+}
+
+static size_t varint_write(uint8_t *out, uint64_t v) {
+    size_t n = 0;
+    for (; v >= 0x80; v >>= 7) out[n++] = (uint8_t)(v | 0x80);
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
+bool onnx_buf_put_len_header(onnx_buf *b, uint32_t number, size_t len) {
+    uint8_t h[20];
+    size_t n = varint_write(h, (uint64_t)number << 3 | 2);
+    n += varint_write(h + n, len);
+    return onnx_buf_put(b, h, n);
 }
