@@ -32,7 +32,7 @@ typedef struct {
     const sc_graph *g;
     int F, k;
     int *seg, *phase, *border, *bstart; /* segments, phases, phase buckets */
-    int *runs, *run_act, R;             /* node of every run and its action */
+    int *runs, R;                       /* node of every run */
     int *out_base, n_slots;             /* first output slot of run r */
     int *slot_end;                      /* run index after which the slot's instance is freed */
     int *root;                          /* per value: storage root (in-place aliases resolved) */
@@ -48,7 +48,6 @@ static void ctx_free(lower_ctx *x) {
     free(x->border);
     free(x->bstart);
     free(x->runs);
-    free(x->run_act);
     free(x->out_base);
     free(x->slot_end);
     free(x->root);
@@ -58,26 +57,27 @@ static void ctx_free(lower_ctx *x) {
 
 static bool slot_opens(const sc_node *n, int o) { return n->out[o] >= 0 && sched_alias_input(n, o) < 0; }
 
+/* Runs of action i (as runs_build lays them out). */
+static int action_runs(const lower_ctx *x, const sc_chain *c, const sc_chain_action *a) {
+    if (a->kind == SC_CHAIN_FWD_ALL || a->kind == SC_CHAIN_FWD_DISCARD) return c->pos[a->seg + 1] - c->pos[a->seg];
+    return a->kind == SC_CHAIN_BWD ? x->bstart[a->seg + 1] - x->bstart[a->seg] : 0;
+}
+
 static sc_status runs_build(lower_ctx *x, const sc_chain *c, const sc_chain_schedule *s) {
     int64_t R = 0;
-    for (int i = 0; i < s->n; i++) {
-        int q = s->a[i].seg;
-        if (s->a[i].kind == SC_CHAIN_FWD_ALL || s->a[i].kind == SC_CHAIN_FWD_DISCARD) R += c->pos[q + 1] - c->pos[q];
-        else if (s->a[i].kind == SC_CHAIN_BWD) R += x->bstart[q + 1] - x->bstart[q];
-    }
+    for (int i = 0; i < s->n; i++) R += action_runs(x, c, &s->a[i]);
     if (R > INT_MAX / 2) return sc_errorf("the schedule runs %lld nodes, more than a plan can hold", (long long)R);
     x->R = (int)R;
     x->runs = malloc(sizeof(int) * ((size_t)R + 1));
-    x->run_act = malloc(sizeof(int) * ((size_t)R + 1));
     x->out_base = malloc(sizeof(int) * ((size_t)R + 2));
-    if (!x->runs || !x->run_act || !x->out_base) return sc_errorf("out of memory lowering %lld runs", (long long)R);
+    if (!x->runs || !x->out_base) return sc_errorf("out of memory lowering %lld runs", (long long)R);
     int r = 0;
     for (int i = 0; i < s->n; i++) {
         int q = s->a[i].seg;
         if (s->a[i].kind == SC_CHAIN_FWD_ALL || s->a[i].kind == SC_CHAIN_FWD_DISCARD) {
-            for (int p = c->pos[q]; p < c->pos[q + 1]; p++, r++) x->runs[r] = p, x->run_act[r] = i;
+            for (int p = c->pos[q]; p < c->pos[q + 1]; p++, r++) x->runs[r] = p;
         } else if (s->a[i].kind == SC_CHAIN_BWD) {
-            for (int b = x->bstart[q]; b < x->bstart[q + 1]; b++, r++) x->runs[r] = x->border[b], x->run_act[r] = i;
+            for (int b = x->bstart[q]; b < x->bstart[q + 1]; b++, r++) x->runs[r] = x->border[b];
         }
     }
     int64_t slots = 0;
@@ -91,12 +91,19 @@ static sc_status runs_build(lower_ctx *x, const sc_chain *c, const sc_chain_sche
     return SC_OK;
 }
 
+/* The action that run r belongs to (error messages only: a walk over the actions). */
+static int run_action(const lower_ctx *x, const sc_chain *c, const sc_chain_schedule *s, int r) {
+    for (int i = 0, end = 0; i < s->n; i++)
+        if ((end += action_runs(x, c, &s->a[i])) > r) return i;
+    return s->n - 1;
+}
+
 static const char *act_name(sc_chain_action_kind k) {
     return k == SC_CHAIN_FWD_ALL ? "FWD_ALL" : k == SC_CHAIN_FWD_DISCARD ? "FWD_DISCARD" : "BWD";
 }
 
 /* Every read of a computed value must follow a run producing it. */
-static sc_status reads_check(lower_ctx *x, const sc_chain_schedule *s) {
+static sc_status reads_check(lower_ctx *x, const sc_chain *c, const sc_chain_schedule *s) {
     const sc_graph *g = x->g;
     bool *made = calloc((size_t)g->n_values + 1, 1);
     if (!made) return sc_errorf("out of memory lowering");
@@ -106,10 +113,11 @@ static sc_status reads_check(lower_ctx *x, const sc_chain_schedule *s) {
         for (int j = 0; j < n->n_in && !st; j++) {
             int v = n->in[j] >= 0 ? x->root[n->in[j]] : -1;
             if (v >= 0 && !(x->vflag[v] & VF_PERSISTENT) && !made[v]) {
-                sc_chain_action a = s->a[x->run_act[r]];
+                int ai = run_action(x, c, s, r);
+                sc_chain_action a = s->a[ai];
                 st = sc_errorf("lowering: node '%s' (run by action %d, %s(%d)) reads '%s', which no earlier action "
                                "produced (its producer '%s' is in %s %d)",
-                               n->name, x->run_act[r], act_name(a.kind), a.seg, g->values[v].name,
+                               n->name, ai, act_name(a.kind), a.seg, g->values[v].name,
                                g->nodes[g->values[v].producer].name,
                                g->values[v].producer < x->F ? "segment" : "backward phase",
                                x->phase[g->values[v].producer]);
@@ -156,43 +164,36 @@ static sc_status ends_compute(lower_ctx *x) {
     return SC_OK;
 }
 
+/* Frees are bucketed by the run they follow (a counting sort of the slots by end, filled from the
+ * back so that each bucket lists its slots in ascending order and fcount[r + 1] ends up at bucket
+ * r's start). slot_end is reused for each slot's interval once the slot is reached (a free only ever
+ * names a slot opened at or before its run). */
 static sc_status steps_emit(lower_ctx *x, sc_plan *plan) {
     const sc_graph *g = x->g;
     int n_fixed = 0, n_free = 0;
     for (int v = 0; v < g->n_values; v++) n_fixed += sched_needs_fixed(g, v);
-    /* frees bucketed by the run they follow */
     int *fcount = calloc((size_t)x->R + 2, sizeof(int));
     if (!fcount) return sc_errorf("out of memory lowering");
     for (int sl = 0; sl < x->n_slots; sl++)
         if (x->slot_end[sl] >= 0 && x->slot_end[sl] != END_OF_PLAN) fcount[x->slot_end[sl] + 1]++, n_free++;
     for (int r = 0; r < x->R; r++) fcount[r + 1] += fcount[r];
+    fcount[x->R + 1] = n_free;
     int *flist = malloc(sizeof(int) * ((size_t)n_free + 1));
-    int *slot_iv = malloc(sizeof(int) * ((size_t)x->n_slots + 1));
     plan->n_steps = x->R + n_free;
     plan->steps = malloc(sizeof(sc_step) * ((size_t)plan->n_steps + 1));
     plan->intervals = malloc(sizeof(sc_interval) * ((size_t)n_fixed + x->n_slots + 1));
-    if (!flist || !slot_iv || !plan->steps || !plan->intervals) {
+    if (!flist || !plan->steps || !plan->intervals) {
         free(fcount);
         free(flist);
-        free(slot_iv);
         return sc_errorf("out of memory for a plan of %d steps", plan->n_steps);
     }
-    int *ffill = calloc((size_t)x->R + 1, sizeof(int));
-    if (!ffill) {
-        free(fcount);
-        free(flist);
-        free(slot_iv);
-        return sc_errorf("out of memory lowering");
-    }
-    for (int r = 0; r < x->R; r++)
-        for (int sl = x->out_base[r]; sl < x->out_base[r + 1]; sl++)
-            if (x->slot_end[sl] >= 0 && x->slot_end[sl] != END_OF_PLAN)
-                flist[fcount[x->slot_end[sl]] + ffill[x->slot_end[sl]]++] = sl;
-    free(ffill);
+    for (int sl = x->n_slots - 1; sl >= 0; sl--)
+        if (x->slot_end[sl] >= 0 && x->slot_end[sl] != END_OF_PLAN) flist[--fcount[x->slot_end[sl] + 1]] = sl;
     int last_step = plan->n_steps - 1, ni = 0, ns = 0;
     for (int v = 0; v < g->n_values; v++)
         if (sched_needs_fixed(g, v))
             plan->intervals[ni++] = (sc_interval){v, 0, sched_value_bytes(g, v), 0, last_step};
+    int *slot_iv = x->slot_end;
     for (int r = 0; r < x->R; r++) {
         const sc_node *n = &g->nodes[x->runs[r]];
         int first = -1;
@@ -200,13 +201,13 @@ static sc_status steps_emit(lower_ctx *x, sc_plan *plan) {
             int sl = x->out_base[r] + o;
             if (!slot_opens(n, o)) continue;
             if (first < 0) first = ni;
-            slot_iv[sl] = ni;
             int end = x->slot_end[sl] == END_OF_PLAN ? last_step : -1;
+            slot_iv[sl] = ni;
             plan->intervals[ni++] = (sc_interval){n->out[o], 0, x->vbytes[n->out[o]], ns, end};
         }
         plan->steps[ns++] = (sc_step){SC_STEP_RUN, x->runs[r], -1, -1, first};
-        for (int f = fcount[r]; f < fcount[r + 1]; f++) {
-            int sl = flist[f], iv = slot_iv[sl];
+        for (int f = fcount[r + 1]; f < fcount[r + 2]; f++) {
+            int iv = slot_iv[flist[f]];
             plan->intervals[iv].end = ns;
             plan->steps[ns++] = (sc_step){SC_STEP_FREE, -1, plan->intervals[iv].value, -1, -1};
         }
@@ -216,7 +217,6 @@ static sc_status steps_emit(lower_ctx *x, sc_plan *plan) {
     plan->n_fixed_intervals = n_fixed;
     free(fcount);
     free(flist);
-    free(slot_iv);
     return SC_OK;
 }
 
@@ -288,7 +288,7 @@ sc_status plan_lower(const sc_graph *g, const sc_training_graph *tg, const sc_ch
     memset(&x, 0, sizeof x);
     sc_status st = ctx_init(&x, g, tg, c);
     if (!st) st = runs_build(&x, c, s);
-    if (!st) st = reads_check(&x, s);
+    if (!st) st = reads_check(&x, c, s);
     if (!st) st = ends_compute(&x);
     if (!st) st = steps_emit(&x, plan);
     if (!st) st = stats_fill(&x, m, plan);
