@@ -3,7 +3,9 @@
  * The "device" is one aligned malloc of the plan's arena, refused when it exceeds the capacity.
  * Copies go through a FIFO served by one copy thread (pthread, mutex + condition variable), so an
  * OFFLOAD or PREFETCH overlaps the RUN steps that follow it until its WAIT. Transfers complete in
- * the order they were started, so "transfer t finished" is "done >= t". run_node is cpu_run_node.
+ * the order they were started, so "transfer t finished" is "done >= t". A small copy with nothing
+ * pending may be done at once by the caller (backend_cpu_set_inline_copies); it completes in order
+ * too. run_node is cpu_run_node.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -31,6 +33,7 @@ typedef struct {
     int64_t q_cap, q_head, q_tail; /* ring buffer of pending jobs: [head, tail) */
     int64_t issued, done;
     int64_t h2d, d2h;
+    int64_t inline_max; /* backend_cpu_set_inline_copies */
     bool stop;
 } cpu_ctx;
 
@@ -75,6 +78,13 @@ static void cpu_arena_destroy(sc_backend *b) {
 
 static sc_status copy_start(cpu_ctx *c, void *dst, const void *src, int64_t bytes, int64_t *transfer) {
     pthread_mutex_lock(&c->mu);
+    if (bytes <= c->inline_max && c->q_head == c->q_tail) { /* the thread is idle: no handoff */
+        memcpy(dst, src, (size_t)bytes);
+        *transfer = ++c->issued;
+        c->done++;
+        pthread_mutex_unlock(&c->mu);
+        return SC_OK;
+    }
     if (c->q_tail - c->q_head == c->q_cap) {
         int64_t cap = c->q_cap * 2;
         copy_job *q = malloc(sizeof *q * (size_t)cap);
@@ -175,6 +185,13 @@ static const sc_backend_i cpu_iface = {
     .params_changed = cpu_params_changed_hook,
     .destroy = cpu_destroy,
 };
+
+void backend_cpu_set_inline_copies(sc_backend *b, int64_t max_bytes) {
+    cpu_ctx *c = b->ctx;
+    pthread_mutex_lock(&c->mu);
+    c->inline_max = max_bytes;
+    pthread_mutex_unlock(&c->mu);
+}
 
 sc_status backend_cpu_create(int64_t capacity, sc_backend **out) {
     *out = NULL;

@@ -15,6 +15,9 @@
  *     write-back from the host copy gives statistics bit-identical to the store-everything run;
  *   - the bytes a session moves for outputs: those still resident at the end are copied device ->
  *     host, offloaded ones are read from their host copy (already counted by the plan's OFFLOAD).
+ * Every other run has the CPU backend do copies inline while nothing is pending
+ * (backend_cpu_set_inline_copies, as the trainer does for small copies), the rest through the copy
+ * thread; both must give the same bits.
  * Debug builds also run plan_exec's in-flight transfer assert on every step. Fails through the exit
  * code.
  */
@@ -191,7 +194,9 @@ static void run_plan(const char *what, pt_model *m, const sc_plan *p, int64_t ca
                      int64_t *h2d, int64_t *d2h) {
     sc_backend *be = NULL;
     sc_plan_session *s = NULL;
+    static int runs;
     sc_status st = backend_cpu_create(capacity > 0 ? capacity : p->arena_bytes, &be);
+    if (!st) backend_cpu_set_inline_copies(be, runs++ % 2 ? INT64_MAX : 0);
     if (!st) st = plan_session_create(be, &m->g, p, &s);
     for (int step = 1; !st && step <= STEPS; step++) {
         pt_feeds f;

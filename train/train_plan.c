@@ -79,7 +79,9 @@ static sc_status backend_open(const sc_trainer *t, const sc_plan *p, int64_t bud
 #endif
     if (t->cfg.device != SC_DEVICE_CPU)
         return sc_errorf("internal: device %s is not resolved or not built", sc_device_name(t->cfg.device));
-    return backend_cpu_create(budget > 0 ? budget : p->arena_bytes, be);
+    SC_TRY(backend_cpu_create(budget > 0 ? budget : p->arena_bytes, be));
+    backend_cpu_set_inline_copies(*be, SC_CPU_INLINE_COPY_DEFAULT);
+    return SC_OK;
 }
 
 void train_plan_close(sc_trainer *t) {
