@@ -155,6 +155,11 @@ typedef struct {
 static cpu_prim_list conv_entries; /* conv_entry *, keyed by conv_key (their first member) */
 static conv_weight *conv_weights;
 static int n_conv_weights, cap_conv_weights;
+/* Weight pointer -> conv_weights index + 1 (0: empty), open addressing. A deep model caches one
+ * reorder per convolution weight (500k at depth 250000), and a scan per call was quadratic: a
+ * store-everything step of that model ran for over ten minutes in the scan. */
+static int *cw_index;
+static size_t cw_index_cap;
 
 static void conv_entry_free(conv_entry *e) {
     if (e->conv) dnnl_primitive_destroy(e->conv);
@@ -172,6 +177,38 @@ static void conv_cache_clear(void) {
     conv_entries.n = 0;
     for (int i = 0; i < n_conv_weights; i++) dnnl_memory_destroy(conv_weights[i].mem);
     n_conv_weights = 0;
+    if (cw_index) memset(cw_index, 0, cw_index_cap * sizeof *cw_index);
+}
+
+static size_t cw_hash(const void *p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    return (size_t)(x ^ (x >> 33));
+}
+
+/* Indexes conv_weights[0, n_conv_weights) into a table of cap slots (a power of two). */
+static bool cw_index_rebuild(size_t cap) {
+    int *idx = calloc(cap, sizeof *idx);
+    if (!idx) return false;
+    for (int i = 0; i < n_conv_weights; i++) {
+        size_t j = cw_hash(conv_weights[i].ptr) & (cap - 1);
+        while (idx[j]) j = (j + 1) & (cap - 1);
+        idx[j] = i + 1;
+    }
+    free(cw_index);
+    cw_index = idx;
+    cw_index_cap = cap;
+    return true;
+}
+
+static conv_weight *cw_find(const float *w, const dnnl_memory_desc_t *md) {
+    for (size_t j = cw_index_cap ? cw_hash(w) & (cw_index_cap - 1) : 0; cw_index_cap && cw_index[j];
+         j = (j + 1) & (cw_index_cap - 1)) {
+        conv_weight *c = &conv_weights[cw_index[j] - 1];
+        if (c->ptr == w && dnnl_memory_desc_equal(&c->md, md)) return c;
+    }
+    return NULL;
 }
 
 void cpu_conv_set_layout(cpu_conv_layout layout) {
@@ -321,14 +358,15 @@ static sc_status conv_weight_get(const sc_kernel_call *call, dnnl_engine_t eng, 
         return SC_OK;
     }
     uint64_t fp = weight_fingerprint(w, numel);
-    conv_weight *cw = NULL;
-    for (int i = 0; i < n_conv_weights && !cw; i++)
-        if (conv_weights[i].ptr == w && dnnl_memory_desc_equal(&conv_weights[i].md, &e->wei_md)) cw = &conv_weights[i];
+    conv_weight *cw = cw_find(w, &e->wei_md);
     if (cw && cw->fingerprint == fp && cw->epoch == cpu_params_epoch()) {
         *out = cw->mem;
         return SC_OK;
     }
     if (!cw) {
+        if ((size_t)(n_conv_weights + 1) * 2 > cw_index_cap &&
+            !cw_index_rebuild(cw_index_cap ? 2 * cw_index_cap : 128))
+            return cpu_errorf(call, "out of memory for the weight cache");
         if (n_conv_weights == cap_conv_weights) {
             int cap = cap_conv_weights ? 2 * cap_conv_weights : 64;
             conv_weight *p = realloc(conv_weights, (size_t)cap * sizeof *p);
@@ -340,7 +378,9 @@ static sc_status conv_weight_get(const sc_kernel_call *call, dnnl_engine_t eng, 
         cw->ptr = w;
         cw->md = e->wei_md;
         SC_TRY(memory_new(call, eng, &e->wei_md, DNNL_MEMORY_ALLOCATE, &cw->mem));
-        n_conv_weights++;
+        size_t j = cw_hash(w) & (cw_index_cap - 1);
+        while (cw_index[j]) j = (j + 1) & (cw_index_cap - 1);
+        cw_index[j] = ++n_conv_weights;
     }
     dnnl_primitive_t r;
     SC_TRY(reorder_create(call, eng, &e->user_wei_md, &e->wei_md, &r));
