@@ -79,3 +79,21 @@ int sc_strmap_put_new_hashed(sc_strmap *m, const char *key, unsigned h, int val)
     m->slots[i] = (sc_strmap_slot){key, h, val};
     return -1;
 }
+
+/* Backward-shift deletion: the entries after the hole that could live in it (their home is not in
+ * the cyclic range (hole, their slot]) move back, so every probe still ends at the first empty slot. */
+bool sc_strmap_remove(sc_strmap *m, const char *key) {
+    if (!m->cap) return false;
+    size_t mask = m->cap - 1, hole = slot_find(m, key, (unsigned)hash_str(key));
+    if (!m->slots[hole].key) return false;
+    for (size_t j = (hole + 1) & mask; m->slots[j].key; j = (j + 1) & mask) {
+        size_t home = m->slots[j].hash & mask;
+        bool stays = hole < j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (stays) continue;
+        m->slots[hole] = m->slots[j];
+        hole = j;
+    }
+    m->slots[hole] = (sc_strmap_slot){0};
+    m->count--;
+    return true;
+}

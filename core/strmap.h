@@ -36,6 +36,8 @@ int sc_strmap_put_new(sc_strmap *m, const char *key, int val);
 unsigned sc_strmap_hash(const char *key);
 static inline size_t sc_strmap_home(const sc_strmap *m, unsigned h) { return h & (m->cap - 1); }
 bool sc_strmap_reserve(sc_strmap *m, size_t n);
+/* Removes key; false when it was absent. */
+bool sc_strmap_remove(sc_strmap *m, const char *key);
 int sc_strmap_put_new_hashed(sc_strmap *m, const char *key, unsigned h, int val);
 
 #endif

@@ -196,6 +196,15 @@ const char *graph_unique_name(sc_graph *g, const char *base) {
     }
 }
 
+sc_status graph_value_rename_unique(sc_graph *g, int id) {
+    const char *old = g->values[id].name, *name = graph_unique_name(g, old);
+    if (!name) return sc_errorf("out of memory renaming '%s'", old);
+    sc_strmap_remove(&g->by_name, old);
+    if (sc_strmap_put_new(&g->by_name, name, id) == -2) return sc_errorf("out of memory renaming '%s'", old);
+    g->values[id].name = name;
+    return SC_OK;
+}
+
 void graph_names_defer(sc_graph *g) {
     if (g->names_deferred++ == 0) g->first_pending = g->n_values;
 }

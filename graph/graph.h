@@ -112,6 +112,9 @@ const char *graph_unique_name(sc_graph *g, const char *base);
 /* Adds a value named graph_unique_name(g, base); while names are deferred, named base as it is and
  * made unique by graph_names_resolve. Returns the id, or -1 with *st set (out of memory). */
 int graph_add_value_unique(sc_graph *g, const char *base, sc_value_kind kind, const sc_desc *desc, sc_status *st);
+/* Renames value id to graph_unique_name(g, <its name>) ("<name>_<k>"), freeing its name for another
+ * value (the importer renames a constant it made when a later node output claims the name). */
+sc_status graph_value_rename_unique(sc_graph *g, int id);
 /* Deferred naming, for builders that add millions of values (autodiff at depth 250000: 9M values,
  * one cache and TLB miss each in a 512 MB name map when checked one by one). Between defer and
  * resolve (nestable), graph_add_value_unique does not look the name up, and graph_find_value does

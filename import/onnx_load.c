@@ -284,24 +284,33 @@ static sc_status resolve_input(load_ctx *c, size_t idx, const char *label, const
                      name);
 }
 
+/* A value the importer made (a constant from an attribute, import/canonical.c), not a file's. */
+static bool importer_made(const load_ctx *c, int id) {
+    size_t k = (size_t)(id - c->first_node_value);
+    return id >= c->first_node_value && (k >= c->value_node_n || c->value_node[k] < 0);
+}
+
 /* Adds output `name` of node idx. A name taken already is reported naming both producers, or the
- * initializer or graph input it clashes with. */
+ * initializer or graph input it clashes with; a constant the importer named (before this node's
+ * outputs were known) is renamed instead, since the file's name wins. */
 static sc_status add_output(load_ctx *c, size_t idx, const char *label, const char *name, sc_value_kind kind,
                             const sc_desc *desc, int *id) {
     sc_status st = SC_OK;
     *id = graph_add_value(c->g, name, kind, desc, &st);
+    int prev = *id < 0 ? graph_find_value(c->g, name) : -1;
+    if (prev >= 0 && importer_made(c, prev)) {
+        sc_status_free(st);
+        st = graph_value_rename_unique(c->g, prev);
+        if (!st) *id = graph_add_value(c->g, name, kind, desc, &st);
+        prev = -1;
+    }
     if (*id < 0) {
-        int prev = graph_find_value(c->g, name);
         if (prev < 0) return sc_status_prefix(st, "node '%s': ", label);
         sc_status_free(st);
-        char first[300] = "?";
         if (prev < c->first_node_value)
             return sc_errorf("node '%s': output '%s' is already an initializer or graph input", label, name);
-        size_t k = (size_t)(prev - c->first_node_value);
-        if (k >= c->value_node_n || c->value_node[k] < 0)
-            return sc_errorf("node '%s': output '%s' is the name of a constant made from an earlier node's attribute",
-                             label, name);
-        node_find(c, (size_t)c->value_node[k], NULL, first, sizeof first);
+        char first[300] = "?";
+        node_find(c, (size_t)c->value_node[prev - c->first_node_value], NULL, first, sizeof first);
         return sc_errorf("value '%s' is produced twice: by node '%s' and by node '%s'", name, first, label);
     }
     size_t k = (size_t)(*id - c->first_node_value);

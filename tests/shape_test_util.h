@@ -110,7 +110,7 @@ static sc_attrs *t_attrs(int node) {
 
 /* Runs node id's shape function. A shape function sets interned attributes (the defaults it
  * resolved); a node with private attributes gets them copied back into its private copy. */
-static sc_status t_shape(int id) {
+static inline sc_status t_shape(int id) {
     sc_attrs *mine = G.nodes[id].attrs == t_private[id] ? (sc_attrs *)t_private[id] : NULL;
     sc_status st = sc_shape_fns[G.nodes[id].op](&G, &G.nodes[id]);
     if (mine) {

@@ -338,6 +338,43 @@ static void test_tensor_errors(void) {
     expect_fail(&t, "rank.onnx", "rank 9 exceeds", "'W'");
 }
 
+/* A constant the importer makes from an attribute (Dropout-11's ratio -> "drop_ratio") is named
+ * before later node outputs are known: a later node output of that name keeps it, and the constant
+ * is renamed. */
+static void test_importer_constant_renamed(void) {
+    tiny_model t;
+    tiny_init(&t, 11);
+    Onnx__AttributeProto a = ONNX__ATTRIBUTE_PROTO__INIT, *ap[1] = {&a};
+    a.name = "ratio";
+    a.has_type = 1;
+    a.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    a.has_f = 1;
+    a.f = 0.25f;
+    t.nodes[1].name = "drop";
+    t.nodes[1].op_type = "Dropout";
+    t.nodes[1].n_attribute = 1;
+    t.nodes[1].attribute = ap;
+    char *r_in[1] = {"Y"}, *r_out[1] = {"drop_ratio"};
+    t.nodes[2].name = "r2";
+    t.nodes[2].op_type = "Relu";
+    t.nodes[2].n_input = 1;
+    t.nodes[2].input = r_in;
+    t.nodes[2].n_output = 1;
+    t.nodes[2].output = r_out;
+    t.graph.n_node = 3;
+    t.y.name = "drop_ratio";
+    char path[512];
+    tiny_write(&t, "constant_renamed.onnx", path, sizeof path);
+    sc_model *m = load_ok(path);
+    if (!m) return;
+    sc_graph *g = &m->graph;
+    int out = graph_find_value(g, "drop_ratio"), ratio = graph_find_value(g, "drop_ratio_1");
+    CHECK(out >= 0 && g->values[out].kind == SC_VALUE_ACT && g->values[out].is_output);
+    CHECK(ratio >= 0 && g->values[ratio].kind == SC_VALUE_CONST && *(float *)g->values[ratio].data == 0.25f);
+    CHECK(g->n_nodes == 3 && g->nodes[1].op == SC_OP_DROPOUT && g->nodes[1].n_in >= 2 && g->nodes[1].in[1] == ratio);
+    sc_model_free(m);
+}
+
 static void test_graph_errors(void) {
     tiny_model t;
     tiny_init(&t, 13);
@@ -812,6 +849,7 @@ int main(void) {
     test_file_errors();
     test_tensor_errors();
     test_graph_errors();
+    test_importer_constant_renamed();
     test_external_errors();
     test_external_ok();
     test_features();

@@ -302,6 +302,45 @@ static void test_deferred_names_match(void) {
     }
 }
 
+/* sc_strmap_remove (backward-shift deletion) on a map small enough that probe runs wrap around:
+ * after removing a pseudo-random half, every kept key is found with its value and no removed one. */
+static void test_strmap_remove(void) {
+    enum { N = 3000 };
+    static char keys[N][16];
+    sc_strmap m;
+    sc_strmap_init(&m);
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i * 7919 % 10007);
+        CHECK(sc_strmap_put(&m, keys[i], i), "put %s", keys[i]);
+    }
+    bool gone[N] = {false};
+    uint64_t r = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < N; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        if (r & 1) gone[i] = sc_strmap_remove(&m, keys[i]);
+    }
+    CHECK(!sc_strmap_remove(&m, "absent"), "removing an absent key");
+    size_t kept = 0;
+    for (int i = 0; i < N; i++) {
+        kept += !gone[i];
+        CHECK(sc_strmap_get(&m, keys[i]) == (gone[i] ? -1 : i), "%s: got %d", keys[i], sc_strmap_get(&m, keys[i]));
+    }
+    CHECK(m.count == kept, "count %zu, kept %zu", m.count, kept);
+    sc_strmap_free(&m);
+}
+
+/* A renamed value frees its name for another. */
+static void test_rename_value(void) {
+    t_reset();
+    int a = t_act("a");
+    t_act("a_1");
+    EXPECT_OK(graph_value_rename_unique(&G, a));
+    check_name(a, "a_2");
+    CHECK(graph_find_value(&G, "a") < 0, "the old name is still mapped");
+    int b = t_act("a");
+    check_name(b, "a");
+}
+
 int main(void) {
     graph_init(&G);
     test_bind();
@@ -312,6 +351,8 @@ int main(void) {
     test_fold_params_never();
     test_deferred_names();
     test_deferred_names_match();
+    test_strmap_remove();
+    test_rename_value();
     graph_free(&G);
     if (t_failures) {
         fprintf(stderr, "test_passes: %d failures\n", t_failures);
