@@ -196,12 +196,16 @@ const char *graph_unique_name(sc_graph *g, const char *base) {
     }
 }
 
+/* The old name is unmapped only when it is this value's (a pending value clashed with another's);
+ * the producing node, when it carries the value's name, is renamed with it. */
 sc_status graph_value_rename_unique(sc_graph *g, int id) {
-    const char *old = g->values[id].name, *name = graph_unique_name(g, old);
+    sc_value *v = &g->values[id];
+    const char *old = v->name, *name = graph_unique_name(g, old);
     if (!name) return sc_errorf("out of memory renaming '%s'", old);
-    sc_strmap_remove(&g->by_name, old);
+    if (sc_strmap_get(&g->by_name, old) == id) sc_strmap_remove(&g->by_name, old);
     if (sc_strmap_put_new(&g->by_name, name, id) == -2) return sc_errorf("out of memory renaming '%s'", old);
-    g->values[id].name = name;
+    if (v->producer >= 0 && !strcmp(g->nodes[v->producer].name, old)) g->nodes[v->producer].name = name;
+    v->name = name;
     return SC_OK;
 }
 
@@ -229,17 +233,6 @@ static pending_name *sort_by_home(pending_name *a, pending_name *tmp, int n, uns
     return a;
 }
 
-/* A pending value whose name was taken: "<name>_<k>", k the smallest free; its producer, when it
- * carries the value's name, is renamed with it. */
-static sc_status name_rename(sc_graph *g, int id) {
-    sc_value *v = &g->values[id];
-    const char *old = v->name, *name = graph_unique_name(g, old);
-    if (!name || sc_strmap_put_new(&g->by_name, name, id) == -2) return sc_errorf("out of memory naming '%s'", old);
-    if (v->producer >= 0 && !strcmp(g->nodes[v->producer].name, old)) g->nodes[v->producer].name = name;
-    v->name = name;
-    return SC_OK;
-}
-
 static int cmp_int(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
 
 /* Enters the pending names in home-slot order: consecutive inserts probe neighbouring slots, so the
@@ -256,7 +249,7 @@ static sc_status names_enter(sc_graph *g, pending_name *keys, pending_name *tmp,
         if (had >= 0) clash[n_clash++] = sorted[i].id;
     }
     qsort(clash, (size_t)n_clash, sizeof *clash, cmp_int);
-    for (int i = 0; i < n_clash; i++) SC_TRY(name_rename(g, clash[i]));
+    for (int i = 0; i < n_clash; i++) SC_TRY(graph_value_rename_unique(g, clash[i]));
     return SC_OK;
 }
 

@@ -113,7 +113,8 @@ const char *graph_unique_name(sc_graph *g, const char *base);
  * made unique by graph_names_resolve. Returns the id, or -1 with *st set (out of memory). */
 int graph_add_value_unique(sc_graph *g, const char *base, sc_value_kind kind, const sc_desc *desc, sc_status *st);
 /* Renames value id to graph_unique_name(g, <its name>) ("<name>_<k>"), freeing its name for another
- * value (the importer renames a constant it made when a later node output claims the name). */
+ * value (the importer renames a constant it made when a later node output claims the name), and its
+ * producer with it when the node carries the value's name. */
 sc_status graph_value_rename_unique(sc_graph *g, int id);
 /* Deferred naming, for builders that add millions of values (autodiff at depth 250000: 9M values,
  * one cache and TLB miss each in a 512 MB name map when checked one by one). Between defer and

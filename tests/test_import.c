@@ -338,18 +338,24 @@ static void test_tensor_errors(void) {
     expect_fail(&t, "rank.onnx", "rank 9 exceeds", "'W'");
 }
 
+/* A FLOAT attribute. */
+static Onnx__AttributeProto float_attr(const char *name, float f) {
+    Onnx__AttributeProto a = ONNX__ATTRIBUTE_PROTO__INIT;
+    a.name = (char *)name;
+    a.has_type = 1;
+    a.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    a.has_f = 1;
+    a.f = f;
+    return a;
+}
+
 /* A constant the importer makes from an attribute (Dropout-11's ratio -> "drop_ratio") is named
  * before later node outputs are known: a later node output of that name keeps it, and the constant
  * is renamed. */
 static void test_importer_constant_renamed(void) {
     tiny_model t;
     tiny_init(&t, 11);
-    Onnx__AttributeProto a = ONNX__ATTRIBUTE_PROTO__INIT, *ap[1] = {&a};
-    a.name = "ratio";
-    a.has_type = 1;
-    a.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
-    a.has_f = 1;
-    a.f = 0.25f;
+    Onnx__AttributeProto a = float_attr("ratio", 0.25f), *ap[1] = {&a};
     t.nodes[1].name = "drop";
     t.nodes[1].op_type = "Dropout";
     t.nodes[1].n_attribute = 1;
@@ -446,12 +452,7 @@ static void test_graph_errors(void) {
 
     /* Softmax's axis as a FLOAT attribute. */
     tiny_init(&t, 13);
-    Onnx__AttributeProto a = ONNX__ATTRIBUTE_PROTO__INIT, *ap[1] = {&a};
-    a.name = "axis";
-    a.has_type = 1;
-    a.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
-    a.has_f = 1;
-    a.f = 1.0f;
+    Onnx__AttributeProto a = float_attr("axis", 1.0f), *ap[1] = {&a};
     t.nodes[1].op_type = "Softmax";
     t.nodes[1].n_attribute = 1;
     t.nodes[1].attribute = ap;
