@@ -110,38 +110,76 @@ template <typename T> __global__ void k_avg_pool(pwin w, const T *x, T *y, bool 
     }
 }
 
-template <typename T> __global__ void k_max_pool_grad(pwin w, const T *dy, const T *x, T *dx, int64_t n) {
+/* The gradients gather instead of scattering: one thread per element of dX sums the outputs whose
+ * window covers it, in increasing output order, in T: the CPU's scatter (cpu_pool.c walks the
+ * outputs in order and adds to dX) gives the same sums, and unlike atomics the result does not
+ * depend on thread timing, so a recomputed node repeats its bits (the plan invariant).
+ * f(o0, o1, o2) is called for each covering output position; along dim d those are
+ * o = (i + pb - t dil) / stride for the taps t whose numerator is a non-negative multiple of the
+ * stride, in increasing o (decreasing t). */
+template <typename F> __device__ __forceinline__ void for_covering(const pwin &w, const int64_t *i, F f) {
+    for (int64_t t0 = w.k[0] - 1; t0 >= 0; t0--) {
+        int64_t n0 = i[0] + w.pb[0] - t0 * w.dil[0];
+        if (n0 < 0 || n0 % w.stride[0] || n0 / w.stride[0] >= w.out[0]) continue;
+        for (int64_t t1 = w.k[1] - 1; t1 >= 0; t1--) {
+            int64_t n1 = i[1] + w.pb[1] - t1 * w.dil[1];
+            if (n1 < 0 || n1 % w.stride[1] || n1 / w.stride[1] >= w.out[1]) continue;
+            for (int64_t t2 = w.k[2] - 1; t2 >= 0; t2--) {
+                int64_t n2 = i[2] + w.pb[2] - t2 * w.dil[2];
+                if (n2 < 0 || n2 % w.stride[2] || n2 / w.stride[2] >= w.out[2]) continue;
+                f(n0 / w.stride[0], n1 / w.stride[1], n2 / w.stride[2]);
+            }
+        }
+    }
+}
+
+/* Input element e -> plane nc and position per dim. */
+__device__ __forceinline__ void input_pos(const pwin &w, int64_t e, int64_t *nc, int64_t *i) {
+    i[2] = e % w.in[2];
+    i[1] = (e / w.in[2]) % w.in[1];
+    i[0] = (e / (w.in[2] * w.in[1])) % w.in[0];
+    *nc = e / (w.in[2] * w.in[1] * w.in[0]);
+}
+
+/* Pass 1 of MaxPool's gradient: the in-plane index of each window's first maximum (-1: none). */
+template <typename T> __global__ void k_max_pool_arg(pwin w, const T *x, int64_t *arg, int64_t n) {
     int64_t S = w.in[0] * w.in[1] * w.in[2];
     GRID_STRIDE(e, n) {
         int64_t nc, o[3];
         pool_pos(w, e, &nc, o);
         T m;
-        int64_t arg = max_tap(w, x + nc * S, o, &m);
-        if (arg >= 0) atomicAdd(&dx[nc * S + arg], dy[e]);
+        arg[e] = max_tap(w, x + nc * S, o, &m);
+    }
+}
+
+/* Pass 2: dX[p] = sum of dY over the covering windows whose maximum is p. */
+template <typename T> __global__ void k_max_pool_grad(pwin w, const T *dy, const int64_t *arg, T *dx, int64_t n) {
+    int64_t O = w.out[0] * w.out[1] * w.out[2];
+    GRID_STRIDE(e, n) {
+        int64_t nc, i[3];
+        input_pos(w, e, &nc, i);
+        int64_t p = (i[0] * w.in[1] + i[1]) * w.in[2] + i[2];
+        T acc = 0;
+        for_covering(w, i, [&](int64_t o0, int64_t o1, int64_t o2) {
+            int64_t q = nc * O + (o0 * w.out[1] + o1) * w.out[2] + o2;
+            if (arg[q] == p) acc += dy[q];
+        });
+        dx[e] = acc;
     }
 }
 
 template <typename T> __global__ void k_avg_pool_grad(pwin w, const T *dy, T *dx, bool include_pad, int64_t n) {
-    int64_t S = w.in[0] * w.in[1] * w.in[2];
+    int64_t O = w.out[0] * w.out[1] * w.out[2];
     GRID_STRIDE(e, n) {
-        int64_t nc, o[3];
-        pool_pos(w, e, &nc, o);
-        int64_t cnt = avg_count(w, o, include_pad);
-        if (cnt == 0) continue;
-        T g = dy[e] / (T)cnt;
-        for (int64_t t0 = 0; t0 < w.k[0]; t0++) {
-            int64_t i0 = o[0] * w.stride[0] - w.pb[0] + t0 * w.dil[0];
-            if (i0 < 0 || i0 >= w.in[0]) continue;
-            for (int64_t t1 = 0; t1 < w.k[1]; t1++) {
-                int64_t i1 = o[1] * w.stride[1] - w.pb[1] + t1 * w.dil[1];
-                if (i1 < 0 || i1 >= w.in[1]) continue;
-                for (int64_t t2 = 0; t2 < w.k[2]; t2++) {
-                    int64_t i2 = o[2] * w.stride[2] - w.pb[2] + t2 * w.dil[2];
-                    if (i2 < 0 || i2 >= w.in[2]) continue;
-                    atomicAdd(&dx[nc * S + (i0 * w.in[1] + i1) * w.in[2] + i2], g);
-                }
-            }
-        }
+        int64_t nc, i[3];
+        input_pos(w, e, &nc, i);
+        T acc = 0;
+        for_covering(w, i, [&](int64_t o0, int64_t o1, int64_t o2) {
+            int64_t o[3] = {o0, o1, o2};
+            int64_t cnt = avg_count(w, o, include_pad);
+            if (cnt > 0) acc += dy[nc * O + (o0 * w.out[1] + o1) * w.out[2] + o2] / (T)cnt;
+        });
+        dx[e] = acc;
     }
 }
 
@@ -277,19 +315,23 @@ static sc_status pool_grad(const cu_call *c, bool is_max) {
     if (dy->dtype != x->dtype) return cu_errorf(c, "dY and X dtypes differ");
     pwin w;
     SC_TRY(pool_window(c, x, dy, &w));
-    int64_t b = sc_desc_bytes(x), n = sc_desc_numel(dy);
-    if (b > 0) CU_CHECK(c, cudaMemsetAsync(c->out[0].data, 0, (size_t)b, c->ctx->stream));
-    if (n == 0) return SC_OK;
+    int64_t n = sc_desc_numel(dy), nx = sc_desc_numel(x);
+    if (nx == 0) return SC_OK;
     bool inc = c->node->attrs->window.count_include_pad;
     cudaStream_t s = c->ctx->stream;
-    if (x->dtype == SC_F32) {
-        if (is_max) k_max_pool_grad<float><<<cu_grid(n), CU_BLOCK, 0, s>>>(w, (const float *)c->in[0].data, (const float *)c->in[1].data, (float *)c->out[0].data, n);
-        else k_avg_pool_grad<float><<<cu_grid(n), CU_BLOCK, 0, s>>>(w, (const float *)c->in[0].data, (float *)c->out[0].data, inc, n);
-    } else {
-        if (is_max) k_max_pool_grad<double><<<cu_grid(n), CU_BLOCK, 0, s>>>(w, (const double *)c->in[0].data, (const double *)c->in[1].data, (double *)c->out[0].data, n);
-        else k_avg_pool_grad<double><<<cu_grid(n), CU_BLOCK, 0, s>>>(w, (const double *)c->in[0].data, (double *)c->out[0].data, inc, n);
-    }
+    int64_t *arg = NULL;
+    if (is_max && n > 0) SC_TRY(cu_scratch(c, n * (int64_t)sizeof(int64_t), (void **)&arg));
+#define POOL_GRAD(T)                                                                                       \
+    if (is_max) {                                                                                          \
+        if (n > 0) k_max_pool_arg<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(w, (const T *)c->in[1].data, arg, n); \
+        CU_LAUNCH_CHECK(c);                                                                                \
+        k_max_pool_grad<T><<<cu_grid(nx), CU_BLOCK, 0, s>>>(w, (const T *)c->in[0].data, arg, (T *)c->out[0].data, nx); \
+    } else {                                                                                               \
+        k_avg_pool_grad<T><<<cu_grid(nx), CU_BLOCK, 0, s>>>(w, (const T *)c->in[0].data, (T *)c->out[0].data, inc, nx); \
+    }                                                                                                      \
     CU_LAUNCH_CHECK(c);
+    if (x->dtype == SC_F32) { POOL_GRAD(float) } else { POOL_GRAD(double) }
+#undef POOL_GRAD
     return SC_OK;
 }
 

@@ -1,0 +1,45 @@
+/* Internals shared by the pieces of the CUDA emulator (tests/cuda_emu): the runtime
+ * (emu_runtime.cpp), the kernel engine (emu_device.h), cuBLAS (emu_cublas.cpp) and cuDNN
+ * (emu_cudnn.cpp). C++ only.
+ *
+ * Work enqueued on a stream (kernels, copies, library calls) is a closure that runs later, when a
+ * synchronising call needs it, in an order the scheduler picks among the streams whose next item
+ * may run (emu_runtime.cpp). Closures must therefore capture everything by value: pointers to
+ * device memory are fine, host scalars (alpha, beta) must be copied at enqueue time.
+ */
+#ifndef SC_EMU_INTERNAL_H
+#define SC_EMU_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+#include <functional>
+
+namespace emu {
+
+/* Queues fn on stream s (NULL = the legacy default stream); `what` names it in messages. */
+void enqueue(cudaStream_t s, const char *what, std::function<void()> fn);
+
+/* True when [p, p + bytes) lies inside one cudaMalloc allocation. */
+bool is_device(const void *p, size_t bytes);
+/* True when [p, p + bytes) lies inside one cudaHostAlloc allocation. */
+bool is_pinned(const void *p, size_t bytes);
+
+/* A fault found while running enqueued work (a kernel's bad access pattern, a library misuse that
+ * real hardware would only report asynchronously): printed to stderr with `what` and made the
+ * sticky error that the next synchronising call returns, like a device-side fault. */
+void fault(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* True once a fault happened: the context is lost, later work is dropped and every call fails. */
+bool has_fault(void);
+
+/* Records e as the error cudaGetLastError / cudaPeekAtLastError return next. */
+void set_last_error(cudaError_t e);
+
+/* Reports a misuse found when a call is made (argument errors): printed to stderr when
+ * SCORCH_CUDA_EMU_VERBOSE=1, so tests that provoke errors on purpose stay quiet. */
+void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+} // namespace emu
+
+#endif
