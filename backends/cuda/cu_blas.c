@@ -23,6 +23,9 @@ sc_status cu_gemm_rm(const cu_call *c, sc_dtype t, bool ta, bool tb, int64_t M, 
         return cu_errorf(c, "GEMM dims (%lld, %lld, %lld) x %lld exceed cuBLAS's int range", (long long)M, (long long)N,
                          (long long)K, (long long)batch);
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    /* K == 0 (Y = beta C) makes a K-sized leading dimension 0; cuBLAS wants every one >= 1 even
+     * when it reads nothing */
+    lda = lda > 0 ? lda : 1, ldb = ldb > 0 ? ldb : 1;
     if (t == SC_F32) {
         float al = (float)alpha, be = (float)beta;
         cublasComputeType_t ct = c->ctx->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;

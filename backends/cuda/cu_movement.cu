@@ -109,12 +109,76 @@ template <typename T> __global__ void k_gather(const T *x, const void *idx, bool
     }
 }
 
-template <typename T> __global__ void k_gather_grad(const T *dy, const void *idx, bool i64, T *dx, int64_t K, int64_t A, int64_t J, int64_t n) {
-    GRID_STRIDE(i, n) {
-        int64_t j = i % J, k = (i / J) % K, o = i / (J * K);
+/* GatherGrad without atomics, so its bits do not depend on thread timing (a float atomicAdd sums
+ * repeated indices in any order; the plan invariant needs a recomputed or replayed step to repeat
+ * its bits). The indices are bucketed by value with a counting sort whose buckets list k in
+ * increasing order, then each dX element sums its bucket in that order: the CPU's order
+ * (cpu_grad_movement.c walks k upwards), in T.
+ *   1. norm[k]: the index made non-negative, -1 when out of range; cnt[a] += 1 (integer atomics:
+ *      exact in any order)
+ *   2. start[a]: exclusive prefix sum of cnt (one block)
+ *   3. each k takes some slot of its bucket (atomics again, any order), then
+ *   4. its rank, the number of bucket members below it, gives its sorted place
+ *   5. dX[o, a, j] = sum over the bucket of dY[o, k, j]
+ * Step 4 costs each index the size of its bucket: a token repeated m times costs m^2 in all, run
+ * by m threads. */
+__global__ void k_gg_count(const void *idx, bool i64, int64_t K, int64_t A, int64_t *norm, unsigned *cnt) {
+    GRID_STRIDE(k, K) {
         int64_t ix = i64 ? ((const int64_t *)idx)[k] : ((const int32_t *)idx)[k];
         if (ix < 0) ix += A;
-        if (ix >= 0 && ix < A) atomicAdd(&dx[(o * A + ix) * J + j], dy[i]);
+        norm[k] = ix >= 0 && ix < A ? ix : -1;
+        if (norm[k] >= 0) atomicAdd(&cnt[norm[k]], 1u);
+    }
+}
+
+/* start[a] = cnt[0] + ... + cnt[a - 1], a <= A: each thread scans a chunk, thread 0 the totals. */
+__global__ void k_gg_scan(const unsigned *cnt, int64_t A, int64_t *start) {
+    __shared__ int64_t total[1024];
+    int64_t chunk = (A + blockDim.x - 1) / blockDim.x, lo = threadIdx.x * chunk;
+    int64_t hi = lo + chunk < A ? lo + chunk : A, s = 0;
+    for (int64_t a = lo; a < hi; a++) s += cnt[a];
+    total[threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int64_t run = 0;
+        for (unsigned t = 0; t < blockDim.x; t++) {
+            int64_t v = total[t];
+            total[t] = run;
+            run += v;
+        }
+        start[A] = run;
+    }
+    __syncthreads();
+    s = total[threadIdx.x];
+    for (int64_t a = lo; a < hi; a++) {
+        start[a] = s;
+        s += cnt[a];
+    }
+}
+
+__global__ void k_gg_fill(const int64_t *norm, int64_t K, const int64_t *start, unsigned *fill, int64_t *any) {
+    GRID_STRIDE(k, K) {
+        if (norm[k] >= 0) any[start[norm[k]] + atomicAdd(&fill[norm[k]], 1u)] = k;
+    }
+}
+
+__global__ void k_gg_rank(const int64_t *norm, int64_t K, const int64_t *start, const int64_t *any, int64_t *sorted) {
+    GRID_STRIDE(k, K) {
+        int64_t a = norm[k];
+        if (a < 0) continue;
+        int64_t below = 0;
+        for (int64_t m = start[a]; m < start[a + 1]; m++) below += any[m] < k;
+        sorted[start[a] + below] = k;
+    }
+}
+
+template <typename T>
+__global__ void k_gather_grad(const T *dy, const int64_t *start, const int64_t *sorted, T *dx, int64_t K, int64_t A, int64_t J, int64_t n) {
+    GRID_STRIDE(i, n) {
+        int64_t j = i % J, a = (i / J) % A, o = i / (J * A);
+        T acc = 0;
+        for (int64_t m = start[a]; m < start[a + 1]; m++) acc += dy[(o * K + sorted[m]) * J + j];
+        dx[i] = acc;
     }
 }
 
@@ -275,21 +339,36 @@ sc_status cu_gather(const cu_call *c) {
     return SC_OK;
 }
 
-/* (dY, indices, data) -> dData: zeros, then dData[o, idx[k], :] += dY[o, k, :]. */
+/* (dY, indices, data) -> dData: dData[o, a, :] = sum of dY[o, k, :] over idx[k] = a. */
 sc_status cu_gather_grad(const cu_call *c) {
     int64_t K = 0, A = 0, J = 0;
     int axis = 0;
     SC_TRY(gather_geom(c, &c->in[2].desc, &c->in[1].desc, &K, &A, &J, &axis));
-    int64_t b = sc_desc_bytes(&c->out[0].desc), n = sc_desc_numel(&c->in[0].desc);
-    if (b > 0) CU_CHECK(c, cudaMemsetAsync(c->out[0].data, 0, (size_t)b, c->ctx->stream));
+    sc_dtype t = c->in[0].desc.dtype;
+    if (t != SC_F32 && t != SC_F64) return cu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(t));
+    int64_t n = sc_desc_numel(&c->out[0].desc);
     if (n == 0) return SC_OK;
-    bool i64 = c->in[1].desc.dtype == SC_I64;
+    /* workspace: norm, any, sorted (K each), start (A + 1), then cnt and fill (A unsigned each) */
+    int64_t Kp = K > 0 ? K : 1;
+    void *ws = NULL;
+    SC_TRY(cu_scratch(c, (3 * Kp + A + 1) * 8 + 2 * A * 4, &ws));
+    int64_t *norm = (int64_t *)ws, *any = norm + Kp, *sorted = any + Kp, *start = sorted + Kp;
+    unsigned *cnt = (unsigned *)(start + A + 1), *fill = cnt + A;
     cudaStream_t s = c->ctx->stream;
-    switch (c->in[0].desc.dtype) {
-    case SC_F32: k_gather_grad<float><<<cu_grid(n), CU_BLOCK, 0, s>>>((const float *)c->in[0].data, c->in[1].data, i64, (float *)c->out[0].data, K, A, J, n); break;
-    case SC_F64: k_gather_grad<double><<<cu_grid(n), CU_BLOCK, 0, s>>>((const double *)c->in[0].data, c->in[1].data, i64, (double *)c->out[0].data, K, A, J, n); break;
-    default: return cu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(c->in[0].desc.dtype));
+    CU_CHECK(c, cudaMemsetAsync(cnt, 0, (size_t)(2 * A) * sizeof(unsigned), s));
+    bool i64 = c->in[1].desc.dtype == SC_I64;
+    if (K > 0) k_gg_count<<<cu_grid(K), CU_BLOCK, 0, s>>>(c->in[1].data, i64, K, A, norm, cnt);
+    CU_LAUNCH_CHECK(c);
+    k_gg_scan<<<1, 1024, 0, s>>>(cnt, A, start);
+    CU_LAUNCH_CHECK(c);
+    if (K > 0) {
+        k_gg_fill<<<cu_grid(K), CU_BLOCK, 0, s>>>(norm, K, start, fill, any);
+        CU_LAUNCH_CHECK(c);
+        k_gg_rank<<<cu_grid(K), CU_BLOCK, 0, s>>>(norm, K, start, any, sorted);
+        CU_LAUNCH_CHECK(c);
     }
+    if (t == SC_F32) k_gather_grad<float><<<cu_grid(n), CU_BLOCK, 0, s>>>((const float *)c->in[0].data, start, sorted, (float *)c->out[0].data, K, A, J, n);
+    else k_gather_grad<double><<<cu_grid(n), CU_BLOCK, 0, s>>>((const double *)c->in[0].data, start, sorted, (double *)c->out[0].data, K, A, J, n);
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

@@ -1,6 +1,7 @@
 /* Host half of Resize / ResizeGrad on the CUDA backend (contract in cu_resize.h): reads roi,
  * scales and sizes back from the device, builds the CPU's tap tables (cpu_resize_geom.c, so the
- * coordinate maths exists once) and copies them into the scratch workspace on the compute stream.
+ * coordinate maths exists once), for the gradient inverts them per axis (X index -> the outputs
+ * reading it), and copies the tables into the scratch workspace on the compute stream.
  * The copy is from pageable memory: cudaMemcpyAsync stages it before returning, so the host tables
  * can be freed at once.
  */
@@ -31,23 +32,114 @@ static sc_status input_read(const cu_call *c, int i, bool empty_ok, host_input *
     return SC_OK;
 }
 
-/* Copies the table block to the device and points t at it. */
-static sc_status tables_upload(const cu_call *c, const resize_tables *tb, const sc_desc *y, cu_resize_taps *t) {
+/* Device address of host pointer p into block hb, uploaded at db. */
+static const void *rebase(const void *p, const void *hb, void *db) {
+    return (const char *)db + ((const char *)p - (const char *)hb);
+}
+
+/* Copies the host block hb (bytes long) into the scratch workspace, at *db. */
+static sc_status block_upload(const cu_call *c, const void *hb, int64_t bytes, void **db) {
+    SC_TRY(cu_scratch(c, bytes > 0 ? bytes : 1, db));
+    if (bytes > 0) CU_CHECK(c, cudaMemcpyAsync(*db, hb, (size_t)bytes, cudaMemcpyHostToDevice, c->ctx->stream));
+    return SC_OK;
+}
+
+/* Forward: the tables as resize_tables_build laid them out. */
+static sc_status forward_upload(const cu_call *c, const resize_tables *tb, const sc_desc *y, cu_resize_taps *t) {
     int64_t total = 0;
     for (int i = 0; i < y->rank; i++) total += y->dims[i];
-    int64_t bytes = total * (int64_t)(2 * sizeof(int64_t) + sizeof(double));
-    void *dev = NULL;
-    SC_TRY(cu_scratch(c, bytes > 0 ? bytes : 1, &dev));
-    if (bytes > 0) CU_CHECK(c, cudaMemcpyAsync(dev, tb->block, (size_t)bytes, cudaMemcpyHostToDevice, c->ctx->stream));
-    const char *hb = tb->block;
-    char *db = dev;
+    void *db = NULL;
+    SC_TRY(block_upload(c, tb->block, total * (int64_t)(2 * sizeof(int64_t) + sizeof(double)), &db));
     for (int i = 0; i < y->rank; i++) {
-        t->off0[i] = (const int64_t *)(db + ((const char *)tb->off0[i] - hb));
-        t->off1[i] = (const int64_t *)(db + ((const char *)tb->off1[i] - hb));
-        t->w1[i] = (const double *)(db + ((const char *)tb->w1[i] - hb));
-        if (tb->active[i]) t->active |= 1u << i;
+        t->off0[i] = rebase(tb->off0[i], tb->block, db);
+        t->off1[i] = rebase(tb->off1[i], tb->block, db);
+        t->w1[i] = rebase(tb->w1[i], tb->block, db);
     }
     return SC_OK;
+}
+
+/* The X indices along axis i (element stride `stride` in X) that output index o passes gradient
+ * to, and their factors; returns how many. None where o is extrapolated; both taps where they
+ * differ and w1 != 0 (resize_two_taps: cpu_grad_resize.c branches exactly there), with 1 - w1 and
+ * w1 computed as resize_corner does; else off0 alone, factor 1 (the CPU leaves the axis out of
+ * the product; multiplying by 1 is exact). */
+static int grad_taps(const resize_tables *tb, int i, int64_t o, int64_t stride, int64_t p[2], double w[2]) {
+    if (tb->off0[i][o] < 0) return 0;
+    p[0] = tb->off0[i][o] / stride;
+    if (!resize_two_taps(tb, i, o)) {
+        w[0] = 1;
+        return 1;
+    }
+    p[1] = tb->off1[i][o] / stride;
+    w[0] = 1 - tb->w1[i][o];
+    w[1] = tb->w1[i][o];
+    return 2;
+}
+
+/* Axis i inverted (out outputs, in X indices): for X index p, entries beg[p] .. beg[p + 1] - 1 of
+ * os / ws, in increasing o. A counting sort: beg[p + 1] counts p's entries, the prefix sums make
+ * beg[p] p's start, the fill (o increasing, so each list comes out sorted) advances beg[p] to p's
+ * end, which is p + 1's start, so beg moves back up one place after it. */
+static void axis_invert(const resize_tables *tb, int i, int64_t out, int64_t in, int64_t stride, int64_t *beg,
+                        int64_t *os, double *ws) {
+    int64_t p[2];
+    double w[2];
+    memset(beg, 0, (size_t)(in + 1) * sizeof *beg);
+    for (int64_t o = 0; o < out; o++) {
+        int n = grad_taps(tb, i, o, stride, p, w);
+        for (int k = 0; k < n; k++) beg[p[k] + 1]++;
+    }
+    for (int64_t q = 0; q < in; q++) beg[q + 1] += beg[q];
+    for (int64_t o = 0; o < out; o++) {
+        int n = grad_taps(tb, i, o, stride, p, w);
+        for (int k = 0; k < n; k++) {
+            int64_t j = beg[p[k]]++;
+            os[j] = o;
+            ws[j] = w[k];
+        }
+    }
+    memmove(beg + 1, beg, (size_t)in * sizeof *beg);
+    beg[0] = 0;
+}
+
+/* Gradient: the inverted tables, per axis beg (in + 1), o and w (one entry per (output, tap)),
+ * built in one host block and uploaded as one. */
+static sc_status inverse_upload(const cu_call *c, const resize_tables *tb, const sc_desc *x, const sc_desc *y,
+                                cu_resize_taps *t) {
+    int r = x->rank;
+    int64_t stride[SC_MAX_RANK], cnt[SC_MAX_RANK], words = 0, s = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        int64_t p[2];
+        double w[2];
+        stride[i] = s;
+        s *= x->dims[i];
+        cnt[i] = 0;
+        for (int64_t o = 0; o < y->dims[i]; o++) cnt[i] += grad_taps(tb, i, o, stride[i], p, w);
+        words += x->dims[i] + 1 + 2 * cnt[i];
+    }
+    /* int64_t and double words alike: 8 bytes, so every array stays aligned */
+    char *hb = malloc((size_t)(words > 0 ? words : 1) * sizeof(int64_t)), *q = hb;
+    if (!hb) return cu_errorf(c, "out of memory for the resize tables");
+    int64_t *beg[SC_MAX_RANK], *os[SC_MAX_RANK];
+    double *ws[SC_MAX_RANK];
+    for (int i = 0; i < r; i++) {
+        beg[i] = (int64_t *)q;
+        q += (x->dims[i] + 1) * (int64_t)sizeof(int64_t);
+        os[i] = (int64_t *)q;
+        q += cnt[i] * (int64_t)sizeof(int64_t);
+        ws[i] = (double *)q;
+        q += cnt[i] * (int64_t)sizeof(double);
+        axis_invert(tb, i, y->dims[i], x->dims[i], stride[i], beg[i], os[i], ws[i]);
+    }
+    void *db = NULL;
+    sc_status st = block_upload(c, hb, words * (int64_t)sizeof(int64_t), &db);
+    for (int i = 0; i < r && !st; i++) {
+        t->inv_beg[i] = rebase(beg[i], hb, db);
+        t->inv_o[i] = rebase(os[i], hb, db);
+        t->inv_w[i] = rebase(ws[i], hb, db);
+    }
+    free(hb);
+    return st;
 }
 
 sc_status cu_resize_taps_get(const cu_call *c, bool grad, bool linear, cu_resize_taps *t) {
@@ -67,12 +159,16 @@ sc_status cu_resize_taps_get(const cu_call *c, bool grad, bool linear, cu_resize
     resize_tables tb;
     SC_TRY(resize_tables_build(&kc, &op, linear, &tb));
     t->rank = y->rank;
-    for (int i = 0; i < y->rank; i++) t->ydims[i] = y->dims[i];
+    for (int i = 0; i < y->rank; i++) {
+        t->ydims[i] = y->dims[i];
+        t->xdims[i] = x->dims[i];
+        if (tb.active[i]) t->active |= 1u << i;
+    }
     double ev = c->node->attrs->resize.extrapolation_value;
     t->extrap = ev;
     /* as cpu_resize: a dtype cpu_convert does not know extrapolates with zero bytes */
     if (!linear) cpu_convert(&t->extrap_bits, x->dtype, &ev, SC_F64, 1);
-    sc_status st = tables_upload(c, &tb, y, t);
+    sc_status st = grad ? inverse_upload(c, &tb, x, y, t) : forward_upload(c, &tb, y, t);
     resize_tables_free(&tb);
     return st;
 }

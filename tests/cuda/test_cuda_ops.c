@@ -3,7 +3,11 @@
  * 1. Table coverage (runs everywhere): every op has a CUDA kernel or a reason (cu_kernel_missing_reason).
  * 2. Per op (needs a GPU): a one-node graph with random inputs, output descs from shape inference;
  *    the CPU kernel (cpu_run_node, the reference) and the CUDA kernel run on the same inputs and the
- *    outputs must agree within the op's tolerance:  |cuda - cpu| <= tol * (1 + |cpu|).
+ *    outputs must agree within the op's tolerance:  |cuda - cpu| <= tol * (1 + |cpu|). Then the
+ *    node runs again over junk outputs and must repeat its bits (rerun_same_bits: what a
+ *    recomputation in a checkpointing plan does; no kernel may depend on thread timing).
+ *    On the CPU emulator of CUDA under ASan (tests/cuda_emu), the bytes between tensors are
+ *    poisoned, so a kernel reading or writing outside its tensors is reported.
  * 3. Training (needs a GPU): 3 SGD-with-momentum steps of the mlp and residual training graphs of
  *    tests/plan_test_graphs.h through plan_exec on the CPU backend and on the CUDA backend; losses
  *    and every parameter / optimizer state must agree within 1e-4 relative.
@@ -12,11 +16,12 @@
  * tests/cuda.cmake); a failure there exits 1.
  *
  * Tolerances (relative, see above), and why:
- *   1e-6  exact ops: movement, copies, comparisons, casts, Relu, Where, Pad, Gather, Dropout
- *         (the mask is bit-identical by construction), optimizers (same formulas, same order),
- *         Resize (the CPU's tap tables, corners summed in double in the CPU's order)
+ *   1e-6  exact ops: movement, copies, comparisons, casts, Relu, Where, Pad, Gather, GatherGrad
+ *         (buckets summed in the CPU's order), Dropout (the mask is bit-identical by
+ *         construction), optimizers (same formulas, same order), Resize (the CPU's tap tables,
+ *         corners summed in double in the CPU's order)
  *   1e-5  transcendental element-wise (CUDA libm vs glibc / polynomial exp on the CPU: a few ulp),
- *         ResizeGrad and GatherGrad (f32 atomics add a handful of terms in any order)
+ *         ResizeGrad (the CPU's order, but nvcc and gcc contract w * dY + acc into an FMA or not)
  *   1e-4  reductions, softmax, norms, pools, losses (summation order differs; atomics in grads)
  *   2e-4  Gemm / MatMul / Conv (cuBLAS / cuDNN blocking vs oneDNN; TF32 stays off in this test)
  */
@@ -157,6 +162,7 @@ static const op_case cases[] = {
     {SC_OP_MAX_POOL_GRAD, "max_pool_grad", 2, 1, {F32(2, 3, 5, 5), F32(2, 3, 9, 9)}, a_pool, 1e-4},
     {SC_OP_AVERAGE_POOL_GRAD, "avg_pool_grad", 2, 1, {F32(2, 3, 5, 5), F32(2, 3, 9, 9)}, a_pool, 1e-4},
     {SC_OP_GEMM, "gemm", 3, 1, {F32(7, 33), F32(5, 33), F32(5)}, a_gemm, 2e-4},
+    {SC_OP_GEMM, "gemm_k0", 3, 1, {F32(7, 0), F32(5, 0), F32(5)}, a_gemm, 1e-6}, /* Y = beta C: lda 0 is invalid */
     {SC_OP_MATMUL, "matmul_batched", 2, 1, {F32(2, 3, 4, 16), F32(3, 16, 5)}, NULL, 2e-4},
     {SC_OP_MATMUL, "matmul_partial", 2, 1, {F32(2, 1, 4, 16), F32(1, 3, 16, 5)}, NULL, 2e-4},
     {SC_OP_CONV, "conv", 3, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4)}, a_conv, 2e-4},
@@ -168,7 +174,8 @@ static const op_case cases[] = {
     {SC_OP_SLICE, "slice", 5, 1, {F32(6, 8), I64V(2, 1, -1), I64V(2, 5, 0), I64V(2, 0, 1), I64V(2, 2, -3)}, NULL, 1e-6},
     {SC_OP_SLICE_GRAD, "slice_grad", 6, 1, {F32(2, 3), F32(6, 8), I64V(2, 1, -1), I64V(2, 5, 0), I64V(2, 0, 1), I64V(2, 2, -3)}, NULL, 1e-6},
     {SC_OP_GATHER, "gather", 2, 1, {F32(10, 4), I64V(5, 3, -1, 0, 3, 9)}, NULL, 1e-6},
-    {SC_OP_GATHER_GRAD, "gather_grad", 3, 1, {F32(5, 4), I64V(5, 3, -1, 0, 3, 9), F32(10, 4)}, NULL, 1e-5},
+    {SC_OP_GATHER_GRAD, "gather_grad", 3, 1, {F32(5, 4), I64V(5, 3, -1, 0, 3, 9), F32(10, 4)}, NULL, 1e-6},
+    {SC_OP_GATHER_GRAD, "gather_grad_rep", 3, 1, {F32(8, 3), I64V(8, 2, 2, 5, 2, -3, 0, 5, 2), F32(6, 3)}, NULL, 1e-6},
     {SC_OP_PAD, "pad_reflect", 2, 1, {F32(3, 5), I64V(4, 1, 2, 2, 1)}, a_pad_reflect, 1e-6},
     {SC_OP_TRILU, "trilu", 1, 1, {F32(2, 4, 5)}, a_trilu, 1e-6},
     /* Resize: scales (x2, x1.5 up; x1.7 / x2 nearest), sizes (a downsampled axis), a tf_crop_and_resize
@@ -187,6 +194,15 @@ static const op_case cases[] = {
      {F32(1, 2, 7, 4), F32(1, 2, 4, 9), ABSENT, ABSENT, I64V(4, 1, 2, 7, 4)}, a_rs_align, 1e-5},
     {SC_OP_RESIZE_GRAD, "resize_grad_crop", 5, 1,
      {F32(1, 2, 5, 4), F32(1, 2, 6, 6), F32V(8, 0, 0, -200, 100, 1000, 1000, 1100, 900), ABSENT, I64V(4, 1, 2, 5, 4)}, a_rs_crop, 1e-5},
+    /* gradient only: dX over several blocks, three interpolated axes (the gather's odometer and
+     * weight products), a roi reaching outside X on both resized axes */
+    {SC_OP_RESIZE_GRAD, "resize_grad_up2", 5, 1,
+     {F32(2, 3, 14, 18), F32(2, 3, 7, 9), ABSENT, F32V(4, 1000, 1000, 2000, 2000), ABSENT}, a_rs_align, 1e-5},
+    {SC_OP_RESIZE_GRAD, "resize_grad_3axes", 5, 1,
+     {F32(2, 4, 7, 12), F32(2, 3, 4, 5), ABSENT, F32V(4, 1000, 1500, 1750, 2500), ABSENT}, a_rs_linear, 1e-5},
+    {SC_OP_RESIZE_GRAD, "resize_grad_crop2", 5, 1,
+     {F32(2, 3, 11, 13), F32(2, 3, 7, 9), F32V(8, 0, 0, -300, -100, 1000, 1000, 1200, 1400), ABSENT, I64V(4, 2, 3, 11, 13)},
+     a_rs_crop, 1e-5},
     {SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS, "sce", 2, 2, {F32(6, 5), {SC_I64, 1, {6}, K_LABELS, {5}}}, a_sce, 1e-4},
     {SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD, "sce_grad", 3, 1, {F32(1), F32(6, 5), {SC_I64, 1, {6}, K_LABELS, {5}}}, a_sce, 1e-4},
     {SC_OP_RELU_GRAD, "relu_grad", 2, 1, {F32(50), F32(50)}, NULL, 1e-6},
@@ -233,7 +249,20 @@ static double to_double(const sc_tensor *t, int64_t i) {
     }
 }
 
-static int64_t align64(int64_t b) { return (b + 255) / 256 * 256; }
+/* A tensor's place in the test arena: rounded up to 256 bytes, then 256 bytes of guard. */
+static int64_t slot_bytes(int64_t b) { return (b + 255) / 256 * 256 + 256; }
+
+/* On the CUDA emulator (tests/cuda_emu) under AddressSanitizer, device memory is host memory:
+ * poisoning the bytes between tensors makes any kernel read or write outside its tensors an ASan
+ * report naming the kernel, what compute-sanitizer's memcheck does per allocation on a GPU. */
+#if defined(SCORCH_CUDA_EMU) && defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+static void guard_after(void *p, int64_t b) { ASAN_POISON_MEMORY_REGION((char *)p + b, (size_t)(slot_bytes(b) - b)); }
+static void unguard(void *base, int64_t total) { ASAN_UNPOISON_MEMORY_REGION(base, (size_t)total); }
+#else
+static void guard_after(void *p, int64_t b) { (void)p, (void)b; }
+static void unguard(void *base, int64_t total) { (void)base, (void)total; }
+#endif
 
 /* Runs the node again with other bytes in its outputs (and the workspace as the first run left
  * it): the outputs must be bit-identical to the first run's. A recomputation in a checkpointing
@@ -310,11 +339,11 @@ static void run_case(sc_backend *be, const op_case *oc) {
     int64_t total = 0;
     for (int k = 0; k < oc->n_in; k++) {
         in[k] = (sc_tensor){in_ids[k] >= 0 ? g.values[in_ids[k]].desc : (sc_desc){0}, in_ids[k] >= 0 ? g.values[in_ids[k]].data : NULL};
-        total += align64(sc_desc_bytes(&in[k].desc));
+        total += slot_bytes(sc_desc_bytes(&in[k].desc));
     }
     for (int k = 0; k < oc->n_out; k++) {
         ref[k].desc = g.values[out_ids[k]].desc;
-        total += align64(sc_desc_bytes(&ref[k].desc));
+        total += slot_bytes(sc_desc_bytes(&ref[k].desc));
     }
     /* in-place optimizers: the CPU updates its own copies of W, M, V */
     sc_tensor cpu_in[8];
@@ -327,7 +356,7 @@ static void run_case(sc_backend *be, const op_case *oc) {
     }
     for (int k = 0; k < oc->n_out; k++) {
         int a = sc_op_inplace_input(oc->op, k);
-        ref[k].data = a >= 0 ? cpu_in[a].data : malloc((size_t)(align64(sc_desc_bytes(&ref[k].desc)) + 8));
+        ref[k].data = a >= 0 ? cpu_in[a].data : malloc((size_t)(slot_bytes(sc_desc_bytes(&ref[k].desc)) + 8));
     }
     cpu_set_dropout_rng(1234, 5);
     st = cpu_run_node(node, cpu_in, oc->n_in, ref, oc->n_out);
@@ -345,13 +374,16 @@ static void run_case(sc_backend *be, const op_case *oc) {
             dev_in[k].data = p;
             int64_t b = sc_desc_bytes(&in[k].desc);
             if (b > 0) st = be->iface->copy_h2d(be, p, in[k].data, b, &t);
-            p += align64(b);
+            guard_after(p, b);
+            p += slot_bytes(b);
         }
         for (int k = 0; k < oc->n_out; k++) {
             int a = sc_op_inplace_input(oc->op, k);
             dev_out[k].desc = ref[k].desc;
             dev_out[k].data = a >= 0 ? dev_in[a].data : p;
-            if (a < 0) p += align64(sc_desc_bytes(&ref[k].desc));
+            if (a >= 0) continue;
+            guard_after(p, sc_desc_bytes(&ref[k].desc));
+            p += slot_bytes(sc_desc_bytes(&ref[k].desc));
         }
         if (!st && t) st = be->iface->wait(be, t);
         if (!st) st = be->iface->run_node(be, node, dev_in, oc->n_in, dev_out, oc->n_out);
@@ -379,6 +411,7 @@ static void run_case(sc_backend *be, const op_case *oc) {
         CHECK(!st, "%s: rerun: %s", oc->what, st ? sc_status_message(st) : "");
         for (int k = 0; k < oc->n_out; k++) free(first[k].data);
         sc_status_free(st);
+        unguard(base, total);
         be->iface->arena_destroy(be);
     }
     for (int k = 0; k < oc->n_out; k++)
