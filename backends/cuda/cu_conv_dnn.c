@@ -2,8 +2,12 @@
  *
  * Descriptors are made per call (NCHW / NCDHW, packed; 1-D convolutions get a unit second spatial
  * dim, as cuDNN wants at least 2). The algorithm is the first of cuDNN's heuristic list
- * (cudnnGet*Algorithm_v7, best first) whose workspace fits what the memory cap leaves
- * (ctx->scratch_limit, else half the free memory); the workspace is the backend's scratch.
+ * (cudnnGet*Algorithm_v7, best first) that is deterministic and whose workspace fits
+ * CU_DNN_WORKSPACE_MAX; the workspace is the backend's scratch. Both conditions keep the plan
+ * invariant on the GPU: the choice depends on the convolution alone, not on the memory a plan
+ * leaves free, and the algorithm repeats its bits (cuDNN's BWD_DATA_ALGO_0 and BWD_FILTER_ALGO_0 /
+ * _3 add with atomics), so a recomputed convolution equals the first run and every plan gives the
+ * weights of `none`. The fixed cap is within the 256 MiB of scratch the backend always allows.
  * f32 runs with CUDNN_FMA_MATH unless TF32 is enabled (CUDNN_TENSOR_OP_MATH); f64 for checks.
  * Every descriptor is destroyed on every path, failures included.
  */
@@ -59,24 +63,20 @@ static sc_status descs_make(const cu_call *c, const cu_window *w, int64_t N, int
     return SC_OK;
 }
 
-static int64_t workspace_limit(const cu_call *c) {
-    if (c->ctx->scratch_limit > 0) return c->ctx->scratch_limit;
-    size_t fr = 0, total = 0;
-    if (cudaMemGetInfo(&fr, &total) != cudaSuccess) return 256ll << 20;
-    return (int64_t)fr / 2 + c->ctx->scratch_bytes;
-}
+#define CU_DNN_WORKSPACE_MAX (256ll << 20)
 
-/* The first usable algorithm of a perf list whose workspace fits. */
+/* The first usable deterministic algorithm of a perf list whose workspace fits. */
 #define PICK_ALGO(perf, n, limit, algo, ws)                                                                \
     do {                                                                                                   \
         int found_ = 0;                                                                                    \
         for (int i_ = 0; i_ < (n) && !found_; i_++)                                                        \
-            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (int64_t)(perf)[i_].memory <= (limit)) {      \
+            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (perf)[i_].determinism == CUDNN_DETERMINISTIC && \
+                (int64_t)(perf)[i_].memory <= (limit)) {                                                   \
                 (algo) = (perf)[i_].algo;                                                                  \
                 (ws) = (int64_t)(perf)[i_].memory;                                                         \
                 found_ = 1;                                                                                \
             }                                                                                              \
-        if (!found_) st = cu_errorf(c, "no cuDNN algorithm fits a workspace of %lld bytes", (long long)(limit)); \
+        if (!found_) st = cu_errorf(c, "no deterministic cuDNN algorithm fits a workspace of %lld bytes", (long long)(limit)); \
     } while (0)
 
 static sc_status fwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void *x, const void *wt, const void *b, void *y) {
@@ -86,7 +86,7 @@ static sc_status fwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void 
     sc_status st = SC_OK;
     cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
     int64_t ws = 0;
-    PICK_ALGO(perf, n, workspace_limit(c), algo, ws);
+    PICK_ALGO(perf, n, CU_DNN_WORKSPACE_MAX, algo, ws);
     if (st) return st;
     void *work = NULL;
     if (ws > 0) SC_TRY(cu_scratch(c, ws, &work));
@@ -103,7 +103,7 @@ static sc_status bwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void 
     float onef = 1, zerof = 0;
     const void *al = t == SC_F64 ? (const void *)&one : (const void *)&onef, *be = t == SC_F64 ? (const void *)&zero : (const void *)&zerof;
     sc_status st = SC_OK;
-    int64_t limit = workspace_limit(c);
+    int64_t limit = CU_DNN_WORKSPACE_MAX;
     if (dw) {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         int n = 0;

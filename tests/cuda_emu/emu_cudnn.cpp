@@ -38,6 +38,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cmath>
+#include <limits>
+
 #include <mutex>
 
 #include "emu_internal.h"
@@ -532,15 +535,15 @@ static int algo_list(conv_dir dir, const conv_geom &g, algo_info *a) {
         a[2] = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, !dilated(g), (filt / g.K) * 4 + 256, D};
         a[3] = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, true, 0, D};
         return 4;
-    case DIR_BWD_DATA:
-        a[0] = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, true, col, D};
-        a[1] = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING, false, 0, D};
-        a[2] = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, true, 0, ND};
+    case DIR_BWD_DATA: /* the atomics-based algorithms first, as cuDNN often ranks them */
+        a[0] = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, true, 0, ND};
+        a[1] = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, true, col, D};
+        a[2] = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING, false, 0, D};
         return 3;
     case DIR_BWD_FILTER:
-        a[0] = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true, col, D};
-        a[1] = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, false, 0, D};
-        a[2] = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, true, filt * es, ND};
+        a[0] = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, true, filt * es, ND};
+        a[1] = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true, col, D};
+        a[2] = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, false, 0, D};
         a[3] = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, true, 0, ND};
         return 4;
     }
@@ -711,12 +714,22 @@ static float tf32_round(float x) {
 static inline double in_v(float v, bool tf32) { return tf32 ? tf32_round(v) : v; }
 static inline double in_v(double v, bool) { return v; }
 
-/* out = alpha acc + beta out, rounded once; beta == 0 does not read out. */
+/* out = alpha acc + beta out, rounded once; beta == 0 does not read out.
+ * Real algorithms sum in different orders, so their results differ in the last bits, and the
+ * atomics-based ones differ from call to call. Modelled by rounding the other way (one ulp) for
+ * the elements a hash of (salt, element index) picks: each deterministic algorithm has its own
+ * fixed salt, a non-deterministic one a new salt per call, cudnnAddTensor none (salt 0). So a
+ * caller whose algorithm choice varies between plans, or that runs a non-deterministic one, sees
+ * its plans disagree here as they would on a GPU. */
 template <typename T>
-static inline void blend(T *out, double acc, double alpha, double beta) {
+static inline void blend(T *out, double acc, double alpha, double beta, uint64_t salt = 0, int64_t e = 0) {
     double r = alpha * acc;
     if (beta != 0) r += beta * (double)*out;
-    *out = (T)r;
+    T v = (T)r;
+    uint64_t h = (salt ^ (uint64_t)e) * 0x9E3779B97F4A7C15ull;
+    if (salt && ((h ^ (h >> 29)) >> 63) && std::isfinite(v))
+        v = std::nextafter(v, r >= (double)v ? std::numeric_limits<T>::infinity() : -std::numeric_limits<T>::infinity());
+    *out = v;
 }
 
 /* Everything a convolution needs, by value: the closure runs after the call returns. */
@@ -726,6 +739,7 @@ struct conv_job {
     void *ws;
     int64_t ws_bytes;
     double alpha, beta;
+    uint64_t salt; /* rounding of the algorithm that runs it (blend) */
 };
 
 static inline int64_t filt_tap(const conv_geom &g, int64_t r, int d) { return g.flip ? g.k[d] - 1 - r : r; }
@@ -750,7 +764,7 @@ static void conv_fwd_run(const conv_job &j) {
     const conv_geom &g = j.g;
     const T *x = (const T *)j.x, *w = (const T *)j.w;
     T *y = (T *)j.y;
-    int64_t cg = g.C / g.G, kg = g.K / g.G;
+    int64_t cg = g.C / g.G, kg = g.K / g.G, e = 0;
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t kk = 0; kk < g.K; kk++)
             for (int64_t o0 = 0; o0 < g.out[0]; o0++)
@@ -775,7 +789,7 @@ static void conv_fwd_run(const conv_job &j) {
                             }
                         }
                         blend(y + n * g.ys[0] + kk * g.ys[1] + o0 * g.ys[2] + o1 * g.ys[3] + o2 * g.ys[4], acc,
-                              j.alpha, j.beta);
+                              j.alpha, j.beta, j.salt, e++);
                     }
 }
 
@@ -786,7 +800,7 @@ static void conv_bwd_data_run(const conv_job &j) {
     const conv_geom &g = j.g;
     T *dx = (T *)j.x;
     const T *w = (const T *)j.w, *dy = (const T *)j.y;
-    int64_t cg = g.C / g.G, kg = g.K / g.G;
+    int64_t cg = g.C / g.G, kg = g.K / g.G, e = 0;
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t cf = 0; cf < g.C; cf++)
             for (int64_t i0 = 0; i0 < g.in[0]; i0++)
@@ -812,7 +826,7 @@ static void conv_bwd_data_run(const conv_job &j) {
                             }
                         }
                         blend(dx + n * g.xs[0] + cf * g.xs[1] + i0 * g.xs[2] + i1 * g.xs[3] + i2 * g.xs[4], acc,
-                              j.alpha, j.beta);
+                              j.alpha, j.beta, j.salt, e++);
                     }
 }
 
@@ -823,7 +837,7 @@ static void conv_bwd_filter_run(const conv_job &j) {
     const conv_geom &g = j.g;
     const T *x = (const T *)j.x, *dy = (const T *)j.y;
     T *dw = (T *)j.w;
-    int64_t cg = g.C / g.G, kg = g.K / g.G;
+    int64_t cg = g.C / g.G, kg = g.K / g.G, e = 0;
     for (int64_t kk = 0; kk < g.K; kk++)
         for (int64_t c = 0; c < cg; c++)
             for (int64_t r0 = 0; r0 < g.k[0]; r0++)
@@ -848,8 +862,19 @@ static void conv_bwd_filter_run(const conv_job &j) {
                                 }
                             }
                         }
-                        blend(dw + w_off(g, kk, c, r0, r1, r2), acc, j.alpha, j.beta);
+                        blend(dw + w_off(g, kk, c, r0, r1, r2), acc, j.alpha, j.beta, j.salt, e++);
                     }
+}
+
+/* blend's salt for an algorithm: fixed per (direction, algorithm) when deterministic, new on every
+ * call otherwise. */
+static uint64_t algo_salt(conv_dir dir, int algo, const conv_geom &g) {
+    static uint64_t calls;
+    algo_info a[8];
+    int n = algo_list(dir, g, a);
+    for (int i = 0; i < n; i++)
+        if (a[i].algo == algo && a[i].det == CUDNN_NON_DETERMINISTIC) return 0x8000000000000000ull | ++calls;
+    return 1 + (uint64_t)dir * 64 + (uint64_t)algo;
 }
 
 /* Common front half of the three computations: handle, geometry, scalars, algorithm, workspace
@@ -882,6 +907,7 @@ static cudnnStatus_t conv_prepare(const char *fn, conv_dir dir, cudnnHandle_t ha
     if (need > 0 && (ranges_overlap(wsr, r[1]) || ranges_overlap(wsr, r[2])))
         return bad(fn, "the workspace overlaps an input");
     j->x = x, j->w = w, j->y = y, j->ws = workSpace, j->ws_bytes = need;
+    j->salt = algo_salt(dir, algo, g);
     return CUDNN_STATUS_SUCCESS;
 }
 
