@@ -4,19 +4,27 @@
 #   2. AddressSanitizer + UBSan build in build-asan/: the C unit tests (test_*) and the ONNX
 #      conformance cases (onnx_node_*); the Python-driven whole-model tests (oracles, CLI) are left
 #      to the Release run to keep this one fast.
-#   3. Bounded importer fuzzing (scripts/fuzz_ci.sh: clang, libFuzzer, ASan/UBSan, 120 s) when clang
+#   3. The CUDA backend on the CPU emulator of CUDA (tests/cuda_emu), ASan/UBSan, in
+#      build-cuda-emu/: the tests labelled cuda (cross-backend ops, streaming plans, whole-model
+#      training against the CPU and across plans) and the device CLI test, first with the
+#      emulator's dependency-directed stream schedule, then test_plan_offload --cuda again with a
+#      random interleaving of the streams (seed printed). No GPU needed.
+#   4. Bounded importer fuzzing (scripts/fuzz_ci.sh: clang, libFuzzer, ASan/UBSan, 120 s) when clang
 #      is installed; skipped with a message otherwise.
 # Exits non-zero if any stage has a failure. Run scripts/install.sh first on a fresh machine.
 #   JOBS=N scripts/run_tests.sh      parallel ctest jobs (default 2)
 #   SKIP_ASAN=1 scripts/run_tests.sh no sanitizer run
+#   SKIP_CUDA_EMU=1 scripts/run_tests.sh  no CUDA emulator stage
 #   SKIP_FUZZ=1 scripts/run_tests.sh no fuzzing stage (FUZZ_SECONDS=N sets its length)
-#   BUILD_DIR=... ASAN_BUILD_DIR=...  other build folders (default build, build-asan)
+#   BUILD_DIR=... ASAN_BUILD_DIR=... EMU_BUILD_DIR=...  other build folders (default build,
+#                                    build-asan, build-cuda-emu)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 JOBS=${JOBS:-2}
 BUILD_DIR=${BUILD_DIR:-build}
 ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
+EMU_BUILD_DIR=${EMU_BUILD_DIR:-build-cuda-emu}
 status=0
 
 step() { echo; echo "== run_tests.sh: $*"; }
@@ -40,6 +48,24 @@ if [ "${SKIP_ASAN:-0}" != 1 ]; then
       ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j"$JOBS" -R '^(test_|onnx_node_)' || status=1
   else
     echo "run_tests.sh: sanitizer build failed" >&2
+    status=1
+  fi
+fi
+
+if [ "${SKIP_CUDA_EMU:-0}" != 1 ]; then
+  step "CUDA backend on the CPU emulator of CUDA, ASan/UBSan ($EMU_BUILD_DIR/)"
+  if cmake -S . -B "$EMU_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCORCH_CUDA_EMU=ON -DSCORCH_SANITIZE=ON &&
+     cmake --build "$EMU_BUILD_DIR" --target scorch-run test_cuda_ops test_plan_offload; then
+    emu_tests='^(test_cuda_ops|test_plan_offload_cuda|train_cuda_vs_cpu|device_cli)$'
+    step "ctest (CUDA emulator: dependency-directed schedule)"
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir "$EMU_BUILD_DIR" --output-on-failure -j"$JOBS" -R "$emu_tests" || status=1
+    seed=${SCORCH_CUDA_EMU_SEED:-$(date +%s)}
+    step "test_plan_offload --cuda (CUDA emulator: random stream interleaving, SCORCH_CUDA_EMU_SEED=$seed)"
+    ( cd "$EMU_BUILD_DIR/tests" && SCORCH_CUDA_EMU_SCHED=random SCORCH_CUDA_EMU_SEED=$seed ASAN_OPTIONS=detect_leaks=1 \
+        ./test_plan_offload --cuda | tail -3 ) || status=1
+  else
+    echo "run_tests.sh: CUDA emulator build failed" >&2
     status=1
   fi
 fi
