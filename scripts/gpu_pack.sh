@@ -16,7 +16,7 @@
 #              folder of their own so the build's RUNPATH does not shadow the device's libgomp
 #   onnx/      onnx.proto and the protoc-c bindings generated here from it; bin/protoc-c is a stand-in
 #              that copies them (the device has no protoc-c; the output is the same bytes)
-#   prebuilt/  scorch-run and test_cuda_ops built here for x86-64-v3 (any x86-64 of the last decade,
+#   prebuilt/  scorch-run, test_cuda_ops and test_plan_offload built here for x86-64-v3 (any x86-64 of the last decade,
 #              whatever this machine's -march=native is), the fallback when the native build fails
 #   MANIFEST   the commit, the uncommitted files, date and checksums the binaries were built from
 # Left out on purpose (the device has them): glibc, libstdc++, libgcc_s, cuBLAS, cuDNN, CUDA runtime.
@@ -39,14 +39,14 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=GpuPack \
   -DCMAKE_CUDA_FLAGS_GPUPACK="-O3 -DNDEBUG" >"$BUILD/configure-gpupack.log" 2>&1 ||
   { cat "$BUILD/configure-gpupack.log" >&2; exit 1; }
 grep "scorch: CUDA backend" "$BUILD/configure-gpupack.log" || { echo "gpu_pack: the CUDA backend is not part of this build" >&2; exit 1; }
-nice -n 10 ninja -C "$BUILD" scorch-run test_cuda_ops >/dev/null
+nice -n 10 ninja -C "$BUILD" scorch-run test_cuda_ops test_plan_offload >/dev/null
 
 # 2. Stage devroot/.
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 D=$STAGE/devroot
 mkdir -p "$D/include" "$D/lib" "$D/link" "$D/onnx" "$D/bin" "$D/prebuilt"
-cp "$BUILD/scorch-run" "$BUILD/tests/test_cuda_ops" "$D/prebuilt/"
+cp "$BUILD/scorch-run" "$BUILD/tests/test_cuda_ops" "$BUILD/tests/test_plan_offload" "$D/prebuilt/"
 strip --strip-unneeded "$D/prebuilt/"* 2>/dev/null || true
 # Libraries the device lacks: the ldd closure minus glibc, the C++ runtime and the CUDA libraries.
 DEVICE_HAS='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libcudnn|libcudart|libcuda\.so)'

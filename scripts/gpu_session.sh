@@ -114,7 +114,7 @@ build_native() {
     -DDNNL_LIB="$DEVROOT/link/libdnnl.so" -DONNX_PROTO="$DEVROOT/onnx/onnx.proto" \
     -DCMAKE_C_FLAGS="-isystem $DEVROOT/include $inc" -DCMAKE_CUDA_FLAGS="$inc" \
     -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$DEVROOT/lib" "${extra[@]}" &&
-    ninja -C "$BUILD" scorch-run test_cuda_ops
+    ninja -C "$BUILD" scorch-run test_cuda_ops test_plan_offload
 }
 
 build_check() {
@@ -139,6 +139,7 @@ stage_build() {
     mkdir -p "$BUILD/tests"
     cp "$DEVROOT/prebuilt/scorch-run" "$BUILD/scorch-run"
     cp "$DEVROOT/prebuilt/test_cuda_ops" "$BUILD/tests/test_cuda_ops"
+    cp "$DEVROOT/prebuilt/test_plan_offload" "$BUILD/tests/test_plan_offload"
   fi
   build_check || return 1
   ldd "$BUILD/scorch-run" | grep -E 'cublas|cudnn|dnnl|protobuf|gomp|OpenCL'
@@ -205,15 +206,21 @@ stage_test() {
   local S=$BUILD/scorch-run
   "$S" gen resnet --depth 18 --width 16 --image 64 --classes 10 -o "$TMPD/resnet.onnx" >/dev/null &&
     "$S" gen gpt --layers 2 --heads 4 --dim 128 --vocab 512 --seq 64 -o "$TMPD/gpt.onnx" >/dev/null &&
-    "$S" gen dranet --depth 50 --width 8 --image 64 --classes 5 --gamma 0.5 -o "$TMPD/dranet.onnx" >/dev/null || return 1
+    "$S" gen dranet --depth 50 --width 4 --image 16 --classes 5 --gamma 0.1 --residual-gamma 0.1 -o "$TMPD/dranet.onnx" >/dev/null || return 1
   # shellcheck disable=SC2034  # read through ${!s} in train_pair
   local cpu="--device cpu" cuda="--device $dev" capped="--device $dev --strategy sqrt --offload weights"
   train_pair resnet-cuda-vs-cpu "$TMPD/resnet.onnx" cpu cuda 2e-3 --batch 4 || rc=1
   train_pair gpt-cuda-vs-cpu "$TMPD/gpt.onnx" cpu cuda 2e-3 --batch 4 --seq 64 || rc=1
-  train_pair dranet-cuda-vs-cpu "$TMPD/dranet.onnx" cpu cuda 2e-3 --batch 2 || rc=1
+  train_pair dranet-cuda-vs-cpu "$TMPD/dranet.onnx" cpu cuda 2e-3 --batch 8 || rc=1
   train_pair gpt-capped-vs-cuda "$TMPD/gpt.onnx" cuda capped 1e-4 --batch 4 --seq 64 || rc=1
-  train_pair dranet-capped-vs-cuda "$TMPD/dranet.onnx" cuda capped 1e-4 --batch 2 || rc=1
+  train_pair dranet-capped-vs-cuda "$TMPD/dranet.onnx" cuda capped 1e-4 --batch 8 || rc=1
   grep -h "^plan " "$TMPD"/*/b.out 2>/dev/null
+  if [ "$dev" = cuda ]; then
+    # every strategy with offload on the GPU against none on the GPU, bit for bit (issue 5)
+    timeout 300 "$BUILD/tests/test_plan_offload" --cuda | tail -3
+    [ "${PIPESTATUS[0]}" = 0 ] || { echo "FAIL test_plan_offload --cuda"; rc=1; }
+    (mkdir -p "$TMPD/tc" && cd "$TMPD/tc" && timeout 400 "$PY" "$ROOT/tests/train_cuda_check.py" "$S") || rc=1
+  fi
   rm -rf "$TMPD"
   return $rc
 }
