@@ -270,22 +270,10 @@ struct gemm_job {
     bool f64, tf32, read_ab;
 };
 
-/* TF32 keeps float's 8 exponent bits and the top 10 of the 23 mantissa bits: round the low 13
- * bits away to nearest even (a carry may run into the exponent, rounding up to the next binade or
- * to infinity, as it should). NaN and infinity pass through. */
-static float tf32_round(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7f800000u) == 0x7f800000u) return x;
-    u += 0x0fffu + ((u >> 13) & 1u);
-    u &= ~0x1fffu;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
 static inline float fma_t(float a, float b, float c) { return fmaf(a, b, c); }
 static inline double fma_t(double a, double b, double c) { return fma(a, b, c); }
-static inline float in_t(float v, bool tf32) { return tf32 ? tf32_round(v) : v; }
+static inline float in_t(float v, bool tf32) { return tf32 ? emu::tf32_round(v) : v; }
 static inline double in_t(double v, bool) { return v; }
 
 /* C_b = alpha op(A_b) op(B_b) + beta C_b with one accumulator per element, summed in k order. */
@@ -312,26 +300,9 @@ static void gemm_run(const gemm_job &g) {
     }
 }
 
-/* Reads a host scalar of the compute precision; NULL and device pointers are argument errors
- * (pointer mode HOST reads them on the host, at the call). */
+/* Reads a host scalar of the compute precision (pointer mode HOST reads it at the call). */
 static bool read_scalar(const char *name, const void *p, bool f64, double *v) {
-    size_t es = f64 ? sizeof(double) : sizeof(float);
-    if (!p) {
-        emu::note("%s: %s is NULL", kGemm, name);
-        return false;
-    }
-    if (emu::is_device(p, es)) {
-        emu::note("%s: %s = %p is device memory, but the pointer mode is CUBLAS_POINTER_MODE_HOST", kGemm, name, p);
-        return false;
-    }
-    if (f64) {
-        memcpy(v, p, sizeof(double));
-    } else {
-        float f;
-        memcpy(&f, p, sizeof f);
-        *v = f;
-    }
-    return true;
+    return emu::read_host_scalar(kGemm, name, p, f64, "the pointer mode is CUBLAS_POINTER_MODE_HOST", v);
 }
 
 /* The documented INVALID_VALUE checks on sizes, operations and leading dimensions. */

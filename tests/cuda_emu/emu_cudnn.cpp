@@ -635,25 +635,9 @@ static cudnnStatus_t algo_workspace(const char *fn, conv_dir dir, int algo, cons
 
 /* ---- argument checks shared by the computations ---- */
 
-/* Reads a host scalar of the data's precision; NULL and device pointers are argument errors. */
+/* Reads a host scalar of the data's precision. */
 static bool read_scalar(const char *fn, const char *name, const void *p, bool f64, double *v) {
-    size_t es = f64 ? sizeof(double) : sizeof(float);
-    if (!p) {
-        emu::note("%s: %s is NULL", fn, name);
-        return false;
-    }
-    if (emu::is_device(p, es)) {
-        emu::note("%s: %s = %p is device memory; cuDNN reads scaling factors from host memory", fn, name, p);
-        return false;
-    }
-    if (f64) {
-        memcpy(v, p, sizeof(double));
-    } else {
-        float f;
-        memcpy(&f, p, sizeof f);
-        *v = f;
-    }
-    return true;
+    return emu::read_host_scalar(fn, name, p, f64, "cuDNN reads scaling factors from host memory", v);
 }
 
 /* A byte range some computation reads or writes. */
@@ -699,19 +683,8 @@ static bool workspace_ok(const char *fn, int64_t need, size_t size) {
 
 /* ---- the computations ---- */
 
-/* TF32 keeps float's 8 exponent bits and the top 10 mantissa bits, rounding to nearest even;
- * NaN and infinity pass through. */
-static float tf32_round(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7f800000u) == 0x7f800000u) return x;
-    u += 0x0fffu + ((u >> 13) & 1u);
-    u &= ~0x1fffu;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
-static inline double in_v(float v, bool tf32) { return tf32 ? tf32_round(v) : v; }
+static inline double in_v(float v, bool tf32) { return tf32 ? emu::tf32_round(v) : v; }
 static inline double in_v(double v, bool) { return v; }
 
 /* out = alpha acc + beta out, rounded once; beta == 0 does not read out.

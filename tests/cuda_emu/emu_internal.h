@@ -12,6 +12,8 @@
 
 #include <cuda_runtime.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include <functional>
 
@@ -30,6 +32,11 @@ bool is_pinned(const void *p, size_t bytes);
  * sticky error that the next synchronising call returns, like a device-side fault. */
 void fault(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Reads a host scalar (alpha, beta) of the given precision into *v at the call, as the libraries'
+ * host pointer mode does; NULL or a device pointer is an argument error, noted with fn, name and
+ * `host_why` (the library's rule). */
+bool read_host_scalar(const char *fn, const char *name, const void *p, bool f64, const char *host_why, double *v);
+
 /* True once a fault happened: the context is lost, later work is dropped and every call fails. */
 bool has_fault(void);
 
@@ -39,6 +46,19 @@ void set_last_error(cudaError_t e);
 /* Reports a misuse found when a call is made (argument errors): printed to stderr when
  * SCORCH_CUDA_EMU_VERBOSE=1, so tests that provoke errors on purpose stay quiet. */
 void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* TF32 keeps float's 8 exponent bits and the top 10 of the 23 mantissa bits: round the low 13
+ * bits away to nearest even (a carry may run into the exponent, rounding up to the next binade or
+ * to infinity, as it should). NaN and infinity pass through. */
+static inline float tf32_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;
+    u += 0x0fffu + ((u >> 13) & 1u);
+    u &= ~0x1fffu;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 } // namespace emu
 

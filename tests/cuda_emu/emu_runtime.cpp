@@ -327,6 +327,25 @@ void fault(const char *what, const char *fmt, ...) {
 
 bool has_fault(void) { return S().sticky != cudaSuccess; }
 
+bool read_host_scalar(const char *fn, const char *name, const void *p, bool f64, const char *host_why, double *v) {
+    if (!p) {
+        note("%s: %s is NULL", fn, name);
+        return false;
+    }
+    if (is_device(p, f64 ? sizeof(double) : sizeof(float))) {
+        note("%s: %s = %p is device memory; %s", fn, name, p, host_why);
+        return false;
+    }
+    if (f64) {
+        memcpy(v, p, sizeof(double));
+    } else {
+        float f;
+        memcpy(&f, p, sizeof f);
+        *v = f;
+    }
+    return true;
+}
+
 void set_last_error(cudaError_t e) {
     guard g;
     g.s.last = e;
