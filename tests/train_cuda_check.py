@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Training on the CUDA backend against the CPU, and every plan on it against `none` (issue 5).
 
-usage: train_cuda_check.py SCORCH_RUN        (registered by tests/cuda.cmake, label cuda)
+usage: train_cuda_check.py SCORCH_RUN [--emulated-memory SIZE]   (tests/cuda.cmake, label cuda)
 
 For a ResNet, a DRANet (the well-conditioned configuration of tests/e2e/README.md) and a GPT made
 by `scorch-run gen`: 10 steps of `scorch-run train` on the CPU and with --device cuda must give
@@ -11,14 +11,19 @@ to 1e-2 in one step, a max-pool tie or a BatchNorm over 4 values flipping); with
 checkpointing and streaming plans (sqrt + offload weights, dc + offload both under a --memory cap)
 must write an ONNX file byte-identical to the none plan's: the CUDA kernels are deterministic
 (no atomics in any gradient), so a recomputed node repeats its bits and a transfer copies them.
+With --emulated-memory (builds on the CPU emulator of CUDA only, whose device memory
+SCORCH_CUDA_EMU_MEMORY sets): on a GPU that small, `train` without --memory must say that the none
+plan does not fit, re-plan for the free memory and still write the same bytes as the roomy run.
 Without a CUDA device (or a build without the CUDA backend) prints SKIP and exits 77. On a machine
 without a GPU it runs on the CPU emulator of CUDA (tests/cuda_emu) when the build uses it.
 """
 import csv
+import os
 import subprocess
 import sys
 
 SCORCH = sys.argv[1]
+EMU_MEMORY = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--emulated-memory" else None
 STEPS = "10"
 MODELS = {
     "resnet": (["resnet", "--depth", "18", "--width", "8", "--image", "64", "--classes", "10"], ["--batch", "8", "--lr", "0.001"]),
@@ -34,8 +39,8 @@ PLANS = {
 failures = 0
 
 
-def run(args):
-    p = subprocess.run([SCORCH] + args, capture_output=True, text=True)
+def run(args, env=None):
+    p = subprocess.run([SCORCH] + args, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         print("FAIL: scorch-run %s -> %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr[-3000:]))
         sys.exit(1)
@@ -66,6 +71,20 @@ def peak_of(out):
     return None
 
 
+def small_gpu():
+    """The GPT on an emulated GPU too small for its none plan: re-planned, same bytes."""
+    env = dict(os.environ, SCORCH_CUDA_EMU_MEMORY=EMU_MEMORY)
+    p = run(["train", "gpt.onnx"] + MODELS["gpt"][1] + ["--steps", STEPS, "--seed", "3", "--device", "cuda",
+                                                       "-o", "gpt-small.onnx"], env=env)
+    said = "planning for" in p.stderr and "does not fit" not in p.stderr
+    with open("gpt-small.onnx", "rb") as f, open("gpt-cuda.onnx", "rb") as g:
+        same = f.read() == g.read()
+    plan = [l for l in p.stderr.splitlines() if l.startswith("plan ")]
+    check(said and same, "gpt on a %s GPU without --memory: %s; %s; weights %s the roomy run's" %
+          (EMU_MEMORY, "re-planned" if said else "NOT re-planned", plan[0] if plan else "no plan line",
+           "byte-identical to" if same else "DIFFER from"))
+
+
 def main():
     run(["gen"] + MODELS["gpt"][0] + ["-o", "gpt.onnx"])
     p = subprocess.run([SCORCH, "train", "gpt.onnx"] + MODELS["gpt"][1] + ["--steps", "1", "--device", "cuda", "-o",
@@ -93,6 +112,8 @@ def main():
             check(same, "%s: --device cuda %s%s: weights %s the none plan's (plan peak %s bytes)" %
                   (name, " ".join(args), " " + " ".join(cap) if cap else "", "byte-identical to" if same else "DIFFER from",
                    peak_of(o.stderr + o.stdout)))
+    if EMU_MEMORY:
+        small_gpu()
     print("%d failure(s)" % failures if failures else "PASS")
     sys.exit(1 if failures else 0)
 

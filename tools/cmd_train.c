@@ -2,8 +2,9 @@
  * trained model back as ONNX. --device cpu|cuda|auto (default auto: the GPU when this build has the
  * CUDA backend and a device is present) picks where steps run; the first line names the device.
  * --device cuda without a usable GPU stops before training with exit code 1 and the reason; on the
- * GPU every step runs a plan (strategy none without --memory), --memory is capped at the GPU's free
- * memory, and --tf32 lets cuBLAS/cuDNN use TF32.
+ * GPU every step runs a plan (strategy none without --memory, unless that does not fit the GPU's
+ * free memory: then auto strategy and streaming for it, with a warning), --memory is capped at the
+ * GPU's free memory, and --tf32 lets cuBLAS/cuDNN use TF32.
  *
  * Output: a progress line (step, loss, samples or tokens per second, elapsed, ETA), updated in place
  * on a terminal and printed every --print-every steps otherwise; at the end "loss A -> B" (the first
@@ -211,7 +212,7 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
         fprintf(stderr, "plan %s (offload %s): %d segments, %d steps, arena %s (budget %s)\n",
                 plan_strategy_name(pl->strategy), plan_offload_name(pl->offload), pl->n_segments, pl->n_steps,
                 fmt_bytes(pl->arena_bytes, a, sizeof a),
-                cfg->plan.budget ? fmt_bytes(cfg->plan.budget, b, sizeof b) : "unlimited");
+                sc_trainer_plan_options(t)->budget ? fmt_bytes(sc_trainer_plan_options(t)->budget, b, sizeof b) : "unlimited");
     }
     progress p = {.tty = isatty(2), .t0 = sc_clock_seconds(), .print_every = print_every, .unit_name = "samples", .peak_bytes = -1};
     if (p.print_every <= 0) p.print_every = total > 20 ? total / 20 : 1;

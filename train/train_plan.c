@@ -11,8 +11,10 @@
  *
  * Devices (issue 5): with cfg.device CUDA the backend is the CUDA one (built only with
  * SCORCH_HAVE_CUDA, backends/cuda/cuda.cmake), its plan budget capped at the GPU's free memory
- * (cudaMemGetInfo) before planning, so the plan fits the device it runs on; without a budget its
- * capacity is the GPU's free memory.
+ * (cudaMemGetInfo) before planning, so the plan fits the device it runs on. Without a budget the
+ * plan is the configured one (none by default) when it fits the free memory less a reserve for the
+ * kernels' workspace (gpu_fit); when it does not, the step is re-planned for that room with
+ * strategy and streaming auto, so `train model.onnx` on a GPU too small for the model still trains.
  */
 #include <string.h>
 
@@ -105,9 +107,51 @@ static sc_status session_open(sc_trainer *t, const sc_plan *p, int64_t budget, s
     return st;
 }
 
+/* The workspace the CUDA kernels may need outside the arena (cuDNN's is capped at 256 MiB), kept
+ * free when the budget is the GPU's own memory; a quarter of it on a small device. */
+#define GPU_WORKSPACE_RESERVE (256ll << 20)
+
+/* On the GPU without --memory: when the plan does not fit the free memory less the reserve,
+ * re-plan for that room with strategy and offload auto (the user's --strategy / --offload other
+ * than none are kept). */
+static sc_status gpu_fit(sc_trainer *t) {
+#ifdef SCORCH_HAVE_CUDA
+    size_t fr = 0, total = 0;
+    if (t->cfg.device != SC_DEVICE_CUDA || t->cfg.plan.budget > 0) return SC_OK;
+    if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&fr, &total) != cudaSuccess) {
+        cudaGetLastError(); /* the backend reports the error when it is created */
+        return SC_OK;
+    }
+    int64_t reserve = (int64_t)fr / 4 < GPU_WORKSPACE_RESERVE ? (int64_t)fr / 4 : GPU_WORKSPACE_RESERVE;
+    int64_t room = (int64_t)fr - reserve;
+    if (t->plan.arena_bytes <= room) return SC_OK;
+    sc_plan_options o = t->cfg.plan;
+    o.budget = room;
+    if (o.strategy == SC_STRATEGY_NONE) o.strategy = SC_STRATEGY_AUTO;
+    if (o.offload == SC_OFFLOAD_NONE) o.offload = SC_OFFLOAD_AUTO;
+    sc_log(SC_LOG_WARN, "the %s plan needs %lld bytes; the GPU has %lld free: planning for %lld bytes (%lld kept for "
+           "workspace) with --strategy %s --offload %s", plan_strategy_name(t->plan.strategy),
+           (long long)t->plan.arena_bytes, (long long)fr, (long long)room, (long long)reserve,
+           plan_strategy_name(o.strategy), plan_offload_name(o.offload));
+    sc_plan p;
+    SC_TRY(plan_build(&t->model->graph, &t->tg, &o, &p));
+    plan_free(&t->plan);
+    t->plan = p;
+    t->cfg.plan = o;
+#else
+    (void)t;
+#endif
+    return SC_OK;
+}
+
 sc_status train_plan_open(sc_trainer *t) {
     budget_cap(t, &t->cfg.plan);
     SC_TRY(plan_build(&t->model->graph, &t->tg, &t->cfg.plan, &t->plan));
+    sc_status fit = gpu_fit(t);
+    if (fit) {
+        plan_free(&t->plan);
+        return fit;
+    }
     sc_status st = session_open(t, &t->plan, t->cfg.plan.budget, &t->backend, &t->session);
     if (st) plan_free(&t->plan);
     return st;
@@ -128,6 +172,8 @@ sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds) {
 sc_status train_plan_reload(sc_trainer *t) { return t->session ? plan_session_load_params(t->session) : SC_OK; }
 
 const sc_plan *sc_trainer_plan(const sc_trainer *t) { return t->session ? &t->plan : NULL; }
+
+const sc_plan_options *sc_trainer_plan_options(const sc_trainer *t) { return &t->cfg.plan; }
 
 sc_status sc_trainer_replan(sc_trainer *t, const sc_plan_options *o) {
     if (!t->session) return sc_errorf("the session runs without a plan (use_plan is off)");

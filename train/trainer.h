@@ -105,6 +105,9 @@ sc_device sc_trainer_device(const sc_trainer *t);
 
 /* With use_plan: the plan every step runs (NULL otherwise). */
 const sc_plan *sc_trainer_plan(const sc_trainer *t);
+/* The options that plan was made with: on the GPU the budget may be its free memory (train_plan.c,
+ * gpu_fit) rather than the configured one. */
+const sc_plan_options *sc_trainer_plan_options(const sc_trainer *t);
 /* Replaces the plan by one built under o (bench); with use_plan only. When o cannot be met the status
  * is the planner's (naming the smallest feasible budget) and the current plan stays. */
 sc_status sc_trainer_replan(sc_trainer *t, const sc_plan_options *o);
