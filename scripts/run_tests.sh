@@ -8,7 +8,9 @@
 #      build-cuda-emu/: the tests labelled cuda (cross-backend ops, streaming plans, whole-model
 #      training against the CPU and across plans) and the device CLI test, first with the
 #      emulator's dependency-directed stream schedule, then test_plan_offload --cuda again with a
-#      random interleaving of the streams (seed printed). No GPU needed.
+#      random interleaving of the streams (seed printed); then test_cuda_ops under ThreadSanitizer
+#      (build-cuda-emu-tsan/: races between the threads of a block, compute-sanitizer's racecheck).
+#      No GPU needed.
 #   4. Bounded importer fuzzing (scripts/fuzz_ci.sh: clang, libFuzzer, ASan/UBSan, 120 s) when clang
 #      is installed; skipped with a message otherwise.
 # Exits non-zero if any stage has a failure. Run scripts/install.sh first on a fresh machine.
@@ -25,6 +27,7 @@ JOBS=${JOBS:-2}
 BUILD_DIR=${BUILD_DIR:-build}
 ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
 EMU_BUILD_DIR=${EMU_BUILD_DIR:-build-cuda-emu}
+EMU_TSAN_BUILD_DIR=${EMU_TSAN_BUILD_DIR:-build-cuda-emu-tsan}
 status=0
 
 step() { echo; echo "== run_tests.sh: $*"; }
@@ -66,6 +69,17 @@ if [ "${SKIP_CUDA_EMU:-0}" != 1 ]; then
         ./test_plan_offload --cuda | tail -3 ) || status=1
   else
     echo "run_tests.sh: CUDA emulator build failed" >&2
+    status=1
+  fi
+  step "test_cuda_ops under ThreadSanitizer on the CUDA emulator ($EMU_TSAN_BUILD_DIR/)"
+  tsan=-fsanitize=thread
+  if cmake -S . -B "$EMU_TSAN_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCORCH_CUDA_EMU=ON \
+       -DCMAKE_C_FLAGS=$tsan -DCMAKE_CXX_FLAGS=$tsan -DCMAKE_EXE_LINKER_FLAGS=$tsan &&
+     cmake --build "$EMU_TSAN_BUILD_DIR" --target test_cuda_ops; then
+    # one OpenMP thread: libgomp is not instrumented; a TSan report makes the exit code 66
+    ( cd "$EMU_TSAN_BUILD_DIR/tests" && OMP_NUM_THREADS=1 ./test_cuda_ops | tail -1 ) || status=1
+  else
+    echo "run_tests.sh: CUDA emulator ThreadSanitizer build failed" >&2
     status=1
   fi
 fi

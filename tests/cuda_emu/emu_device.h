@@ -126,10 +126,20 @@ template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_
     return r;
 }
 
-/* Blocks never run concurrently, so an atomic is a read-modify-write. */
+/* Blocks never run concurrently and a thread is never interrupted, so an atomic is a
+ * read-modify-write; under ThreadSanitizer it is also a synchronisation point, as on a GPU. */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
 template <class T> static inline T atomicAdd(T *p, T v) {
+#if defined(__SANITIZE_THREAD__)
+    __tsan_acquire(p);
+#endif
     T old = *p;
     *p = old + v;
+#if defined(__SANITIZE_THREAD__)
+    __tsan_release(p);
+#endif
     return old;
 }
 

@@ -5,6 +5,15 @@
  * pointer, MXCSR and the x87 control word: the System V ABI's preserved state), because glibc's
  * swapcontext makes a system call per switch and a grid is hundreds of thousands of threads.
  * Other architectures use ucontext. Stacks are 64 KiB with a guard page below, kept for reuse.
+ *
+ * Under ThreadSanitizer (an emulator build with -fsanitize=thread) every thread slot of a block is
+ * a TSan fiber, switched without implicit synchronisation, and the happens-before edges are exactly
+ * CUDA's: a barrier orders everything before it in the block (warp: in the warp) before everything
+ * after it, blocks and launches are ordered by the stream, and atomics synchronise. So two threads
+ * of a block touching the same shared or global memory, one writing, with no barrier between, is a
+ * TSan report: compute-sanitizer's racecheck, for the threads of one block (blocks run one after
+ * another here, ordered, so races between blocks are not seen). The emulator's own bookkeeping is
+ * not instrumented.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +25,17 @@
 
 #if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define EMU_TSAN 1
+#define EMU_QUIET __attribute__((no_sanitize_thread))
+/* ordering points: blocks start after the scheduler's release and end before its acquire */
+static char tsan_block_start, tsan_block_done, tsan_barrier, tsan_warp[32];
+#else
+#define EMU_TSAN 0
+#define EMU_QUIET
 #endif
 
 namespace emu {
@@ -36,6 +56,9 @@ struct fiber {
     fiber_state state;
     uint3 idx;
     int lane, warp;
+#if EMU_TSAN
+    void *tsan; /* this slot's TSan fiber, kept across blocks */
+#endif
 };
 
 enum { STACK_BYTES = 64 << 10, PAGE = 4096, MAX_THREADS = 1024 };
@@ -70,6 +93,9 @@ static struct {
     ucontext_t sched;
 #endif
     uint64_t slots[MAX_THREADS / 32][32]; /* shuffle exchange, per warp */
+#if EMU_TSAN
+    void *sched_tsan;
+#endif
     unsigned long long launches;
 } E;
 
@@ -87,7 +113,10 @@ static void *stack_of(int t) {
     return stacks[t];
 }
 
-static void to_scheduler(void) {
+EMU_QUIET static void to_scheduler(void) {
+#if EMU_TSAN
+    __tsan_switch_to_fiber(E.sched_tsan, __tsan_switch_to_fiber_no_sync);
+#endif
 #if defined(__x86_64__)
     emu_switch(&E.cur->sp, E.sched_sp);
 #else
@@ -95,14 +124,20 @@ static void to_scheduler(void) {
 #endif
 }
 
-static void fiber_main(void) {
+EMU_QUIET static void fiber_main(void) {
+#if EMU_TSAN
+    __tsan_acquire(&tsan_block_start);
+#endif
     E.body(E.arg);
+#if EMU_TSAN
+    __tsan_release(&tsan_block_done);
+#endif
     E.cur->state = F_DONE;
     to_scheduler();
     abort(); /* a finished fiber is never resumed */
 }
 
-static void fiber_init(fiber *f, int t) {
+EMU_QUIET static void fiber_init(fiber *f, int t) {
     char *base = (char *)stack_of(t);
     f->stack = base;
 #if defined(__x86_64__)
@@ -129,9 +164,13 @@ static void fiber_init(fiber *f, int t) {
     f->state = F_READY;
 }
 
-static void resume(fiber *f) {
+EMU_QUIET static void resume(fiber *f) {
     E.cur = f;
     cur_thread_idx = f->idx;
+#if EMU_TSAN
+    if (!f->tsan) f->tsan = __tsan_create_fiber(0);
+    __tsan_switch_to_fiber(f->tsan, __tsan_switch_to_fiber_no_sync);
+#endif
 #if defined(__x86_64__)
     emu_switch(&E.sched_sp, f->sp);
 #else
@@ -151,7 +190,7 @@ static unsigned warp_mask_of(int w) {
 }
 
 /* After a sweep: open the barriers every named thread reached. Returns false on a fault. */
-static bool release_barriers(void) {
+EMU_QUIET static bool release_barriers(void) {
     int at_block = 0, done = 0, at_warp = 0;
     for (int t = 0; t < E.n; t++) {
         at_block += E.threads[t].state == F_BLOCK_BARRIER;
@@ -184,7 +223,13 @@ static bool release_barriers(void) {
     return true;
 }
 
-static bool run_block(bool reverse) {
+EMU_QUIET static bool run_block(bool reverse) {
+#if EMU_TSAN
+    __tsan_release(&tsan_block_start);
+    struct done_guard {
+        ~done_guard() { __tsan_acquire(&tsan_block_done); }
+    } acquire_at_end;
+#endif
     for (int t = 0; t < E.n; t++) {
         fiber *f = &E.threads[t];
         fiber_init(f, t);
@@ -224,7 +269,10 @@ bool launch_config_ok(const char *name, dim3 g, dim3 b, size_t shmem) {
     return false;
 }
 
-void run_grid(const char *name, dim3 g, dim3 b, void (*body)(void *), void *arg) {
+EMU_QUIET void run_grid(const char *name, dim3 g, dim3 b, void (*body)(void *), void *arg) {
+#if EMU_TSAN
+    E.sched_tsan = __tsan_get_current_fiber();
+#endif
     E.n = (int)(b.x * b.y * b.z);
     E.name = name;
     E.body = body;
@@ -240,23 +288,35 @@ void run_grid(const char *name, dim3 g, dim3 b, void (*body)(void *), void *arg)
             }
 }
 
-void syncthreads(void) {
+EMU_QUIET void syncthreads(void) {
     if (!E.cur) {
         fault("__syncthreads", "called outside a kernel");
         return;
     }
+#if EMU_TSAN
+    __tsan_release(&tsan_barrier);
+#endif
     E.cur->state = F_BLOCK_BARRIER;
     to_scheduler();
+#if EMU_TSAN
+    __tsan_acquire(&tsan_barrier);
+#endif
 }
 
-static void warp_barrier(void) {
+EMU_QUIET static void warp_barrier(void) {
+#if EMU_TSAN
+    __tsan_release(&tsan_warp[E.cur->warp]);
+#endif
     E.cur->state = F_WARP_BARRIER;
     to_scheduler();
+#if EMU_TSAN
+    __tsan_acquire(&tsan_warp[E.cur->warp]);
+#endif
 }
 
-int lane_id(void) { return E.cur ? E.cur->lane : 0; }
+EMU_QUIET int lane_id(void) { return E.cur ? E.cur->lane : 0; }
 
-uint64_t shfl(unsigned mask, uint64_t bits, int src_lane) {
+EMU_QUIET uint64_t shfl(unsigned mask, uint64_t bits, int src_lane) {
     fiber *f = E.cur;
     if (!f) {
         fault("__shfl_sync", "called outside a kernel");
