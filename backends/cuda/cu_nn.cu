@@ -185,20 +185,72 @@ template <typename T> __global__ void k_avg_pool_grad(pwin w, const T *dy, T *dx
 
 /* ---- BatchNormalization ---- */
 
-template <typename T> __global__ void k_bn_stats(const T *x, int64_t N, int64_t C, int64_t S, double *mean, double *var) {
-    int64_t c = blockIdx.x;
+/* Batch statistics in two kernels, so that a channel's N * S elements are read by many blocks, not
+ * one (a ResNet-50 stem has 64 channels of 800k elements at batch 64: one block per channel would
+ * leave half an H100 idle). Each channel is cut into P chunks (bn_parts: a function of the shape
+ * alone, so the sums, and the bits, never depend on anything else); each block reduces one chunk
+ * to (mean, M2) around its own mean, two passes over its chunk in double, and one thread per
+ * channel merges the chunks in order with Chan et al.'s update (n = na + nb, d = mb - ma,
+ * m = ma + d nb / n, M2 = M2a + M2b + d^2 na nb / n). */
+static int64_t bn_parts(int64_t C, int64_t M) {
+    int64_t by_size = (M + 8191) / 8192, by_grid = (1024 + C - 1) / C;
+    int64_t p = by_size < by_grid ? by_size : by_grid;
+    return p > 0 ? p : 1;
+}
+
+/* Chunk p of P of a channel's M elements: [lo, hi). Element j is x[(j / S * C + c) * S + j % S]. */
+__device__ __forceinline__ void bn_chunk(int64_t M, int64_t P, int64_t p, int64_t *lo, int64_t *hi) {
+    *lo = M * p / P;
+    *hi = M * (p + 1) / P;
+}
+
+__device__ __forceinline__ int64_t bn_at(int64_t j, int64_t c, int64_t C, int64_t S) { return (j / S * C + c) * S + j % S; }
+
+/* part[3 (c P + p) ..]: the chunk's count, mean and M2; with dy, also part2[2 (c P + p) ..]: the
+ * sum of dy and the sum of dy (x - chunk mean). */
+template <typename T>
+__global__ void k_bn_partial(const T *x, const T *dy, int64_t N, int64_t C, int64_t S, int64_t P, double *part, double *part2) {
+    int64_t c = blockIdx.x / P, p = blockIdx.x % P, M = N * S, lo, hi;
+    bn_chunk(M, P, p, &lo, &hi);
     double s = 0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t i = threadIdx.x; i < S; i += blockDim.x) s += (double)x[(n * C + c) * S + i];
-    double m = block_sum<double>(s) / (double)(N * S);
-    double ss = 0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t i = threadIdx.x; i < S; i += blockDim.x) {
-            double d = (double)x[(n * C + c) * S + i] - m;
-            ss += d * d;
-        }
+    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) s += (double)x[bn_at(j, c, C, S)];
+    double cnt = (double)(hi - lo), total = block_sum<double>(s), m = cnt > 0 ? total / cnt : 0;
+    double ss = 0, g = 0, gx = 0;
+    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+        int64_t k = bn_at(j, c, C, S);
+        double d = (double)x[k] - m;
+        ss += d * d;
+        if (dy) g += (double)dy[k], gx += (double)dy[k] * d;
+    }
     ss = block_sum<double>(ss);
-    if (threadIdx.x == 0) mean[c] = m, var[c] = ss / (double)(N * S);
+    if (dy) g = block_sum<double>(g), gx = block_sum<double>(gx);
+    if (threadIdx.x == 0) {
+        double *r = part + 3 * (c * P + p);
+        r[0] = cnt, r[1] = m, r[2] = ss;
+        if (dy) part2[2 * (c * P + p)] = g, part2[2 * (c * P + p) + 1] = gx;
+    }
+}
+
+/* Chan's merge of channel c's P chunks, in order: mean and M2 over all of them. */
+__device__ __forceinline__ void bn_merge(const double *part, int64_t c, int64_t P, double *mean, double *m2) {
+    double n = 0, m = 0, q = 0;
+    for (int64_t p = 0; p < P; p++) {
+        const double *r = part + 3 * (c * P + p);
+        if (r[0] == 0) continue;
+        double nn = n + r[0], d = r[1] - m;
+        m += d * r[0] / nn;
+        q += r[2] + d * d * n * r[0] / nn;
+        n = nn;
+    }
+    *mean = m, *m2 = q;
+}
+
+__global__ void k_bn_stats(const double *part, int64_t C, int64_t P, int64_t M, double *mean, double *var) {
+    GRID_STRIDE(c, C) {
+        double m, q;
+        bn_merge(part, c, P, &m, &q);
+        mean[c] = m, var[c] = q / (double)M;
+    }
 }
 
 /* Per channel: the affine map (a, b) into ab, and the running statistics outputs. */
@@ -228,25 +280,20 @@ template <typename T> __global__ void k_bn_apply(const T *x, const double *ab, T
 }
 
 /* Per channel (one block): dScale, dBias and the dX coefficients (mean, k, ky, kx) into coef. */
+/* dScale = sum dy (x - mean) istd, dBias = sum dy, and dX's coefficients, from the merged chunks:
+ * sum dy (x - mean) = sum over chunks of [sum dy (x - mb) + (mb - mean) sum dy]. */
 template <typename T>
-__global__ void k_bn_grad_stats(const T *dy, const T *x, const T *scale, int64_t N, int64_t C, int64_t S, double eps, T *dscale,
-                                T *dbias, double *coef) {
-    int64_t c = blockIdx.x;
-    double M = (double)(N * S), s = 0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t i = threadIdx.x; i < S; i += blockDim.x) s += (double)x[(n * C + c) * S + i];
-    double mean = block_sum<double>(s) / M, ss = 0, sdy = 0, sdyx = 0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t i = threadIdx.x; i < S; i += blockDim.x) {
-            int64_t k = (n * C + c) * S + i;
-            double xc = (double)x[k] - mean, g = (double)dy[k];
-            ss += xc * xc, sdy += g, sdyx += g * xc;
+__global__ void k_bn_grad_stats(const double *part, const double *part2, const T *scale, int64_t C, int64_t P, int64_t M0,
+                                double eps, T *dscale, T *dbias, double *coef) {
+    GRID_STRIDE(c, C) {
+        double mean, q, sdy = 0, sdyx = 0, M = (double)M0;
+        bn_merge(part, c, P, &mean, &q);
+        for (int64_t p = 0; p < P; p++) {
+            const double *r = part + 3 * (c * P + p), *g = part2 + 2 * (c * P + p);
+            sdy += g[0];
+            sdyx += g[1] + (r[1] - mean) * g[0];
         }
-    ss = block_sum<double>(ss);
-    sdy = block_sum<double>(sdy);
-    sdyx = block_sum<double>(sdyx);
-    if (threadIdx.x == 0) {
-        double istd = 1.0 / sqrt(ss / M + eps), ds = sdyx * istd, k = (double)scale[c] * istd;
+        double istd = 1.0 / sqrt(q / M + eps), ds = sdyx * istd, k = (double)scale[c] * istd;
         if (dscale) dscale[c] = (T)ds;
         if (dbias) dbias[c] = (T)sdy;
         coef[4 * c] = mean, coef[4 * c + 1] = k, coef[4 * c + 2] = k * sdy / M, coef[4 * c + 3] = k * ds * istd / M;
@@ -348,9 +395,10 @@ sc_status cu_batch_norm(const cu_call *c) {
     for (int i = 1; i < 5; i++)
         if (c->in[i].desc.dtype != t || sc_desc_numel(&c->in[i].desc) != C) return cu_errorf(c, "input %d must be %s[%lld]", i, sc_dtype_name(t), (long long)C);
     if (C == 0) return SC_OK;
+    int64_t P = bn_parts(C, N * S);
     void *buf;
-    SC_TRY(cu_scratch(c, 4 * C * (int64_t)sizeof(double), &buf));
-    double *mean = (double *)buf, *var = mean + C, *ab = var + C;
+    SC_TRY(cu_scratch(c, (4 * C + 3 * C * P) * (int64_t)sizeof(double), &buf));
+    double *mean = (double *)buf, *var = mean + C, *ab = var + C, *part = ab + 2 * C;
     cudaStream_t s = c->ctx->stream;
     bool tr = ba->training_mode;
     int64_t n = N * C * S;
@@ -358,7 +406,10 @@ sc_status cu_batch_norm(const cu_call *c) {
 #define BN(T)                                                                                              \
     if (tr) {                                                                                              \
         if (N * S == 0) return cu_errorf(c, "batch statistics of an empty input");                         \
-        k_bn_stats<T><<<(unsigned)C, cu_row_threads(S > 256 ? 256 : S), 0, s>>>((const T *)c->in[0].data, N, C, S, mean, var); \
+        k_bn_partial<T><<<(unsigned)(C * P), cu_row_threads(N * S / P > 256 ? 256 : N * S / P), 0, s>>>(   \
+            (const T *)c->in[0].data, (const T *)NULL, N, C, S, P, part, (double *)NULL);                  \
+        CU_LAUNCH_CHECK(c);                                                                                \
+        k_bn_stats<<<cu_grid(C), CU_BLOCK, 0, s>>>(part, C, P, N * S, mean, var);                          \
         CU_LAUNCH_CHECK(c);                                                                                \
     }                                                                                                      \
     k_bn_coef<T><<<cu_grid(C), CU_BLOCK, 0, s>>>((const T *)c->in[1].data, (const T *)c->in[2].data, (const T *)c->in[3].data, \
@@ -382,14 +433,18 @@ sc_status cu_batch_norm_grad(const cu_call *c) {
         return cu_errorf(c, "dY must match X [N, C, ...] and scale must be [C] of X's dtype");
     int64_t N = x->dims[0], C = x->dims[1], S = cu_prod(x->dims, 2, x->rank), n = N * C * S;
     if (N * S == 0) return cu_errorf(c, "batch statistics of an empty input");
+    int64_t P = bn_parts(C, N * S);
     void *buf;
-    SC_TRY(cu_scratch(c, 4 * C * (int64_t)sizeof(double), &buf));
-    double *coef = (double *)buf;
+    SC_TRY(cu_scratch(c, (4 * C + 5 * C * P) * (int64_t)sizeof(double), &buf));
+    double *coef = (double *)buf, *part = coef + 4 * C, *part2 = part + 3 * C * P;
     cudaStream_t s = c->ctx->stream;
     double eps = c->node->attrs->batch_norm.epsilon;
 #define BNG(T)                                                                                             \
-    k_bn_grad_stats<T><<<(unsigned)C, cu_row_threads(S > 256 ? 256 : S), 0, s>>>((const T *)c->in[0].data, (const T *)c->in[1].data, \
-        (const T *)c->in[2].data, N, C, S, eps, (T *)out_at(c, 1), (T *)out_at(c, 2), coef);               \
+    k_bn_partial<T><<<(unsigned)(C * P), cu_row_threads(N * S / P > 256 ? 256 : N * S / P), 0, s>>>(       \
+        (const T *)c->in[1].data, (const T *)c->in[0].data, N, C, S, P, part, part2);                      \
+    CU_LAUNCH_CHECK(c);                                                                                    \
+    k_bn_grad_stats<T><<<cu_grid(C), CU_BLOCK, 0, s>>>(part, part2, (const T *)c->in[2].data, C, P, N * S, eps, \
+        (T *)out_at(c, 1), (T *)out_at(c, 2), coef);                                                       \
     CU_LAUNCH_CHECK(c);                                                                                    \
     if (out_at(c, 0)) {                                                                                    \
         k_bn_grad_apply<T><<<cu_grid(n), CU_BLOCK, 0, s>>>((const T *)c->in[0].data, (const T *)c->in[1].data, coef, (T *)out_at(c, 0), C, S, n); \

@@ -156,6 +156,10 @@ static const op_case cases[] = {
     {SC_OP_BATCH_NORM, "bn_train", 5, 3, {F32(2, 3, 5, 5), F32(3), F32(3), F32(3), POS(3)}, a_bn_train, 1e-4},
     {SC_OP_BATCH_NORM, "bn_infer", 5, 1, {F32(2, 3, 5, 5), F32(3), F32(3), F32(3), POS(3)}, a_bn_inf, 1e-4},
     {SC_OP_BATCH_NORM_GRAD, "bn_grad", 3, 3, {F32(2, 3, 5, 5), F32(2, 3, 5, 5), F32(3)}, a_bn_train, 1e-4},
+    /* 3 x 20,000 elements per channel: several chunks per channel, merged (cu_nn.cu, bn_parts); both
+     * sides sum in double, so tighter than the 1e-4 of norms (dScale, dBias: the CPU's float sums) */
+    {SC_OP_BATCH_NORM, "bn_train_chunks", 5, 3, {F32(5, 3, 50, 80), F32(3), F32(3), F32(3), POS(3)}, a_bn_train, 1e-6},
+    {SC_OP_BATCH_NORM_GRAD, "bn_grad_chunks", 3, 3, {F32(5, 3, 50, 80), F32(5, 3, 50, 80), F32(3)}, a_bn_train, 1e-5},
     {SC_OP_GLOBAL_AVERAGE_POOL, "gap", 1, 1, {F32(2, 3, 7, 7)}, NULL, 1e-4},
     {SC_OP_MAX_POOL, "max_pool", 1, 1, {F32(2, 3, 9, 9)}, a_pool, 1e-6},
     {SC_OP_AVERAGE_POOL, "avg_pool", 1, 1, {F32(2, 3, 9, 9)}, a_pool, 1e-4},
