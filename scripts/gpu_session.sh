@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session on the lent device machine, in stages that each fit its 10-minute call limit:
 #
-#   scripts/gpu_session.sh [env] [build] [test] [sanitize] [bench] | all
+#   scripts/gpu_session.sh [env] [build] [test] [sanitize] [bench] [tradeoff] | all
 #
 # Needs devlib/ (scripts/gpu_pack.sh, run here first; name it in the call's carry). Every stage
 # writes $OUT/<stage>.log (OUT: the device tool's output folder; out/gpu/ when unset) and prints
@@ -22,8 +22,12 @@
 #             runs these comparisons on the CPU alone, to check this script without a GPU)
 #   sanitize  compute-sanitizer memcheck, racecheck and initcheck on test_cuda_ops, each time-bounded
 #             (SCORCH_SANITIZE_TIMEOUT seconds, default 150)
+#   test      ... then test_plan_offload --cuda and tests/train_cuda_check.py (plans bit-identical
+#             to none on the GPU, 10 steps against the CPU)
 #   bench     bench/train_vs_torch_gpu.py: training step time against PyTorch on the same GPU
 #             (SCORCH_BENCH_ARGS passes options, e.g. "--models resnet50 --steps 10")
+#   tradeoff  scorch-run bench --device cuda: the ResNet-50 and GPT-2 small trade-off tables on the
+#             GPU (CSV and SVG in $OUT)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/out/gpu}
@@ -246,6 +250,26 @@ stage_sanitize() {
   return $rc
 }
 
+# ---- tradeoff ----
+# The planning issue's trade-off tables measured on the GPU (`scorch-run bench --device cuda`):
+# ResNet-50 batch 64 at 224x224 and GPT-2 small batch 8 at sequence 1024, strategies none / sqrt /
+# dc / optimal at 60, 45, 37 and 30% of the store-everything peak; CSV and SVG into $OUT.
+stage_tradeoff() {
+  setup_env && ensure_build || return 1
+  has_gpu || { say "no GPU: the GPU trade-off tables are skipped"; return 77; }
+  local S=$BUILD/scorch-run T rc=0
+  T=$(mktemp -d)
+  "$S" gen resnet --depth 50 --image 224 --classes 1000 -o "$T/r50.onnx" >/dev/null &&
+    "$S" gen gpt --preset small -o "$T/gpt2.onnx" >/dev/null || return 1
+  local mem=60%,45%,37%,30% str=none,sqrt,dc,optimal
+  timeout 270 "$S" bench "$T/r50.onnx" --device cuda --batch 64 --memories $mem --strategies $str --steps 3 \
+    --csv "$OUT/tradeoff-resnet50.csv" --svg "$OUT/tradeoff-resnet50.svg" || rc=1
+  timeout 270 "$S" bench "$T/gpt2.onnx" --device cuda --batch 8 --seq 1024 --memories $mem --strategies $str --steps 3 \
+    --csv "$OUT/tradeoff-gpt2-small.csv" --svg "$OUT/tradeoff-gpt2-small.svg" || rc=1
+  rm -rf "$T"
+  return $rc
+}
+
 # ---- bench ----
 stage_bench() {
   setup_env && ensure_build || return 1
@@ -268,9 +292,9 @@ run_stage() {
 
 stages=("$@")
 [ ${#stages[@]} = 0 ] && stages=(env build test)
-[ "${stages[0]}" = all ] && stages=(env build test sanitize bench)
+[ "${stages[0]}" = all ] && stages=(env build test sanitize bench tradeoff)
 for s in "${stages[@]}"; do
-  case $s in env | build | test | sanitize | bench) ;; *) echo "usage: $0 [env] [build] [test] [sanitize] [bench] | all" >&2; exit 2 ;; esac
+  case $s in env | build | test | sanitize | bench | tradeoff) ;; *) echo "usage: $0 [env] [build] [test] [sanitize] [bench] [tradeoff] | all" >&2; exit 2 ;; esac
 done
 T0=$(date +%s)
 setup_env >/dev/null || { echo "gpu_session: cannot set up (devlib missing?)" >&2; exit 1; }

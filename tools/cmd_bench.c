@@ -264,8 +264,8 @@ static sc_status bench_run(sc_trainer_config *cfg, const sc_plan_options *base_i
                         r->feasible ? "measured" : "infeasible");
         }
     if (!st) {
-        printf("%s, %s, %d measured steps per point (median), %d threads, planned with %s\n\n", cfg->model_path,
-               sc_trainer_data_desc(t), a->steps, cfg->threads,
+        printf("%s, %s, %d measured steps per point (median), on %s (%d CPU threads), planned with %s\n\n",
+               cfg->model_path, sc_trainer_data_desc(t), a->steps, sc_device_name(sc_trainer_device(t)), cfg->threads,
                a->calibrate ? "calibrated node times" : "the cost model's node times");
         table_print(rows, n, &none, a->calibrate);
     }
@@ -287,6 +287,11 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
     if ((o = args_get(s, "batch"))->set && (cfg->batch = o->i) < 1) return "--batch must be at least 1";
     if ((o = args_get(s, "seq"))->set && (cfg->seq = o->i) < 1) return "--seq must be at least 1";
     if ((o = args_get(s, "threads"))->set && (cfg->threads = (int)o->i) < 1) return "--threads must be at least 1";
+    int k;
+    cfg->device = SC_DEVICE_AUTO; /* as train: the GPU when present */
+    if ((o = args_get(s, "device"))->set && (k = device_parse(o->s)) < 0) return "--device must be cpu, cuda or auto";
+    if (o->set) cfg->device = (sc_device)k;
+    cfg->tf32 = args_get(s, "tf32")->set;
     if ((o = args_get(s, "optimizer"))->set) {
         if (!strcmp(o->s, "adamw")) cfg->train.optim = SC_OPTIM_ADAMW, cfg->train.momentum = 0;
         else if (strcmp(o->s, "sgd")) return "--optimizer must be sgd or adamw";
@@ -337,13 +342,15 @@ int cmd_bench(int argc, char **argv) {
         {.name = "memory", .kind = ARG_STR, .metavar = "SIZE", .help = "(unused by bench; see --memories)"},
         {.name = "strategy", .kind = ARG_STR, .metavar = "S", .help = "(unused by bench; see --strategies)"},
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},
+        {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where the steps run (default auto: the GPU when present)"},
+        {.name = "tf32", .kind = ARG_FLAG, .help = "allow TF32 for f32 products and convolutions (CUDA)"},
         {.name = "csv", .kind = ARG_STR, .metavar = "FILE.csv", .help = "write the table as CSV"},
         {.name = "svg", .kind = ARG_STR, .metavar = "FILE.svg", .help = "plot time overhead against activation memory"},
         PLAN_CALIBRATE_OPT,
     };
     arg_spec spec = {
         .usage = "scorch-run bench MODEL.onnx --batch N [--seq N] --memories a,b,c [--strategies none,sqrt,dc,optimal] "
-                 "[--steps 3] [--calibrate] [--csv out.csv] [--svg out.svg]",
+                 "[--steps 3] [--device cpu|cuda|auto] [--tf32] [--calibrate] [--csv out.csv] [--svg out.svg]",
         .summary = "Runs training steps under every (strategy, memory) plan that fits and reports the measured peak,\n"
                    "activation memory cut and step time overhead against the store-everything plan.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
