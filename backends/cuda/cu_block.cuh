@@ -50,4 +50,23 @@ static inline int cu_row_threads(int64_t n) {
     return t;
 }
 
+/* Per-channel reductions over [N, C, S] spread over many blocks (BatchNormalization statistics,
+ * bias gradients): each channel's M = N * S elements are cut into P chunks, P a function of the
+ * shape alone (so the order of the sums, and their bits, depend on nothing else): enough chunks
+ * for about 1024 blocks in all, none smaller than 8192 elements. */
+static inline int64_t ch_parts(int64_t C, int64_t M) {
+    int64_t by_size = (M + 8191) / 8192, by_grid = (1024 + C - 1) / C;
+    int64_t p = by_size < by_grid ? by_size : by_grid;
+    return p > 0 ? p : 1;
+}
+
+/* Chunk p of P of a channel's M elements: [lo, hi). */
+__device__ __forceinline__ void ch_chunk(int64_t M, int64_t P, int64_t p, int64_t *lo, int64_t *hi) {
+    *lo = M * p / P;
+    *hi = M * (p + 1) / P;
+}
+
+/* Element j of channel c in [N, C, S]. */
+__device__ __forceinline__ int64_t ch_at(int64_t j, int64_t c, int64_t C, int64_t S) { return (j / S * C + c) * S + j % S; }
+
 #endif

@@ -73,20 +73,40 @@ template <typename T> __global__ void k_add_bias(T *y, const T *b, int64_t M, in
     GRID_STRIDE(e, n) y[e] += b[(e / S) % M];
 }
 
-/* One block per channel m: sum over n and the S positions, in double. */
-template <typename T> __global__ void k_bias_grad(const T *dy, T *db, int64_t N, int64_t M, int64_t S) {
-    int64_t m = blockIdx.x;
+/* db[m] = sum of dy over n and the S positions, in double: chunk sums (ch_parts chunks per channel,
+ * cu_block.cuh), then one thread per channel adds its chunks in order. */
+template <typename T> __global__ void k_bias_grad_part(const T *dy, int64_t N, int64_t M, int64_t S, int64_t P, double *part) {
+    int64_t m = blockIdx.x / P, p = blockIdx.x % P, lo, hi;
+    ch_chunk(N * S, P, p, &lo, &hi);
     double s = 0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t i = threadIdx.x; i < S; i += blockDim.x) s += (double)dy[(n * M + m) * S + i];
+    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) s += (double)dy[ch_at(j, m, M, S)];
     s = block_sum<double>(s);
-    if (threadIdx.x == 0) db[m] = (T)s;
+    if (threadIdx.x == 0) part[m * P + p] = s;
+}
+
+template <typename T> __global__ void k_bias_grad(const double *part, int64_t M, int64_t P, T *db) {
+    GRID_STRIDE(m, M) {
+        double s = 0;
+        for (int64_t p = 0; p < P; p++) s += part[m * P + p];
+        db[m] = (T)s;
+    }
 }
 
 extern "C" sc_status cu_bias_grad(const cu_call *c, sc_dtype t, const void *dy, int64_t N, int64_t M, int64_t S, void *db) {
     if (M == 0) return SC_OK;
-    if (t == SC_F32) k_bias_grad<float><<<(unsigned)M, 256, 0, c->ctx->stream>>>((const float *)dy, (float *)db, N, M, S);
-    else k_bias_grad<double><<<(unsigned)M, 256, 0, c->ctx->stream>>>((const double *)dy, (double *)db, N, M, S);
+    int64_t P = ch_parts(M, N * S), th = N * S / P > 256 ? 256 : N * S / P;
+    void *part = NULL;
+    SC_TRY(cu_scratch(c, M * P * (int64_t)sizeof(double), &part));
+    cudaStream_t s = c->ctx->stream;
+    if (t == SC_F32) {
+        k_bias_grad_part<float><<<(unsigned)(M * P), cu_row_threads(th), 0, s>>>((const float *)dy, N, M, S, P, (double *)part);
+        CU_LAUNCH_CHECK(c);
+        k_bias_grad<float><<<cu_grid(M), CU_BLOCK, 0, s>>>((const double *)part, M, P, (float *)db);
+    } else {
+        k_bias_grad_part<double><<<(unsigned)(M * P), cu_row_threads(th), 0, s>>>((const double *)dy, N, M, S, P, (double *)part);
+        CU_LAUNCH_CHECK(c);
+        k_bias_grad<double><<<cu_grid(M), CU_BLOCK, 0, s>>>((const double *)part, M, P, (double *)db);
+    }
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

@@ -187,37 +187,22 @@ template <typename T> __global__ void k_avg_pool_grad(pwin w, const T *dy, T *dx
 
 /* Batch statistics in two kernels, so that a channel's N * S elements are read by many blocks, not
  * one (a ResNet-50 stem has 64 channels of 800k elements at batch 64: one block per channel would
- * leave half an H100 idle). Each channel is cut into P chunks (bn_parts: a function of the shape
- * alone, so the sums, and the bits, never depend on anything else); each block reduces one chunk
- * to (mean, M2) around its own mean, two passes over its chunk in double, and one thread per
- * channel merges the chunks in order with Chan et al.'s update (n = na + nb, d = mb - ma,
- * m = ma + d nb / n, M2 = M2a + M2b + d^2 na nb / n). */
-static int64_t bn_parts(int64_t C, int64_t M) {
-    int64_t by_size = (M + 8191) / 8192, by_grid = (1024 + C - 1) / C;
-    int64_t p = by_size < by_grid ? by_size : by_grid;
-    return p > 0 ? p : 1;
-}
-
-/* Chunk p of P of a channel's M elements: [lo, hi). Element j is x[(j / S * C + c) * S + j % S]. */
-__device__ __forceinline__ void bn_chunk(int64_t M, int64_t P, int64_t p, int64_t *lo, int64_t *hi) {
-    *lo = M * p / P;
-    *hi = M * (p + 1) / P;
-}
-
-__device__ __forceinline__ int64_t bn_at(int64_t j, int64_t c, int64_t C, int64_t S) { return (j / S * C + c) * S + j % S; }
-
+ * leave half an H100 idle). Each channel is cut into ch_parts chunks (cu_block.cuh); each block
+ * reduces one chunk to (mean, M2) around its own mean, two passes over its chunk in double, and one
+ * thread per channel merges the chunks in order with Chan et al.'s update (n = na + nb,
+ * d = mb - ma, m = ma + d nb / n, M2 = M2a + M2b + d^2 na nb / n). */
 /* part[3 (c P + p) ..]: the chunk's count, mean and M2; with dy, also part2[2 (c P + p) ..]: the
  * sum of dy and the sum of dy (x - chunk mean). */
 template <typename T>
 __global__ void k_bn_partial(const T *x, const T *dy, int64_t N, int64_t C, int64_t S, int64_t P, double *part, double *part2) {
     int64_t c = blockIdx.x / P, p = blockIdx.x % P, M = N * S, lo, hi;
-    bn_chunk(M, P, p, &lo, &hi);
+    ch_chunk(M, P, p, &lo, &hi);
     double s = 0;
-    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) s += (double)x[bn_at(j, c, C, S)];
+    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) s += (double)x[ch_at(j, c, C, S)];
     double cnt = (double)(hi - lo), total = block_sum<double>(s), m = cnt > 0 ? total / cnt : 0;
     double ss = 0, g = 0, gx = 0;
     for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
-        int64_t k = bn_at(j, c, C, S);
+        int64_t k = ch_at(j, c, C, S);
         double d = (double)x[k] - m;
         ss += d * d;
         if (dy) g += (double)dy[k], gx += (double)dy[k] * d;
@@ -395,7 +380,7 @@ sc_status cu_batch_norm(const cu_call *c) {
     for (int i = 1; i < 5; i++)
         if (c->in[i].desc.dtype != t || sc_desc_numel(&c->in[i].desc) != C) return cu_errorf(c, "input %d must be %s[%lld]", i, sc_dtype_name(t), (long long)C);
     if (C == 0) return SC_OK;
-    int64_t P = bn_parts(C, N * S);
+    int64_t P = ch_parts(C, N * S);
     void *buf;
     SC_TRY(cu_scratch(c, (4 * C + 3 * C * P) * (int64_t)sizeof(double), &buf));
     double *mean = (double *)buf, *var = mean + C, *ab = var + C, *part = ab + 2 * C;
@@ -433,7 +418,7 @@ sc_status cu_batch_norm_grad(const cu_call *c) {
         return cu_errorf(c, "dY must match X [N, C, ...] and scale must be [C] of X's dtype");
     int64_t N = x->dims[0], C = x->dims[1], S = cu_prod(x->dims, 2, x->rank), n = N * C * S;
     if (N * S == 0) return cu_errorf(c, "batch statistics of an empty input");
-    int64_t P = bn_parts(C, N * S);
+    int64_t P = ch_parts(C, N * S);
     void *buf;
     SC_TRY(cu_scratch(c, (4 * C + 5 * C * P) * (int64_t)sizeof(double), &buf));
     double *coef = (double *)buf, *part = coef + 4 * C, *part2 = part + 3 * C * P;

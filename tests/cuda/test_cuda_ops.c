@@ -91,6 +91,9 @@ static void a_bn_inf(sc_attrs *a) { a->batch_norm = (sc_batch_norm_attrs){.epsil
 static void a_conv(sc_attrs *a) {
     a->window = (sc_window_attrs){.n_spatial = 2, .strides = {2, 1}, .dilations = {1, 1}, .pads = {1, 1, 1, 1}, .group = 1};
 }
+static void a_conv_1x1(sc_attrs *a) {
+    a->window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1}, .group = 1};
+}
 static void a_conv_asym(sc_attrs *a) {
     a->window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 2}, .pads = {0, 1, 1, 2}, .group = 2};
 }
@@ -172,6 +175,8 @@ static const op_case cases[] = {
     {SC_OP_CONV, "conv", 3, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4)}, a_conv, 2e-4},
     {SC_OP_CONV, "conv_asym_group", 2, 1, {F32(2, 4, 8, 8), F32(6, 2, 2, 3)}, a_conv_asym, 2e-4},
     {SC_OP_CONV_GRAD, "conv_grad", 3, 3, {F32(2, 4, 5, 9), F32(2, 3, 9, 9), F32(4, 3, 3, 3)}, a_conv, 2e-4},
+    /* 10,240 positions per output channel: the bias gradient sums several chunks (ch_parts) */
+    {SC_OP_CONV_GRAD, "conv_grad_bias_chunks", 3, 3, {F32(2, 3, 64, 80), F32(2, 2, 64, 80), F32(3, 2, 1, 1)}, a_conv_1x1, 2e-4},
     {SC_OP_TRANSPOSE, "transpose", 1, 1, {F32(3, 4, 5)}, a_perm, 1e-6},
     {SC_OP_CONCAT, "concat", 2, 1, {F32(2, 3, 4), F32(2, 5, 4)}, a_axis1, 1e-6},
     {SC_OP_SPLIT, "split", 2, 2, {F32(2, 8, 3), I64V(2, 3, 5)}, a_axis1, 1e-6},
