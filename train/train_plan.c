@@ -50,16 +50,25 @@ sc_status sc_device_resolve(sc_device requested, sc_device *out) {
 
 sc_device sc_trainer_device(const sc_trainer *t) { return t->cfg.device; }
 
+#ifdef SCORCH_HAVE_CUDA
+/* The GPU's free bytes, or -1 when the runtime cannot say (the backend reports that error when it
+ * is created). */
+static int64_t gpu_free_bytes(void) {
+    size_t fr = 0, total = 0;
+    if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&fr, &total) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return (int64_t)fr;
+}
+#endif
+
 /* On the GPU a budget above its free memory could never be met: plan for the free memory instead. */
 static void budget_cap(const sc_trainer *t, sc_plan_options *o) {
 #ifdef SCORCH_HAVE_CUDA
-    size_t fr = 0, total = 0;
     if (t->cfg.device != SC_DEVICE_CUDA || o->budget <= 0) return;
-    if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&fr, &total) != cudaSuccess) {
-        cudaGetLastError(); /* the backend reports the error when it is created */
-        return;
-    }
-    if (o->budget > (int64_t)fr) {
+    int64_t fr = gpu_free_bytes();
+    if (fr >= 0 && o->budget > fr) {
         sc_log(SC_LOG_WARN, "--memory %lld bytes is more than the GPU's %lld free bytes; planning for %lld",
                (long long)o->budget, (long long)fr, (long long)fr);
         o->budget = (int64_t)fr;
@@ -116,14 +125,11 @@ static sc_status session_open(sc_trainer *t, const sc_plan *p, int64_t budget, s
  * than none are kept). */
 static sc_status gpu_fit(sc_trainer *t) {
 #ifdef SCORCH_HAVE_CUDA
-    size_t fr = 0, total = 0;
     if (t->cfg.device != SC_DEVICE_CUDA || t->cfg.plan.budget > 0) return SC_OK;
-    if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&fr, &total) != cudaSuccess) {
-        cudaGetLastError(); /* the backend reports the error when it is created */
-        return SC_OK;
-    }
-    int64_t reserve = (int64_t)fr / 4 < GPU_WORKSPACE_RESERVE ? (int64_t)fr / 4 : GPU_WORKSPACE_RESERVE;
-    int64_t room = (int64_t)fr - reserve;
+    int64_t fr = gpu_free_bytes();
+    if (fr < 0) return SC_OK;
+    int64_t reserve = fr / 4 < GPU_WORKSPACE_RESERVE ? fr / 4 : GPU_WORKSPACE_RESERVE;
+    int64_t room = fr - reserve;
     if (t->plan.arena_bytes <= room) return SC_OK;
     sc_plan_options o = t->cfg.plan;
     o.budget = room;
