@@ -10,6 +10,8 @@
 #   FUZZ_DIR=...       corpus and artifacts (default $FUZZ_BUILD_DIR/fuzz-run); the corpus grows
 #                      across runs, so later runs start where earlier ones stopped
 #   CC=...             clang to use (default: clang-14 or clang, whichever exists)
+#   BASELINE_MARCH=... -march= of the build (default x86-64-v3: the same code whatever this CPU is;
+#                      scripts/run_tests.sh passes x86-64-v2 on a CPU that cannot run v3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +29,7 @@ fi
 
 echo "== fuzz_ci.sh: building fuzz_import with $CC into $FUZZ_BUILD_DIR/"
 CC="$CC" CXX="$CXX" cmake -S . -B "$FUZZ_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DSCORCH_SANITIZE=ON -DSCORCH_FUZZ=ON >/dev/null
+  -DSCORCH_SANITIZE=ON -DSCORCH_FUZZ=ON -DSCORCH_MARCH="${BASELINE_MARCH:-x86-64-v3}" >/dev/null
 cmake --build "$FUZZ_BUILD_DIR" --target fuzz_import scorch-run
 
 echo "== fuzz_ci.sh: seed corpus"

@@ -16,6 +16,7 @@
 
 #include "backends/cpu/cpu_broadcast.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "core/half.h"
 
 /* A row function over inputs of types TA_, TB_ writing TO_; EXPR sees x (from a) and y (from b). */
 #define BIN_ROW(NAME, TA_, TB_, TO_, EXPR)                                                         \
@@ -57,27 +58,60 @@
 #define CMP_DEF(code, T, tn, op, ...) BIN_ROW(op##_##tn, T, T, uint8_t, __VA_ARGS__)
 #define ENTRY(code, T, tn, op, ...) [code] = op##_##tn,
 
+/* 16-bit floats (core/half.h), for every op below that takes them. Arithmetic rounds the f32 row's
+ * result once (cpu_half_arith_row). Max, Min and the comparisons compare the widened values;
+ * Max and Min then copy the chosen input's bits, so a NaN passes through unchanged. */
+#define HALF_ARITH(op, tn, code)                                                                   \
+    static void op##_##tn(const void *ctx, void *o, const void *const *in, const int64_t *s, int64_t n) { \
+        cpu_half_arith_row(code, op##_f32, ctx, o, in, s, n, 2);                                   \
+    }
+#define HALF_OPS(X, ...)                                                                           \
+    X(f16, SC_F16, sc_f16_to_f32, 0x7c00u, __VA_ARGS__) X(bf16, SC_BF16, sc_bf16_to_f32, 0x7f80u, __VA_ARGS__)
+#define HALF_SELECT(tn, code, WIDEN, INF, ...)                                                        \
+    static inline bool isnan_##tn(uint16_t h) { return (h & 0x7fffu) > (INF); }                     \
+    static inline uint16_t max1_##tn(uint16_t x, uint16_t y) {                                     \
+        return isnan_##tn(x) ? x : isnan_##tn(y) ? y : WIDEN(x) > WIDEN(y) ? x : y;                \
+    }                                                                                              \
+    static inline uint16_t min1_##tn(uint16_t x, uint16_t y) {                                     \
+        return isnan_##tn(x) ? x : isnan_##tn(y) ? y : WIDEN(x) < WIDEN(y) ? x : y;                \
+    }                                                                                              \
+    BIN_ROW(max_##tn, uint16_t, uint16_t, uint16_t, max1_##tn(x, y))                              \
+    BIN_ROW(min_##tn, uint16_t, uint16_t, uint16_t, min1_##tn(x, y))                              \
+    BIN_ROW(eq_##tn, uint16_t, uint16_t, uint8_t, WIDEN(x) == WIDEN(y))                           \
+    BIN_ROW(lt_##tn, uint16_t, uint16_t, uint8_t, WIDEN(x) < WIDEN(y))                            \
+    BIN_ROW(gt_##tn, uint16_t, uint16_t, uint8_t, WIDEN(x) > WIDEN(y))
+#define HALF_ENTRY(tn, code, WIDEN, INF, op) [code] = op##_##tn,
+
 /* Add, Sub, Mul over every numeric type. */
 CPU_NUM_TYPES(SAME_DEF, add, x + y)
 CPU_NUM_TYPES(SAME_DEF, sub, x - y)
 CPU_NUM_TYPES(SAME_DEF, mul, x * y)
-static const cpu_bcast_row_fn add_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, add)};
-static const cpu_bcast_row_fn sub_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, sub)};
-static const cpu_bcast_row_fn mul_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, mul)};
+HALF_ARITH(add, f16, SC_F16)
+HALF_ARITH(sub, f16, SC_F16)
+HALF_ARITH(mul, f16, SC_F16)
+HALF_ARITH(add, bf16, SC_BF16)
+HALF_ARITH(sub, bf16, SC_BF16)
+HALF_ARITH(mul, bf16, SC_BF16)
+static const cpu_bcast_row_fn add_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, add) HALF_OPS(HALF_ENTRY, add)};
+static const cpu_bcast_row_fn sub_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, sub) HALF_OPS(HALF_ENTRY, sub)};
+static const cpu_bcast_row_fn mul_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, mul) HALF_OPS(HALF_ENTRY, mul)};
 
 /* Div: y == -1 is negation through unsigned arithmetic so INT_MIN / -1 wraps instead of trapping. */
 CPU_FLOAT_TYPES(SAME_DEF, div, x / y)
 CPU_SINT_TYPES(SAME_DEF, div, y == -1 ? (TO)(0 - (uint64_t)x) : x / y)
 CPU_UINT_TYPES(SAME_DEF, div, x / y)
-static const cpu_bcast_row_fn div_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, div)};
+HALF_ARITH(div, f16, SC_F16)
+HALF_ARITH(div, bf16, SC_BF16)
+static const cpu_bcast_row_fn div_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, div) HALF_OPS(HALF_ENTRY, div)};
 
 /* Max/Min: a NaN operand wins (x != x is the NaN test that survives vectorisation). */
 CPU_FLOAT_TYPES(SAME_DEF, max, x != x ? x : (y != y ? y : (x > y ? x : y)))
 CPU_FLOAT_TYPES(SAME_DEF, min, x != x ? x : (y != y ? y : (x < y ? x : y)))
 CPU_INT_TYPES(SAME_DEF, max, x > y ? x : y)
 CPU_INT_TYPES(SAME_DEF, min, x < y ? x : y)
-static const cpu_bcast_row_fn max_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, max)};
-static const cpu_bcast_row_fn min_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, min)};
+HALF_OPS(HALF_SELECT, 0)
+static const cpu_bcast_row_fn max_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, max) HALF_OPS(HALF_ENTRY, max)};
+static const cpu_bcast_row_fn min_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, min) HALF_OPS(HALF_ENTRY, min)};
 
 /* Comparisons write bool (one byte, 0 or 1). Equal also takes bool inputs. */
 CPU_NUM_TYPES(CMP_DEF, eq, x == y)
@@ -86,9 +120,9 @@ CPU_NUM_TYPES(CMP_DEF, gt, x > y)
 BIN_ROW(eq_bool, uint8_t, uint8_t, uint8_t, (x != 0) == (y != 0))
 BIN_ROW(and_bool, uint8_t, uint8_t, uint8_t, (x != 0) & (y != 0))
 BIN_ROW(or_bool, uint8_t, uint8_t, uint8_t, (x != 0) | (y != 0))
-static const cpu_bcast_row_fn eq_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, eq)[SC_BOOL] = eq_bool};
-static const cpu_bcast_row_fn lt_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, lt)};
-static const cpu_bcast_row_fn gt_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, gt)};
+static const cpu_bcast_row_fn eq_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, eq) HALF_OPS(HALF_ENTRY, eq)[SC_BOOL] = eq_bool};
+static const cpu_bcast_row_fn lt_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, lt) HALF_OPS(HALF_ENTRY, lt)};
+static const cpu_bcast_row_fn gt_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, gt) HALF_OPS(HALF_ENTRY, gt)};
 static const cpu_bcast_row_fn and_fns[SC_DTYPE_MAX] = {[SC_BOOL] = and_bool};
 static const cpu_bcast_row_fn or_fns[SC_DTYPE_MAX] = {[SC_BOOL] = or_bool};
 

@@ -1,5 +1,6 @@
 /* Broadcast stride computation and the row-walking driver (contract in cpu_broadcast.h). */
 #include "backends/cpu/cpu_broadcast.h"
+#include "core/half.h"
 
 #include <omp.h>
 #include <string.h>
@@ -102,5 +103,32 @@ void cpu_bcast_run(const cpu_bcast *b, cpu_bcast_row_fn fn, const void *ctx, voi
         int64_t chunk = ((n + nt - 1) / nt + 63) / 64 * 64;
         int64_t lo = (int64_t)t * chunk, hi = lo + chunk < n ? lo + chunk : n;
         if (lo < hi) bcast_range(b, fn, ctx, out, out_esize, in, in_esize, lo, hi);
+    }
+}
+
+/* Values per block: three float buffers of this size live on the calling thread's stack. */
+#define HALF_ROW_BLOCK 512
+
+static void half_widen(sc_dtype t, float *dst, const uint16_t *src, int64_t n) {
+    if (t == SC_F16) sc_f16_to_f32_n(dst, src, n);
+    else sc_bf16_to_f32_n(dst, src, n);
+}
+
+void cpu_half_arith_row(sc_dtype t, cpu_bcast_row_fn f32_row, const void *ctx, void *o, const void *const *in,
+                        const int64_t *s, int64_t n, int n_in) {
+    float buf[CPU_BCAST_MAX_IN][HALF_ROW_BLOCK], out[HALF_ROW_BLOCK];
+    const void *fin[CPU_BCAST_MAX_IN];
+    for (int k = 0; k < n_in; k++) {
+        fin[k] = buf[k];
+        if (!s[k]) half_widen(t, buf[k], in[k], 1); /* a broadcast scalar: once for the row */
+    }
+    for (int64_t lo = 0; lo < n; lo += HALF_ROW_BLOCK) {
+        int64_t len = n - lo < HALF_ROW_BLOCK ? n - lo : HALF_ROW_BLOCK;
+        for (int k = 0; k < n_in; k++)
+            if (s[k]) half_widen(t, buf[k], (const uint16_t *)in[k] + lo, len);
+        f32_row(ctx, out, fin, s, len);
+        uint16_t *dst = (uint16_t *)o + lo;
+        if (t == SC_F16) sc_f32_to_f16_n(dst, out, len);
+        else sc_f32_to_bf16_n(dst, out, len);
     }
 }

@@ -40,10 +40,10 @@ typedef void (*cpu_bcast_row_fn)(const void *ctx, void *o, const void *const *in
 void cpu_bcast_run(const cpu_bcast *b, cpu_bcast_row_fn fn, const void *ctx, void *out, size_t out_esize,
                    const void *const *in, const size_t *in_esize);
 
-/* Dtype lists for X-macros in element-wise kernels: X(code, C type, short name, extra...). */
-/* f16 arithmetic goes through GCC's _Float16 (computed in float, rounded back per operation). */
-#define CPU_FLOAT_TYPES(X, ...)                                                                    \
-    X(SC_F32, float, f32, __VA_ARGS__) X(SC_F64, double, f64, __VA_ARGS__) X(SC_F16, _Float16, f16, __VA_ARGS__)
+/* Dtype lists for X-macros in element-wise kernels: X(code, C type, short name, extra...). These
+ * are the types C computes with; f16 and bf16 are bit patterns (core/half.h) whose kernels widen to
+ * float (cpu_half_arith_row below, or per element for selections and comparisons). */
+#define CPU_FLOAT_TYPES(X, ...) X(SC_F32, float, f32, __VA_ARGS__) X(SC_F64, double, f64, __VA_ARGS__)
 #define CPU_SINT_TYPES(X, ...)                                                                     \
     X(SC_I8, int8_t, i8, __VA_ARGS__) X(SC_I16, int16_t, i16, __VA_ARGS__)                          \
     X(SC_I32, int32_t, i32, __VA_ARGS__) X(SC_I64, int64_t, i64, __VA_ARGS__)
@@ -52,6 +52,13 @@ void cpu_bcast_run(const cpu_bcast *b, cpu_bcast_row_fn fn, const void *ctx, voi
     X(SC_U32, uint32_t, u32, __VA_ARGS__) X(SC_U64, uint64_t, u64, __VA_ARGS__)
 #define CPU_INT_TYPES(X, ...) CPU_SINT_TYPES(X, __VA_ARGS__) CPU_UINT_TYPES(X, __VA_ARGS__)
 #define CPU_NUM_TYPES(X, ...) CPU_FLOAT_TYPES(X, __VA_ARGS__) CPU_INT_TYPES(X, __VA_ARGS__)
+
+/* A row of an arithmetic op on f16 or bf16 (t) computed by its f32 row: each block of every input
+ * run is widened to float, f32_row computes it, and the block is rounded back once. For +, -, *, /
+ * that is the correctly rounded 16-bit result (core/half.h), the same bits as native half
+ * arithmetic. in and o may alias (in-place variadic ops): a block is read before it is written. */
+void cpu_half_arith_row(sc_dtype t, cpu_bcast_row_fn f32_row, const void *ctx, void *o, const void *const *in,
+                        const int64_t *s, int64_t n, int n_in);
 
 /* Converts n elements between any two of f32, f64, f16, bf16, the integer types and bool with
  * ONNX Cast semantics (float -> int truncates toward zero, -> bool is x != 0). False if a dtype is

@@ -16,6 +16,7 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_rng.h"
+#include "core/half.h"
 
 /* y[i] = EXPR(v) with v = x[i]; x, y, n come from the call. */
 #define UNARY_LOOP(T, EXPR)                                                                        \
@@ -122,6 +123,17 @@ sc_status cpu_not(const sc_kernel_call *c) {
         return SC_OK;                                                                              \
     }
 
+/* f16/bf16: bounds compared as floats; the output is the chosen value's bits (NaN passes through). */
+#define HALF_CLIP_CASE(code, WIDEN)                                                                \
+    case code: {                                                                                   \
+        uint16_t lo = has_lo ? *(const uint16_t *)c->in[1].data : 0;                               \
+        uint16_t hi = has_hi ? *(const uint16_t *)c->in[2].data : 0;                               \
+        float flo = WIDEN(lo), fhi = WIDEN(hi);                                                    \
+        UNARY_LOOP(uint16_t, (has_hi && (has_lo && WIDEN(v) < flo ? flo : WIDEN(v)) > fhi) ? hi    \
+                                                                  : (has_lo && WIDEN(v) < flo ? lo : v)); \
+        return SC_OK;                                                                              \
+    }
+
 sc_status cpu_clip(const sc_kernel_call *c) {
     bool has_lo = c->n_in > 1 && c->in[1].data, has_hi = c->n_in > 2 && c->in[2].data;
     for (int k = 1; k <= 2; k++) {
@@ -132,6 +144,8 @@ sc_status cpu_clip(const sc_kernel_call *c) {
     }
     switch (c->in[0].desc.dtype) {
         CPU_NUM_TYPES(CLIP_CASE, 0)
+        HALF_CLIP_CASE(SC_F16, sc_f16_to_f32)
+        HALF_CLIP_CASE(SC_BF16, sc_bf16_to_f32)
     default: return dtype_error(c);
     }
 }
