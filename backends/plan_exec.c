@@ -8,6 +8,11 @@
  * statistics) is read from that host copy at the end of the step (outputs, writebacks); the copy
  * counts only when it was made in the current step.
  *
+ * HOST_RUN runs an optimizer update with the CPU kernels on host memory, in the executor's thread:
+ * the parameter and its state in the graph's host data (their home), a gradient or clip scale from
+ * this step's OFFLOAD of it (its WAIT precedes the HOST_RUN in the plan), lr and step from the
+ * feeds. On the CPU backend that is the very kernel a device update would run, so the bits agree.
+ *
  * Debug builds (no NDEBUG) track the device bytes of every transfer in flight and assert that no
  * RUN writes (or reads, for a host -> device copy) them, and that no interval under a copy is freed
  * or reopened, until a WAIT covers the transfer: the lowering's guarantee, checked where it matters.
@@ -20,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/cpu/cpu.h"
 #include "backends/executor.h"
 
 struct sc_plan_session {
@@ -36,6 +42,10 @@ struct sc_plan_session {
     int64_t *xfer;       /* plan transfer id -> backend transfer id */
     int n_xfer;
     bool *streamed;      /* per value: persistent, home in host memory (no fixed interval) */
+    int *feed_of;        /* per value: its index among the graph inputs, -1 */
+    int *last_xfer;      /* per value: plan transfer id of its latest OFFLOAD or PREFETCH this step, -1 */
+    bool *waited;        /* per plan transfer id: its WAIT ran this step */
+    const sc_tensor *feeds; /* the inputs of the step in progress (HOST_RUN reads lr and step there) */
 #ifndef NDEBUG
     struct inflight {
         int64_t id, lo, hi; /* backend transfer id, device byte range [lo, hi) */
@@ -62,6 +72,9 @@ void plan_session_free(sc_plan_session *s) {
     free(s->cur);
     free(s->xfer);
     free(s->streamed);
+    free(s->feed_of);
+    free(s->last_xfer);
+    free(s->waited);
 #ifndef NDEBUG
     free(s->fly);
 #endif
@@ -165,16 +178,21 @@ sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, 
     s->n_xfer = max_xfer;
     s->xfer = calloc((size_t)max_xfer + 1, sizeof(int64_t));
     s->streamed = calloc(nv, 1);
+    s->feed_of = malloc(sizeof(int) * nv);
+    s->last_xfer = malloc(sizeof(int) * nv);
+    s->waited = calloc((size_t)max_xfer + 1, sizeof(bool));
     bool fly_ok = true;
 #ifndef NDEBUG
     s->fly = calloc((size_t)max_xfer + 2, sizeof *s->fly);
     fly_ok = s->fly != NULL;
 #endif
-    if (!s->root || !s->fixed_iv || !s->cur || !s->host || !s->host_step || !s->step_time || !s->xfer || !s->streamed || !fly_ok) {
+    if (!s->root || !s->fixed_iv || !s->cur || !s->host || !s->host_step || !s->step_time || !s->xfer || !s->streamed ||
+        !s->feed_of || !s->last_xfer || !s->waited || !fly_ok) {
         plan_session_free(s);
         return sc_errorf("out of memory creating a plan session");
     }
-    for (int v = 0; v < g->n_values; v++) s->root[v] = v, s->fixed_iv[v] = -1, s->cur[v] = -1;
+    for (int v = 0; v < g->n_values; v++) s->root[v] = v, s->fixed_iv[v] = -1, s->cur[v] = -1, s->feed_of[v] = -1;
+    for (int i = 0; i < g->n_inputs; i++) s->feed_of[g->inputs[i]] = i;
     for (int i = 0; i < g->n_nodes; i++) {
         const sc_node *n = &g->nodes[i];
         for (int o = 0; o < n->n_out; o++) {
@@ -289,6 +307,7 @@ static void *host_of(sc_plan_session *s, int v, int64_t bytes, sc_status *st) {
 static sc_status step_transfer(sc_plan_session *s, const sc_step *sp) {
     SC_ASSERT(sp->transfer >= 0 && sp->transfer < s->n_xfer);
     if (sp->kind == SC_STEP_WAIT) {
+        s->waited[sp->transfer] = true;
         SC_TRY(s->be->iface->wait(s->be, s->xfer[sp->transfer]));
         FLY_DONE(s, s->xfer[sp->transfer]);
         return SC_OK;
@@ -296,6 +315,7 @@ static sc_status step_transfer(sc_plan_session *s, const sc_step *sp) {
     int v = sp->value;
     int64_t bytes = value_bytes(s->g, v);
     sc_status st = SC_OK;
+    s->last_xfer[v] = sp->transfer;
     void *host = host_of(s, v, bytes, &st);
     if (st) return st;
     if (sp->kind == SC_STEP_OFFLOAD) {
@@ -324,6 +344,43 @@ static const void *host_current(const sc_plan_session *s, int v) {
     return !s->streamed[v] && s->host[v] && s->host_step[v] == s->n_step ? s->host[v] : NULL;
 }
 
+/* Whether the latest transfer of v this step (if any) has been waited for. A HOST_RUN reads its
+ * inputs' OFFLOADed copies and rewrites the homes of its outputs, which a PREFETCH may be reading:
+ * both must be complete, which the plan guarantees by its WAITs (checked here, every step). */
+static bool settled(const sc_plan_session *s, int v) { return s->last_xfer[v] < 0 || s->waited[s->last_xfer[v]]; }
+
+/* Host address of value v's current content for a HOST_RUN (contract at the top). */
+static void *host_input(sc_plan_session *s, int v) {
+    const sc_value *x = &s->g->values[v];
+    SC_ASSERT(settled(s, v)); /* a host update must not race a copy of its operands */
+    if (x->producer >= 0) return (void *)host_current(s, v); /* offloaded by this step */
+    if (s->feed_of[v] >= 0) return s->feeds[s->feed_of[v]].data;
+    /* a parameter or state with a device home would be stale here: the plan never does that */
+    SC_ASSERT(s->fixed_iv[v] < 0 || (x->kind != SC_VALUE_PARAM && x->kind != SC_VALUE_OPT_STATE));
+    return x->data;
+}
+
+static sc_status step_host_run(sc_plan_session *s, const sc_step *sp) {
+    const sc_node *n = &s->g->nodes[sp->node];
+    sc_tensor in[8], out[4];
+    if (n->n_in > 8 || n->n_out > 4) return sc_errorf("node '%s': too many operands for a host update", n->name);
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        in[k].desc = v >= 0 ? s->g->values[v].desc : (sc_desc){0};
+        in[k].data = v >= 0 ? host_input(s, s->root[v]) : NULL;
+        if (v >= 0 && !in[k].data) return sc_errorf("node '%s': input '%s' has no host copy", n->name, s->g->values[v].name);
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        int v = n->out[k];
+        out[k].desc = v >= 0 ? s->g->values[v].desc : (sc_desc){0};
+        out[k].data = NULL;
+        if (v < 0) continue;
+        SC_ASSERT(s->root[v] != v); /* host updates write in place only */
+        out[k].data = host_input(s, s->root[v]);
+    }
+    return cpu_run_node(n, in, n->n_in, out, n->n_out);
+}
+
 static sc_status outputs_collect(sc_plan_session *s, sc_tensor *outputs) {
     sc_graph *g = s->g;
     for (int i = 0; i < g->n_outputs; i++) {
@@ -349,8 +406,10 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
     s->n_step++;
     s->stats.peak_bytes = p->fixed_bytes;
     s->stats.bytes_h2d = s->stats.bytes_d2h = 0;
-    for (int v = 0; v < g->n_values; v++) s->cur[v] = s->fixed_iv[v];
+    for (int v = 0; v < g->n_values; v++) s->cur[v] = s->fixed_iv[v], s->last_xfer[v] = -1;
+    memset(s->waited, 0, (size_t)s->n_xfer + 1);
     if (s->be->iface->params_changed) s->be->iface->params_changed(s->be); /* the last step updated weights */
+    s->feeds = inputs;
     sc_status st = feeds_put(s, inputs);
     for (int i = 0; !st && i < p->n_steps; i++) {
         const sc_step *sp = &p->steps[i];
@@ -365,6 +424,7 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
         case SC_STEP_OFFLOAD:
         case SC_STEP_PREFETCH:
         case SC_STEP_WAIT: st = step_transfer(s, sp); break;
+        case SC_STEP_HOST_RUN: st = step_host_run(s, sp); break;
         }
         s->step_time[i] = sc_clock_seconds() - ts;
         if (st) st = sc_status_prefix(st, "plan step %d: ", i);

@@ -33,7 +33,20 @@
  * Transfer ids count the PREFETCH/OFFLOAD steps in step order. The result is a valid plan for
  * plan_alloc (RUN/PREFETCH open intervals, FREE closes them) and for backends/plan_exec.
  *
- * Prediction (plan_predict): the compute stream advances by cost_node_time per RUN; transfers run
+ * Host updates (host_updates with weights; plan.h HOST_RUN). The update node of a streamed
+ * parameter leaves the device: its RUN slot emits nothing and it is no use of the parameter or its
+ * state, so the state is never prefetched and the parameter, read-only on the device, is never
+ * offloaded. Each computed input of the update (its gradient, the clip scale) becomes a host-read
+ * entity: like an output entity, its instance is OFFLOADed after its write and WAITed and FREEd
+ * after RUN f (the window rule above). The HOST_RUN goes after RUN h, h = max(slot - 1, f of each
+ * host-read input): after its inputs' WAITs, and after every device read of the parameter (the
+ * lowering put the update after them), so no prefetch of it is still reading the host home that
+ * the update rewrites. Per parameter and step that moves the fp32 weight in once per cluster of
+ * device reads and the gradient out once, whatever the optimizer's state.
+ *
+ * Prediction (plan_predict): the compute stream advances by cost_node_time per RUN and per HOST_RUN
+ * (the executor runs host updates in its own thread, between device steps: a CPU-side estimate of
+ * the update from the same model, no overlap assumed); transfers run
  * on one FIFO link (the CPU backend's copy thread) starting when issued or when the link frees up,
  * bytes / link_bandwidth each; a WAIT advances the compute stream to the transfer's end (a stall
  * when it is later). The step ends when both are idle.
@@ -44,16 +57,18 @@
 
 #include "schedule/sched_internal.h"
 
+bool sched_is_update(const sc_node *n) { return n->op == SC_OP_SGD_UPDATE || n->op == SC_OP_ADAMW_UPDATE; }
+
 bool sched_streamable(const sc_graph *g, int v) {
     sc_value_kind k = g->values[v].kind;
     return sched_persistent(g, v) && !g->values[v].is_output && (k == SC_VALUE_PARAM || k == SC_VALUE_OPT_STATE);
 }
 
-typedef enum { EV_PREFETCH, EV_WAIT, EV_OFFLOAD, EV_FREE } ev_kind;
+typedef enum { EV_PREFETCH, EV_WAIT, EV_OFFLOAD, EV_FREE, EV_HOST_RUN } ev_kind;
 
 /* Place keys: before RUN r = 2r, after RUN r = 2r + 1; times 4 plus a class orders steps at one
- * place: after a RUN, OFFLOADs (0), then WAIT+FREE pairs (1), then plain FREEs (2); before a RUN,
- * PREFETCHes (0), then WAITs (1). */
+ * place: after a RUN, OFFLOADs (0), then WAIT+FREE pairs (1), then plain FREEs (2), then HOST_RUNs
+ * (3); before a RUN, PREFETCHes (0), then WAITs (1). */
 #define BEFORE(r) (2 * (int64_t)(r))
 #define AFTER(r) (2 * (int64_t)(r) + 1)
 
@@ -62,7 +77,7 @@ typedef struct {
     int seq; /* push order: ties keep it, so a WAIT+FREE pair stays adjacent */
     ev_kind kind;
     int value;
-    int ref; /* WAIT: index (seq) of the transfer event it waits for */
+    int ref; /* WAIT: index (seq) of the transfer event it waits for; HOST_RUN: the node */
 } event;
 
 typedef struct {
@@ -74,7 +89,12 @@ typedef struct {
     const sc_graph *g;
     const sc_plan *in;
     int W, R;
+    bool host;       /* host updates requested (with weights) */
     int *run_step;   /* [R] step of the input plan */
+    bool *run_host;  /* [R] the RUN is an update that moves to the host */
+    int n_host;
+    int *hr_run, *hr_ent, n_hr; /* host-read pairs: the host RUN slot and an entity it reads */
+    int *ent_wait;   /* per entity: the RUN after which its written instance's OFFLOAD is WAITed, -1 */
     int *root;       /* per value: storage root */
     bool *streamed;  /* per value */
     int *ent_value;  /* per entity: its value */
@@ -89,6 +109,10 @@ typedef struct {
 
 static void ctx_free(off_ctx *x) {
     free(x->run_step);
+    free(x->run_host);
+    free(x->hr_run);
+    free(x->hr_ent);
+    free(x->ent_wait);
     free(x->root);
     free(x->streamed);
     free(x->ent_value);
@@ -137,11 +161,13 @@ static sc_status ctx_init(off_ctx *x, bool weights, bool activations) {
     x->ent_value = malloc(sizeof(int) * ((size_t)in->n_intervals + 1));
     x->ent_output = calloc((size_t)in->n_intervals + 1, 1);
     x->run_step = malloc(sizeof(int) * ((size_t)in->n_steps + 1));
+    x->run_host = calloc((size_t)in->n_steps + 1, sizeof(bool));
+    x->ent_wait = malloc(sizeof(int) * ((size_t)in->n_intervals + 1));
     x->free_run = malloc(sizeof(int) * ((size_t)in->n_steps + 1));
     x->free_value = malloc(sizeof(int) * ((size_t)in->n_steps + 1));
     x->free_iv = malloc(sizeof(int) * ((size_t)in->n_steps + 1));
     if (!x->root || !x->streamed || !x->ent_of_value || !x->ent_of_iv || !x->ent_value || !x->ent_output || !x->run_step ||
-        !x->free_run || !x->free_value || !x->free_iv)
+        !x->run_host || !x->ent_wait || !x->free_run || !x->free_value || !x->free_iv)
         return sc_errorf("out of memory building streaming steps");
     for (int v = 0; v < g->n_values; v++) x->root[v] = v, x->ent_of_value[v] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -171,9 +197,68 @@ static sc_status ctx_init(off_ctx *x, bool weights, bool activations) {
         sc_step_kind k = in->steps[s].kind;
         if (k != SC_STEP_RUN && k != SC_STEP_FREE)
             return sc_errorf("streaming: step %d of the lowered plan is neither RUN nor FREE", s);
-        if (k == SC_STEP_RUN) x->run_step[x->R++] = s;
+        if (k != SC_STEP_RUN) continue;
+        const sc_node *nd = &g->nodes[in->steps[s].node];
+        x->run_host[x->R] = x->host && weights && sched_is_update(nd) && nd->in[0] >= 0 && x->streamed[x->root[nd->in[0]]];
+        x->n_host += x->run_host[x->R];
+        x->run_step[x->R++] = s;
     }
+    for (int e = 0; e <= in->n_intervals; e++) x->ent_wait[e] = -1;
     return SC_OK;
+}
+
+/* Host-read entities: the instance of every computed input of a host update, current at its slot
+ * (walking the input plan as uses_collect does). They must exist before uses are collected, so
+ * that the producer's write is recorded as a use. */
+static sc_status host_reads_mark(off_ctx *x) {
+    const sc_graph *g = x->g;
+    const sc_plan *in = x->in;
+    if (!x->n_host) return SC_OK;
+    int *cur = malloc(sizeof(int) * ((size_t)g->n_values + 1)), cap = 2 * x->n_host + 8;
+    x->hr_run = malloc(sizeof(int) * (size_t)cap);
+    x->hr_ent = malloc(sizeof(int) * (size_t)cap);
+    if (!cur || !x->hr_run || !x->hr_ent) {
+        free(cur);
+        return sc_errorf("out of memory building streaming steps");
+    }
+    for (int v = 0; v < g->n_values; v++) cur[v] = -1;
+    sc_status st = SC_OK;
+    for (int s = 0, r = -1; !st && s < in->n_steps; s++) {
+        const sc_step *sp = &in->steps[s];
+        if (sp->kind == SC_STEP_FREE) {
+            cur[sp->value] = -1;
+            continue;
+        }
+        const sc_node *nd = &g->nodes[sp->node];
+        r++;
+        for (int o = 0, iv = sp->interval; o < nd->n_out; o++)
+            if (slot_opens(nd, o)) cur[nd->out[o]] = iv++;
+        if (!x->run_host[r]) continue;
+        for (int j = 0; j < nd->n_in; j++) {
+            int v = nd->in[j] >= 0 ? x->root[nd->in[j]] : -1;
+            if (v < 0 || sched_persistent(g, v)) continue;
+            int iv = cur[v];
+            SC_ASSERT(iv >= 0 && iv >= in->n_fixed_intervals); /* the lowering keeps a read input resident */
+            if (x->ent_of_iv[iv] < 0) {
+                x->ent_of_iv[iv] = x->n_ent;
+                x->ent_value[x->n_ent++] = v;
+            }
+            x->ent_output[x->ent_of_iv[iv]] = true; /* offloaded after its write, like an output */
+            if (x->n_hr == cap) {
+                cap *= 2;
+                int *a = realloc(x->hr_run, sizeof(int) * (size_t)cap), *b = realloc(x->hr_ent, sizeof(int) * (size_t)cap);
+                if (a) x->hr_run = a;
+                if (b) x->hr_ent = b;
+                if (!a || !b) {
+                    st = sc_errorf("out of memory building streaming steps");
+                    break;
+                }
+            }
+            x->hr_run[x->n_hr] = r, x->hr_ent[x->n_hr++] = x->ent_of_iv[iv];
+        }
+    }
+    free(cur);
+    return st;
 }
 
 /* Walks the input plan once: every use of every entity, and the input plan's FREEs. */
@@ -196,6 +281,7 @@ static sc_status uses_collect(off_ctx *x) {
             continue;
         }
         r++;
+        if (x->run_host[r]) continue; /* no device use: its outputs are in place, its reads come from host copies */
         const sc_node *nd = &g->nodes[sp->node];
         int next_iv = sp->interval;
         for (int pass = 0; pass < 2 && !st; pass++) {
@@ -295,12 +381,31 @@ static sc_status entity_events(off_ctx *x, int e, bool *split) {
             if (want > f) f = want;
             SC_TRY(ev_push(x, AFTER(f), 1, EV_WAIT, v, idx, NULL));
             SC_TRY(ev_push(x, AFTER(f), 1, EV_FREE, v, -1, NULL));
+            x->ent_wait[e] = f;
         } else {
             SC_TRY(ev_push(x, AFTER(b), 2, EV_FREE, v, -1, NULL));
         }
         prev_free = f;
         lo = hi;
     }
+    return SC_OK;
+}
+
+/* One HOST_RUN per host slot r, after RUN h = max(r - 1, the WAIT run of each entity it reads). */
+static sc_status host_events(off_ctx *x) {
+    int k = 0;
+    for (int r = 0; r < x->R; r++) {
+        if (!x->run_host[r]) continue;
+        int h = r - 1;
+        for (; k < x->n_hr && x->hr_run[k] == r; k++) {
+            int f = x->ent_wait[x->hr_ent[k]];
+            SC_ASSERT(f >= 0); /* a host-read instance is written, so offloaded, before the update */
+            if (f > h) h = f;
+        }
+        SC_ASSERT(h >= 0);
+        SC_TRY(ev_push(x, AFTER(h), 3, EV_HOST_RUN, -1, x->in->steps[x->run_step[r]].node, NULL));
+    }
+    SC_ASSERT(k == x->n_hr);
     return SC_OK;
 }
 
@@ -315,6 +420,7 @@ static sc_status events_build(off_ctx *x) {
         st = ev_push(x, AFTER(x->free_run[f]), 2, EV_FREE, x->free_value[f], -1, NULL);
     }
     free(split);
+    if (!st) st = host_events(x);
     if (!st) qsort(x->ev, (size_t)x->n_ev, sizeof *x->ev, ev_cmp);
     return st;
 }
@@ -345,6 +451,7 @@ static void emit_event(emitter *m, const sc_graph *g, const event *e) {
         SC_ASSERT(m->tid[e->ref] >= 0);
         p->steps[m->ns++] = (sc_step){SC_STEP_WAIT, -1, e->value, m->tid[e->ref], -1};
         break;
+    case EV_HOST_RUN: p->steps[m->ns++] = (sc_step){SC_STEP_HOST_RUN, e->ref, -1, -1, -1}; break;
     case EV_FREE:
         SC_ASSERT(m->cur[e->value] >= 0);
         p->intervals[m->cur[e->value]].end = m->ns;
@@ -359,7 +466,7 @@ static sc_status plan_emit(off_ctx *x, sc_plan *out) {
     const sc_plan *in = x->in;
     int n_pref = 0;
     for (int i = 0; i < x->n_ev; i++) n_pref += x->ev[i].kind == EV_PREFETCH;
-    out->n_steps = x->R + x->n_ev;
+    out->n_steps = x->R - x->n_host + x->n_ev;
     out->steps = malloc(sizeof(sc_step) * ((size_t)out->n_steps + 1));
     out->intervals = malloc(sizeof(sc_interval) * ((size_t)in->n_intervals + n_pref + 1));
     emitter m = {out, 0, 0, 0, malloc(sizeof(int) * ((size_t)g->n_values + 1)), malloc(sizeof(int) * ((size_t)x->n_ev + 1))};
@@ -377,6 +484,10 @@ static sc_status plan_emit(off_ctx *x, sc_plan *out) {
     int ei = 0, in_last = in->n_steps - 1;
     for (int r = 0; r < x->R; r++) {
         for (; ei < x->n_ev && x->ev[ei].key < AFTER(r) * 4; ei++) emit_event(&m, g, &x->ev[ei]);
+        if (x->run_host[r]) { /* its HOST_RUN is an event */
+            for (; ei < x->n_ev && x->ev[ei].key < BEFORE(r + 1) * 4; ei++) emit_event(&m, g, &x->ev[ei]);
+            continue;
+        }
         const sc_step *os = &in->steps[x->run_step[r]];
         int first = -1;
         for (int i = os->interval; i >= 0 && i < in->n_intervals && in->intervals[i].begin == x->run_step[r]; i++) {
@@ -403,6 +514,11 @@ static sc_status plan_emit(off_ctx *x, sc_plan *out) {
 }
 
 sc_status plan_offload(const sc_graph *g, const sc_plan *in, bool weights, bool activations, int window, sc_plan *out) {
+    return plan_offload_ex(g, in, weights, activations, false, window, out);
+}
+
+sc_status plan_offload_ex(const sc_graph *g, const sc_plan *in, bool weights, bool activations, bool host_updates,
+                          int window, sc_plan *out) {
     memset(out, 0, sizeof *out);
     if (window < 0) return sc_errorf("streaming: the look-ahead window must be >= 0, got %d", window);
     off_ctx x;
@@ -410,8 +526,10 @@ sc_status plan_offload(const sc_graph *g, const sc_plan *in, bool weights, bool 
     x.g = g;
     x.in = in;
     x.W = window;
+    x.host = host_updates && weights;
     sc_status st = ctx_init(&x, weights, activations);
     if (x.W > x.R) x.W = x.R; /* no gap is longer; keeps the arithmetic in range */
+    if (!st) st = host_reads_mark(&x);
     if (!st) st = uses_collect(&x);
     if (!st) st = events_build(&x);
     if (!st) st = plan_emit(&x, out);
@@ -430,6 +548,8 @@ sc_status plan_offload(const sc_graph *g, const sc_plan *in, bool weights, bool 
                    : activations          ? SC_OFFLOAD_ACTIVATIONS
                                           : SC_OFFLOAD_NONE;
     out->offload_window = window;
+    out->update_on = x.host ? SC_UPDATE_HOST : SC_UPDATE_DEVICE;
+    out->n_host_updates = x.n_host;
     return SC_OK;
 }
 
@@ -445,12 +565,15 @@ sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan)
         return sc_errorf("out of memory predicting a plan's time");
     }
     for (int i = 0; i < g->n_nodes; i++) nt[i] = cost_node_time(m, g, i);
-    double t = 0, link = 0, stall = 0;
+    double t = 0, link = 0, stall = 0, host = 0;
     int64_t h2d = 0, d2h = 0;
     for (int s = 0; s < plan->n_steps; s++) {
         const sc_step *sp = &plan->steps[s];
         if (sp->kind == SC_STEP_RUN) {
             t += nt[sp->node];
+        } else if (sp->kind == SC_STEP_HOST_RUN) { /* in the executor's thread: the device waits */
+            t += nt[sp->node];
+            host += nt[sp->node];
         } else if (sp->kind == SC_STEP_PREFETCH || sp->kind == SC_STEP_OFFLOAD) {
             int64_t b = sc_desc_bytes(&g->values[sp->value].desc);
             if (b < 0) b = 0;
@@ -468,6 +591,7 @@ sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan)
     free(nt);
     plan->predicted_time = t;
     plan->stall_time = stall;
+    plan->host_time = host;
     plan->bytes_h2d = h2d;
     plan->bytes_d2h = d2h;
     return SC_OK;

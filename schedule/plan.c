@@ -119,13 +119,13 @@ static void pick_offer(stream_pick *k, sc_plan *cand, int64_t budget) {
  * fits the budget and the predicted stalls are not zero yet (a wider window holds prefetched
  * values longer: more memory, fewer stalls). */
 static sc_status stream_search(const sc_graph *g, const sc_cost_model *m, const sc_plan *lowered, bool weights,
-                               bool activations, int64_t budget, int window_max, stream_pick *k) {
+                               bool activations, bool host, int64_t budget, int window_max, stream_pick *k) {
     int R = 0;
     for (int i = 0; i < lowered->n_steps; i++) R += lowered->steps[i].kind == SC_STEP_RUN;
     for (int W = 0;; W = W ? 2 * W : 1) {
         if (window_max > 0 && W > window_max) W = window_max;
         sc_plan cand;
-        sc_status st = plan_offload(g, lowered, weights, activations, W, &cand);
+        sc_status st = plan_offload_ex(g, lowered, weights, activations, host, W, &cand);
         if (!st) st = plan_alloc(g, &cand);
         if (!st) st = plan_predict(g, m, &cand);
         if (st) {
@@ -166,10 +166,13 @@ static sc_status stream_strategy(const sc_graph *g, const sc_training_graph *tg,
     memset(&lowered, 0, sizeof lowered);
     if (!st) st = plan_lower(g, tg, c, &s, m, &lowered);
     chain_schedule_free(&s);
-    if (!st) {
-        lowered.strategy = used;
-        st = stream_search(g, m, &lowered, weights, activations, opt->budget, opt->window_max, k);
-    }
+    /* where streamed parameters update: the requested place, or both (host first, so that it
+       wins a tie in pick_offer) */
+    bool try_host = weights && opt->update_on != SC_UPDATE_DEVICE;
+    bool try_device = !weights || opt->update_on != SC_UPDATE_HOST;
+    if (!st) lowered.strategy = used;
+    if (!st && try_host) st = stream_search(g, m, &lowered, weights, activations, true, opt->budget, opt->window_max, k);
+    if (!st && try_device) st = stream_search(g, m, &lowered, weights, activations, false, opt->budget, opt->window_max, k);
     plan_free(&lowered);
     return st;
 }
@@ -258,6 +261,24 @@ static sc_status build_streaming(const sc_graph *g, const sc_training_graph *tg,
     return err ? err : sc_errorf("offload %s: no plan could be built", plan_offload_name(opt->offload));
 }
 
+const char *plan_update_name(sc_update_place u) {
+    switch (u) {
+    case SC_UPDATE_AUTO: return "auto";
+    case SC_UPDATE_DEVICE: return "device";
+    case SC_UPDATE_HOST: return "host";
+    }
+    return "?";
+}
+
+int64_t plan_param_count(const sc_graph *g) {
+    int64_t n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sc_node *nd = &g->nodes[i];
+        if (sched_is_update(nd) && nd->in[0] >= 0) n += sc_desc_numel(&g->values[nd->in[0]].desc);
+    }
+    return n;
+}
+
 const char *plan_offload_name(sc_offload o) {
     switch (o) {
     case SC_OFFLOAD_NONE: return "none";
@@ -273,6 +294,7 @@ sc_status plan_build(const sc_graph *g, const sc_training_graph *tg, const sc_pl
     memset(plan, 0, sizeof *plan);
     sc_cost_model m;
     cost_model_default(&m, opt->link_bandwidth, opt->node_time);
-    if (opt->offload == SC_OFFLOAD_NONE) return build_plain(g, tg, opt, &m, plan);
-    return build_streaming(g, tg, opt, &m, plan);
+    sc_status st = opt->offload == SC_OFFLOAD_NONE ? build_plain(g, tg, opt, &m, plan) : build_streaming(g, tg, opt, &m, plan);
+    if (!st && plan->update_on == SC_UPDATE_AUTO) plan->update_on = SC_UPDATE_DEVICE; /* no streamed parameter */
+    return st;
 }

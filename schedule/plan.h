@@ -6,6 +6,10 @@
  *   OFFLOAD value  start copying the value device -> host (transfer id); the host copy persists
  *   PREFETCH value start copying host -> device into a new interval (transfer id)
  *   WAIT transfer  block until the transfer finished
+ *   HOST_RUN node  run an optimizer update on the host, on the host copies of its inputs: the
+ *                  parameter and its state in their host homes (streamed, never on the device),
+ *                  the gradient (and clip scale) from this step's OFFLOAD, lr and step from the
+ *                  feeds. Its outputs are in place, so it opens no interval.
  * Recomputation is a forward RUN appearing again. Every device-resident interval of a value has a
  * static offset in one device arena of arena_bytes, so a step performs no allocation and the planned
  * peak is the real peak (the executor measures the high-water mark and tests compare).
@@ -23,11 +27,11 @@
 #include "graph/graph.h"
 #include "schedule/chain.h"
 
-typedef enum { SC_STEP_RUN, SC_STEP_FREE, SC_STEP_OFFLOAD, SC_STEP_PREFETCH, SC_STEP_WAIT } sc_step_kind;
+typedef enum { SC_STEP_RUN, SC_STEP_FREE, SC_STEP_OFFLOAD, SC_STEP_PREFETCH, SC_STEP_WAIT, SC_STEP_HOST_RUN } sc_step_kind;
 
 typedef struct {
     sc_step_kind kind;
-    int node;     /* RUN */
+    int node;     /* RUN, HOST_RUN */
     int value;    /* FREE, OFFLOAD, PREFETCH; WAIT: the value its transfer moves (informative) */
     int transfer; /* OFFLOAD, PREFETCH: its id; WAIT: the id waited for */
     int interval; /* RUN: first interval its outputs open (one per present output, in order);
@@ -51,9 +55,18 @@ typedef enum { SC_STRATEGY_NONE, SC_STRATEGY_SQRT, SC_STRATEGY_DC, SC_STRATEGY_O
  * none / weights / activations / both that fits the budget. */
 typedef enum { SC_OFFLOAD_NONE, SC_OFFLOAD_WEIGHTS, SC_OFFLOAD_ACTIVATIONS, SC_OFFLOAD_AUTO, SC_OFFLOAD_BOTH } sc_offload;
 
+/* Where the optimizer update of a streamed parameter runs (schedule/offload.c). DEVICE: the update
+ * node runs on the device, so the parameter and its state are prefetched for it and offloaded
+ * after it (about 16 + 8 B/param/step with AdamW in fp32). HOST: the gradient is offloaded once it
+ * is final and the update runs on the host, where the parameter and state live; the state never
+ * crosses the link (4-8 B in, 4 B out). AUTO: the plan with the lower predicted time (host on a
+ * tie). Parameters resident on the device always update there. */
+typedef enum { SC_UPDATE_AUTO, SC_UPDATE_DEVICE, SC_UPDATE_HOST } sc_update_place;
+
 typedef struct {
     sc_strategy strategy;
     sc_offload offload;
+    sc_update_place update_on; /* with weights streaming; AUTO (0) by default */
     int64_t budget;          /* device bytes; 0 = unlimited */
     int slots;               /* dc: fixed number of snapshot slots (binomial placement); 0 = unbounded bisection */
     double link_bandwidth;   /* bytes/s host<->device, for the cost model; 0 = default */
@@ -87,9 +100,18 @@ typedef struct {
     int offload_window;    /* look-ahead in RUN steps: a PREFETCH is issued up to this many RUNs
                               before the RUN that reads it; -1 without streaming */
     double stall_time;     /* predicted seconds the compute waits on transfers (part of predicted_time) */
+    sc_update_place update_on; /* DEVICE or HOST (never AUTO): where streamed parameters update */
+    int n_host_updates;    /* HOST_RUN steps */
+    double host_time;      /* predicted seconds of host updates (part of predicted_time: they run
+                              in the executor's thread between device steps) */
 } sc_plan;
 
+const char *plan_update_name(sc_update_place u);
+
 const char *plan_offload_name(sc_offload o);
+
+/* Elements of the trainable parameters (those an update node writes), for B/param/step figures. */
+int64_t plan_param_count(const sc_graph *g);
 
 /* Builds a plan for a training graph under opt. Fails with a clear status when the budget cannot
  * be met, naming the smallest budget found feasible and what dominates it. */

@@ -73,10 +73,20 @@ sc_status plan_alloc(const sc_graph *g, sc_plan *plan);
  * staying resident to the end (the executor reads it from the host copy). `window` is the look-ahead
  * in RUN steps (>= 0). Offsets are left for plan_alloc; predictions for plan_predict. */
 sc_status plan_offload(const sc_graph *g, const sc_plan *in, bool weights, bool activations, int window, sc_plan *out);
+/* As plan_offload; with host_updates (and weights), every update node whose parameter is streamed
+ * becomes a HOST_RUN (plan.h): its computed inputs (the gradient, the clip scale) are OFFLOADed
+ * after their last write like output entities, the HOST_RUN follows their WAITs and the
+ * parameter's last device read, and the parameter and state lose the update as a device use (so
+ * the state is never prefetched, the parameter never offloaded). */
+sc_status plan_offload_ex(const sc_graph *g, const sc_plan *in, bool weights, bool activations, bool host_updates,
+                          int window, sc_plan *out);
 
 /* offload.c: predicted_time (compute stream plus waits on one FIFO host<->device link, i.e. stalls),
  * stall_time, bytes_h2d and bytes_d2h of a plan's steps under cost model m. */
 sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan);
+
+/* offload.c: whether node n is an optimizer update (SGDUpdate, AdamWUpdate; input 0 the parameter). */
+bool sched_is_update(const sc_node *n);
 
 /* offload.c: whether weights streaming moves value v (a PARAM or OPT_STATE with a fixed home). */
 bool sched_streamable(const sc_graph *g, int v);

@@ -24,6 +24,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -153,12 +154,65 @@ def invariant(model):
                 continue
             checked += r == "ok"
             infeasible += r == "infeasible"
+    host_checked = host_updates(path, model, peak0)
     if ERRORS:
-        fail("%s: %d of %d points failed" % (model, len(ERRORS), len(STRATEGIES) * len(FRACTIONS)))
+        fail("%s: %d of %d points failed" % (model, len(ERRORS), len(STRATEGIES) * len(FRACTIONS) + HOST_POINTS))
+    if host_checked < HOST_POINTS:
+        fail("%s: only %d of %d host-update points ran" % (model, host_checked, HOST_POINTS))
     if checked < len(STRATEGIES) + 3:
         fail("%s: only %d feasible (strategy, budget) pairs; the test would prove little" % (model, checked))
     print("%s: %d plans bit-identical to the none plan, %d infeasible budgets named their minimum" %
           (model, checked, infeasible))
+
+
+# Optimizer updates on the host (--optimizer-on host): per optimizer, the weights of two streaming
+# plans with host updates and one with device updates must equal that optimizer's none plan, and so
+# must a host-update run stopped after step 2 (its state saved) and resumed for step 3.
+# (plan, share of the none peak): with clipping every gradient waits for the norm, which device
+# updates hold on the device to the end, so their point gets the whole none peak.
+HOST_PLANS = [(["dc", "--offload", "weights", "--optimizer-on", "host"], 0.6),
+              (["auto", "--offload", "both", "--optimizer-on", "host"], 0.6),
+              (["auto", "--offload", "weights", "--optimizer-on", "device"], 1.0)]
+HOST_OPTIMIZERS = [["--optimizer", "sgd"], ["--optimizer", "adamw", "--clip", "0.5"]]
+HOST_POINTS = len(HOST_OPTIMIZERS) * (len(HOST_PLANS) + 1)
+
+
+def host_updates(path, model, peak0):
+    done = 0
+    for opt in HOST_OPTIMIZERS:
+        train(path, model, ["--strategy", "none"] + opt, "ref_%s.onnx" % opt[1])
+        ref = initializers("ref_%s.onnx" % opt[1])
+        for strat, frac in HOST_PLANS:
+            budget = int(peak0 * frac)
+            extra = opt + ["--strategy"] + strat + ["--memory", str(budget)]
+            what = "%s %s at %d%% of the none peak" % (model, " ".join(opt + strat), int(frac * 100))
+            try:
+                js, p = plan_json(path, model, extra)
+                if js is None:
+                    fail("%s: does not plan:\n%s" % (what, p.stderr))
+                want = "host" if "host" in strat else "device"
+                if js["update_on"] != want or (want == "host") != (js["host_updates"] > 0):
+                    fail("%s: plan says update_on %s with %d host updates" % (what, js["update_on"], js["host_updates"]))
+                if check_point(path, model, extra, what, budget, peak0, ref) == "ok":
+                    done += 1
+            except Failed as e:
+                print("FAIL: " + str(e), file=sys.stderr)
+                ERRORS.append(str(e))
+        extra = opt + ["--strategy"] + HOST_PLANS[0][0] + ["--memory", str(int(peak0 * HOST_PLANS[0][1]))]
+        what = "%s %s: 2 steps, saved, resumed for step 3" % (model, " ".join(extra))
+        try:
+            shutil.rmtree("st", ignore_errors=True)
+            must(["train", path] + DIMS[model] + THREADS + ["--steps", "2", "-o", "half.onnx", "--save-every", "2",
+                                                           "--state", "st"] + extra)
+            must(["train", path] + DIMS[model] + THREADS + ["--steps", "3", "-o", "resumed.onnx", "--resume", "st"]
+                 + extra)
+            same_weights(ref, initializers("resumed.onnx"), what)
+            print("ok %s: weights equal the uninterrupted none plan's" % what)
+            done += 1
+        except Failed as e:
+            print("FAIL: " + str(e), file=sys.stderr)
+            ERRORS.append(str(e))
+    return done
 
 
 def check_point(path, model, extra, what, budget, peak0, ref):

@@ -87,8 +87,9 @@ typedef struct {
     int act[8]; /* forward activations of interest, per kind (see pt_build) */
 } pt_model;
 
-/* Builds the forward graph of kind, then the training graph (SGD, momentum 0.9). */
-static void pt_build(pt_model *m, pt_kind kind) {
+/* Builds the forward graph of kind, then the training graph: SGD with momentum 0.9, or with adamw
+ * AdamW (weight decay 0.01) with gradient clipping to norm 0.5. */
+static void pt_build_opt(pt_model *m, pt_kind kind, bool adamw) {
     sc_graph *g = &m->g;
     graph_init(g);
     pt_rng = 1234 + (uint64_t)kind;
@@ -133,13 +134,17 @@ static void pt_build(pt_model *m, pt_kind kind) {
     pt_output(g, out);
     sc_train_options o;
     sc_train_options_default(&o);
-    o.optim = SC_OPTIM_SGD;
-    o.momentum = 0.9f;
+    o.optim = adamw ? SC_OPTIM_ADAMW : SC_OPTIM_SGD;
+    o.momentum = adamw ? 0.0f : 0.9f;
+    o.weight_decay = adamw ? 0.01f : 0.0f;
+    o.clip_norm = adamw ? 0.5f : 0.0f;
     sc_status st = graph_link(g);
     if (!st) st = autodiff_build_training(g, &o, &m->tg);
     if (st) printf("building %s: %s\n", pt_kind_name(kind), sc_status_message(st));
     SC_ASSERT(!st);
 }
+
+static inline void pt_build(pt_model *m, pt_kind kind) { pt_build_opt(m, kind, false); }
 
 /* Inputs of step `step` (1-based) in g->inputs order; storage in the given buffers. */
 typedef struct {

@@ -75,9 +75,12 @@ static int bn_add(sc_graph *g, int x, int c, int l) {
     return pt_node(g, SC_OP_BATCH_NORM, &a, in, 5, name);
 }
 
+/* The second pass of main trains with AdamW and gradient clipping instead of SGD with momentum. */
+static bool model_adamw;
+
 static void model_build(pt_model *m, int kind) {
     if (kind != PT_WIDE && kind != PT_BNORM) {
-        pt_build(m, (pt_kind)kind);
+        pt_build_opt(m, (pt_kind)kind, model_adamw);
         return;
     }
     sc_graph *g = &m->g;
@@ -107,8 +110,10 @@ static void model_build(pt_model *m, int kind) {
     pt_output(g, pt_gemm(g, h, w, -1, "logits"));
     sc_train_options o;
     sc_train_options_default(&o);
-    o.optim = SC_OPTIM_SGD;
-    o.momentum = 0.9f;
+    o.optim = model_adamw ? SC_OPTIM_ADAMW : SC_OPTIM_SGD;
+    o.momentum = model_adamw ? 0.0f : 0.9f;
+    o.weight_decay = model_adamw ? 0.01f : 0.0f;
+    o.clip_norm = model_adamw ? 0.5f : 0.0f; /* a scale every host update reads */
     sc_status st = graph_link(g);
     if (!st) st = autodiff_build_training(g, &o, &m->tg);
     if (st) printf("building %s: %s\n", model_name(kind), sc_status_message(st));
@@ -373,7 +378,27 @@ static void test_modes(int kind, const reference *ref) {
         }
 }
 
-/* Every look-ahead window through plan_offload directly, on the none and sqrt plans. */
+/* With host updates every parameter's update is a HOST_RUN and neither parameters nor optimizer
+ * state cross the link device -> host, nor state host -> device; without, no HOST_RUN at all. */
+static void host_updates_check(const char *what, const pt_model *m, const sc_plan *p, bool host) {
+    const sc_graph *g = &m->g;
+    int runs = 0;
+    for (int s = 0; s < p->n_steps; s++) {
+        const sc_step *sp = &p->steps[s];
+        runs += sp->kind == SC_STEP_HOST_RUN;
+        if (!host || (sp->kind != SC_STEP_OFFLOAD && sp->kind != SC_STEP_PREFETCH)) continue;
+        sc_value_kind k = g->values[sp->value].kind;
+        CHECK(k != SC_VALUE_OPT_STATE, "%s: optimizer state '%s' crosses the link", what, g->values[sp->value].name);
+        CHECK(sp->kind != SC_STEP_OFFLOAD || k != SC_VALUE_PARAM, "%s: parameter '%s' is offloaded", what,
+              g->values[sp->value].name);
+    }
+    CHECK(runs == (host ? m->tg.n_params : 0) && runs == p->n_host_updates, "%s: %d HOST_RUN steps (plan says %d), want %d",
+          what, runs, p->n_host_updates, host ? m->tg.n_params : 0);
+    CHECK(p->update_on == (host ? SC_UPDATE_HOST : SC_UPDATE_DEVICE), "%s: update_on %s", what, plan_update_name(p->update_on));
+}
+
+/* Every look-ahead window through plan_offload directly, on the none and sqrt plans; with weights
+ * streaming, with updates on the device and on the host. */
 static void test_windows(int kind, const reference *ref) {
     for (int strat = 0; strat < 2; strat++)
         for (int mode = 1; mode <= 3; mode++) {
@@ -388,17 +413,19 @@ static void test_windows(int kind, const reference *ref) {
             int R = 0;
             for (int i = 0; i < lowered.n_steps; i++) R += lowered.steps[i].kind == SC_STEP_RUN;
             graph_free(&m.g);
+            for (int host = 0; host <= (mode & 1); host++)
             for (int W = 0; W <= R + 1; W += W < 4 ? 1 : 3) {
                 model_build(&m, kind);
                 sc_plan p;
                 sc_cost_model cm;
                 cost_model_default(&cm, 0, NULL);
-                st = plan_offload(&m.g, &lowered, mode & 1, mode & 2, W, &p);
+                st = plan_offload_ex(&m.g, &lowered, mode & 1, mode & 2, host, W, &p);
                 if (!st) st = plan_alloc(&m.g, &p);
                 if (!st) st = plan_predict(&m.g, &cm, &p);
                 char what[96];
-                snprintf(what, sizeof what, "%s/%s/W=%d/%s", model_name(kind), plan_strategy_name(o.strategy), W,
-                         mode == 1 ? "weights" : mode == 2 ? "activations" : "both");
+                snprintf(what, sizeof what, "%s%s/%s/W=%d/%s%s", model_name(kind), model_adamw ? "-adamw" : "",
+                         plan_strategy_name(o.strategy), W, mode == 1 ? "weights" : mode == 2 ? "activations" : "both",
+                         host ? "/host-updates" : "");
                 CHECK(!st, "%s: %s", what, st ? sc_status_message(st) : "");
                 if (!st) {
                     int64_t h2d = 0, d2h = 0;
@@ -412,6 +439,7 @@ static void test_windows(int kind, const reference *ref) {
                               (long long)p.fixed_bytes, (long long)(lowered.fixed_bytes - params_state_bytes(&m.g)));
                     if (mode == 2 && W == 0)
                         CHECK(p.bytes_d2h > 0, "%s: no activation offloaded with a zero window", what);
+                    host_updates_check(what, &m, &p, host);
                     plan_free(&p);
                 }
                 sc_status_free(st);
@@ -526,7 +554,9 @@ int main(int argc, char **argv) {
 #endif
     }
     int kinds[] = {PT_MLP, PT_RESIDUAL, PT_DENSE, PT_WIDE, PT_BNORM};
+    for (int pass = 0; pass < 2; pass++)
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        model_adamw = pass == 1; /* AdamW + clipping: every window with host and device updates */
         reference ref;
         model_build(&ref.m, kinds[k]);
         reference_run(&ref.m, ref.loss);
@@ -547,9 +577,9 @@ int main(int argc, char **argv) {
             plan_free(&p);
             graph_free(&m.g);
         }
-        test_modes(kinds[k], &ref);
+        if (!model_adamw) test_modes(kinds[k], &ref);
         test_windows(kinds[k], &ref);
-        test_budget(kinds[k], &ref);
+        if (!model_adamw) test_budget(kinds[k], &ref);
         graph_free(&ref.m.g);
     }
     if (!on_cuda) test_inflight_assert(); /* forks: a CUDA context does not survive fork() */

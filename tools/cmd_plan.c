@@ -33,6 +33,7 @@ typedef struct {
     const char *path;
     int64_t batch, seq;
     bool adamw;
+    float clip; /* global-norm gradient clipping as train --clip (0: none) */
 } plan_model_opts;
 
 typedef struct {
@@ -50,6 +51,7 @@ static sc_status plan_model_load(const plan_model_opts *o, plan_model *pm) {
     to.optim = o->adamw ? SC_OPTIM_ADAMW : SC_OPTIM_SGD;
     to.momentum = o->adamw ? 0.0f : 0.9f;
     to.weight_decay = o->adamw ? 0.01f : 0.0f;
+    to.clip_norm = o->clip;
     sc_status st = sc_status_prefix(graph_prepare(g, &bo), "%s: ", o->path);
     if (!st) st = sc_status_prefix(autodiff_build_training(g, &to, &pm->tg), "%s: ", o->path);
     if (st) {
@@ -185,6 +187,7 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     cfg.train.optim = mo->adamw ? SC_OPTIM_ADAMW : SC_OPTIM_SGD;
     cfg.train.momentum = mo->adamw ? 0.0f : 0.9f;
     cfg.train.weight_decay = mo->adamw ? 0.01f : 0.0f;
+    cfg.train.clip_norm = mo->clip;
     cfg.steps = out->measure + 1;
     cfg.use_plan = true;
     cfg.plan = *po;
@@ -214,6 +217,7 @@ int cmd_plan(int argc, char **argv) {
         {.name = "batch", .kind = ARG_INT, .metavar = "N", .help = "batch size, binds the inputs' dim 0 (default 1)"},
         {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs (default: the model's)"},
         {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "as train (default sgd, momentum 0.9)"},
+        {.name = "clip", .kind = ARG_FLOAT, .metavar = "X", .help = "as train: clip gradients to global norm X"},
         PLAN_CLI_OPTS,
         {.name = "json", .kind = ARG_FLAG, .help = "print the summary as one JSON object"},
         {.name = "trace", .kind = ARG_STR, .metavar = "FILE.json", .help = "write a Chrome/Perfetto trace of the plan"},
@@ -225,7 +229,7 @@ int cmd_plan(int argc, char **argv) {
     };
     arg_spec spec = {
         .usage = "scorch-run plan MODEL.onnx --batch N [--seq N] --memory SIZE [--strategy none|sqrt|dc|optimal|auto] "
-                 "[--offload auto|weights|activations|none] [--slots S] [--calibrate] [--measure N] [--json] [--trace plan.json] "
+                 "[--offload auto|weights|activations|none] [--optimizer-on host|device|auto] [--optimizer sgd|adamw] [--clip X] [--slots S] [--calibrate] [--measure N] [--json] [--trace plan.json] "
                  "[--svg memory.svg]",
         .summary = "Plans one training step (as `train` would build it) under a device memory budget and prints its\n"
                    "predicted costs. Nothing is executed unless --measure or --calibrate is given.",
@@ -247,6 +251,7 @@ int cmd_plan(int argc, char **argv) {
         if (!strcmp(a->s, "adamw")) mo.adamw = true;
         else if (strcmp(a->s, "sgd")) usage = "--optimizer must be sgd or adamw";
     }
+    if (!usage && (a = args_get(&spec, "clip"))->set && !((mo.clip = (float)a->f) > 0)) usage = "--clip must be > 0";
     plan_outputs out = {.json = args_get(&spec, "json")->set, .trace = args_get(&spec, "trace")->s,
                         .svg = args_get(&spec, "svg")->s, .calibrate = args_get(&spec, "calibrate")->set};
     if (!usage && (a = args_get(&spec, "measure"))->set && ((out.measure = (int)a->i) < 1 || a->i > 1000))

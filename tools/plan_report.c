@@ -120,7 +120,7 @@ const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *giv
                                               SC_OFFLOAD_BOTH, SC_OFFLOAD_AUTO};
     memset(o, 0, sizeof *o);
     arg_opt *mem = args_get(spec, "memory"), *strat = args_get(spec, "strategy"), *off = args_get(spec, "offload"),
-            *slots = args_get(spec, "slots");
+            *slots = args_get(spec, "slots"), *upd = args_get(spec, "optimizer-on");
     *given = mem->set || strat->set || off->set || slots->set;
     if (mem->set && (o->budget = parse_size(mem->s)) <= 0)
         return "--memory takes a positive size such as 256MiB, 1.5GiB, 500MB or a byte count";
@@ -139,6 +139,16 @@ const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *giv
         if (strat->set && o->strategy != SC_STRATEGY_DC && o->strategy != SC_STRATEGY_AUTO)
             return "--slots applies to --strategy dc (or auto) only";
         o->slots = (int)slots->i;
+    }
+    if (upd && upd->set) {
+        static const char *const names[] = {[SC_UPDATE_AUTO] = "auto", [SC_UPDATE_DEVICE] = "device", [SC_UPDATE_HOST] = "host"};
+        int u = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(upd->s, names[i])) u = i;
+        if (u < 0) return "--optimizer-on must be host, device or auto";
+        if (o->offload == SC_OFFLOAD_NONE || o->offload == SC_OFFLOAD_ACTIVATIONS)
+            return "--optimizer-on applies to streamed parameters: give --offload weights, both or auto";
+        o->update_on = (sc_update_place)u;
     }
     return NULL;
 }
@@ -241,6 +251,11 @@ static sc_status timeline_build(const sc_graph *g, const sc_plan *p, const sc_co
             if (st->transfer >= 0 && st->transfer < n_tr && done[st->transfer] > compute) compute = done[st->transfer];
             t1 = compute;
             break;
+        case SC_STEP_HOST_RUN: /* in the executor's thread, as plan_predict models it */
+            stream = 3;
+            compute += nt[st->node];
+            t1 = compute;
+            break;
         case SC_STEP_FREE:
             break;
         }
@@ -322,6 +337,7 @@ sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, cons
     s->param_bytes = s->state_bytes = 0;
     for (int i = 0; i < tg->n_params; i++) s->param_bytes += sc_desc_bytes(&g->values[tg->params[i]].desc);
     for (int i = 0; i < tg->n_states; i++) s->state_bytes += sc_desc_bytes(&g->values[tg->states[i]].desc);
+    s->params = plan_param_count(g);
     double *nt = node_times(g, m);
     bool *ran = calloc((size_t)tg->n_forward_nodes + 1, 1);
     if (!ran || !nt) {
@@ -391,7 +407,12 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     fprintf(f, "flops          %.4g (recompute %.4g, %.1f%% of the flops, %.1f%% of compute time, %lld runs)\n",
             p->flops, p->recompute_flops, p->flops > 0 ? 100.0 * p->recompute_flops / p->flops : 0.0,
             s->compute_time > 0 ? 100.0 * s->recompute_time / s->compute_time : 0.0, (long long)s->recompute_runs);
-    fprintf(f, "moved          h2d %s, d2h %s\n", fmt_bytes(p->bytes_h2d, a, sizeof a), fmt_bytes(p->bytes_d2h, b, sizeof b));
+    double per = s->params > 0 ? (double)s->params : 1;
+    fprintf(f, "moved          h2d %s (%.2f B/param), d2h %s (%.2f B/param) per step\n", fmt_bytes(p->bytes_h2d, a, sizeof a),
+            (double)p->bytes_h2d / per, fmt_bytes(p->bytes_d2h, b, sizeof b), (double)p->bytes_d2h / per);
+    fprintf(f, "updates        %s", p->update_on == SC_UPDATE_HOST ? "streamed parameters update on the host" : "on the device");
+    if (p->n_host_updates) fprintf(f, " (%d host updates, %.4g s predicted)", p->n_host_updates, p->host_time);
+    fputc('\n', f);
     fprintf(f, "step time      %.4g s predicted%s (compute %.4g s, recompute %.4g s, waiting on transfers %.4g s)\n",
             p->predicted_time, s->calibrated ? " with calibrated node times" : " by the cost model", s->compute_time,
             s->recompute_time, p->stall_time);
@@ -429,6 +450,8 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
     fprintf(f, "\"bytes_h2d\": %lld, \"bytes_d2h\": %lld, \"stall_time\": %.17g, \"predicted_time\": %.17g, "
                "\"timeline_time\": %.17g, ",
             (long long)p->bytes_h2d, (long long)p->bytes_d2h, p->stall_time, p->predicted_time, s->timeline_time);
+    fprintf(f, "\"params\": %lld, \"update_on\": \"%s\", \"host_updates\": %d, \"host_time\": %.17g, ", (long long)s->params,
+            plan_update_name(p->update_on), p->n_host_updates, p->host_time);
     fprintf(f, "\"calibrated\": %s, \"model_time\": %.17g, \"measured_time\": %.17g, \"measured_kernel_time\": %.17g, "
                "\"measured_steps\": %d}\n",
             s->calibrated ? "true" : "false", s->model_time, s->measured_time, s->measured_kernel_time,
@@ -448,6 +471,9 @@ static const char *step_label(const sc_graph *g, const sc_step *st, char *buf, s
         snprintf(buf, n, "%s %s", st->kind == SC_STEP_PREFETCH ? "prefetch" : "offload",
                  safe(g->values[st->value].name, nm, sizeof nm));
         break;
+    case SC_STEP_HOST_RUN:
+        snprintf(buf, n, "host update %s", safe(g->nodes[st->node].name, nm, sizeof nm));
+        break;
     default:
         buf[0] = 0;
     }
@@ -466,12 +492,12 @@ sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_trainin
         timeline_free(&tl);
         return st;
     }
-    static const char *const tracks[3] = {"compute", "h2d", "d2h"};
+    static const char *const tracks[4] = {"compute", "h2d", "d2h", "host"};
     strbuf b = {0};
     sb_printf(&b, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
     sb_printf(&b, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": \"scorch plan (%s)\"}}",
               plan_strategy_name(p->strategy));
-    for (int t = 0; t < 3; t++)
+    for (int t = 0; t < 4; t++)
         sb_printf(&b, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
                   t + 1, tracks[t]);
     bool *ran = calloc((size_t)tg->n_forward_nodes + 1, 1);
@@ -481,7 +507,7 @@ sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_trainin
         const sc_step *sp = &p->steps[s];
         char label[600];
         if (tl.stream[s] >= 0) {
-            const char *cat = "transfer";
+            const char *cat = sp->kind == SC_STEP_HOST_RUN ? "host update" : "transfer";
             if (sp->kind == SC_STEP_RUN) {
                 bool fwd = sp->node < tg->n_forward_nodes;
                 cat = fwd ? (ran[sp->node] ? "recompute" : "forward") : "backward";

@@ -34,7 +34,12 @@
          .help = "checkpointing strategy (default auto with --memory, else none)"},                         \
         {.name = "offload", .kind = ARG_STR, .metavar = "auto|weights|activations|both|none",               \
          .help = "stream parameters/state or checkpointed activations through host memory (default none)"}, \
-        {.name = "slots", .kind = ARG_INT, .metavar = "S", .help = "dc: at most S snapshot slots (binomial placement)"}
+        {.name = "slots", .kind = ARG_INT, .metavar = "S", .help = "dc: at most S snapshot slots (binomial placement)"}, \
+        PLAN_UPDATE_OPT
+#define PLAN_UPDATE_OPT                                                                                      \
+    {.name = "optimizer-on", .kind = ARG_STR, .metavar = "host|device|auto",                                  \
+     .help = "where streamed parameters update: on the host (the gradient goes out, the state stays home) "   \
+             "or on the device (parameter and state travel); auto: the faster plan (default)"}
 
 /* --calibrate of `plan`, `train` and `bench` (train/calibrate.h). */
 #define PLAN_CALIBRATE_OPT                                                                                   \
@@ -62,6 +67,7 @@ typedef struct {
     int64_t none_fixed;         /* its fixed region */
     /* derived by plan_summary_fill */
     int64_t param_bytes, state_bytes;  /* trainable parameters and optimizer state */
+    int64_t params;                    /* trainable parameter elements (for B/param/step) */
     double compute_time;        /* predicted seconds of every RUN */
     double recompute_time;      /* of RUNs of forward nodes run before in the step */
     int64_t recompute_runs;
