@@ -59,6 +59,7 @@ typedef struct {
     float first_loss, last_loss;
     FILE *log;
     int64_t peak_bytes;     /* max measured arena high-water mark (plans) */
+    int64_t bytes_h2d, bytes_d2h; /* moved by the last step (plans) */
     double *exec_times;     /* per step of this run, for the median */
     int64_t n_exec, cap_exec;
 } progress;
@@ -89,6 +90,14 @@ static void plan_report_line(const sc_trainer *t, progress *p) {
            (long long)p->peak_bytes,
            fmt_bytes(pl->arena_bytes, a, sizeof a), fmt_bytes(p->peak_bytes, b, sizeof b), pl->predicted_time,
            exec_median(p), (long long)(p->n_exec > 1 ? p->n_exec - 1 : p->n_exec));
+    /* the session also moves the feeds in and the outputs out, which the plan does not count */
+    int64_t n_params = plan_param_count(&sc_trainer_model((sc_trainer *)t)->graph); /* reads only */
+    double per = n_params > 0 ? (double)n_params : 1;
+    printf("moved per step: planned h2d %lld d2h %lld bytes (%.2f + %.2f B/param), measured h2d %lld d2h %lld "
+           "(feeds and outputs included); updates %s%s\n",
+           (long long)pl->bytes_h2d, (long long)pl->bytes_d2h, (double)pl->bytes_h2d / per, (double)pl->bytes_d2h / per,
+           (long long)p->bytes_h2d, (long long)p->bytes_d2h, plan_update_name(pl->update_on),
+           pl->update_on == SC_UPDATE_HOST ? " (streamed parameters)" : "");
 }
 
 static void progress_show(progress *p, const sc_trainer *t, const sc_step_result *r) {
@@ -155,6 +164,7 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
         p->last_loss = r.loss;
         p->done++;
         if (r.peak_bytes > p->peak_bytes) p->peak_bytes = r.peak_bytes;
+        p->bytes_h2d = r.bytes_h2d, p->bytes_d2h = r.bytes_d2h;
         exec_time_add(p, r.exec_time);
         p->units += strcmp(p->unit_name, "tokens") ? r.samples : r.tokens;
         if (p->log) {

@@ -163,7 +163,7 @@ sc_status train_plan_open(sc_trainer *t) {
     return st;
 }
 
-sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds) {
+sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h) {
     SC_TRY(plan_session_step(t->session, t->feeds, t->outs));
     for (int i = 0; i < t->tg.n_writebacks; i++)
         SC_TRY(plan_session_copy_value(t->session, t->tg.wb_src[i], t->tg.wb_dst[i]));
@@ -171,6 +171,7 @@ sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds) {
     sc_plan_stats ps;
     plan_session_stats(t->session, &ps);
     *peak_bytes = ps.peak_bytes;
+    *h2d = ps.bytes_h2d, *d2h = ps.bytes_d2h;
     *seconds = ps.step_seconds; /* the plan alone: writebacks and the copy to the host excluded */
     return SC_OK;
 }

@@ -216,12 +216,13 @@ static void writebacks_apply(sc_trainer *t) {
 
 /* The step's graph execution: the plan's session, or the store-everything executor; *seconds is
  * the time of the execution itself. */
-static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *seconds) {
+static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h) {
     *peak_bytes = -1;
     *seconds = 0;
+    *h2d = *d2h = 0;
     if (t->cfg.use_plan) {
         if (!t->session) return sc_errorf("no plan to run (the last re-plan failed)");
-        return train_plan_run(t, peak_bytes, seconds);
+        return train_plan_run(t, peak_bytes, seconds, h2d, d2h);
     }
     double t0 = sc_clock_seconds();
     sc_status st = sc_forward_cpu(&t->model->graph, t->feeds, t->outs);
@@ -238,9 +239,9 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
     outs_release(t);
     cpu_params_changed(); /* the last step, a loaded state or a restore changed weights in place */
     cpu_set_dropout_rng(t->cfg.seed, (uint64_t)step); /* Dropout masks: a function of (seed, step) */
-    int64_t peak_bytes;
+    int64_t peak_bytes, h2d, d2h;
     double exec_time;
-    sc_status st = step_execute(t, &peak_bytes, &exec_time);
+    sc_status st = step_execute(t, &peak_bytes, &exec_time, &h2d, &d2h);
     if (st) {
         train_snapshot_restore(t); /* updates before the failing node already ran in place */
         sc_status_free(train_plan_reload(t));
@@ -268,6 +269,7 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
         r->tokens = t->data.lm ? t->data.batch * t->data.seq : t->data.batch;
         r->exec_time = exec_time;
         r->peak_bytes = peak_bytes;
+        r->bytes_h2d = h2d, r->bytes_d2h = d2h;
     }
     return SC_OK;
 }
