@@ -90,8 +90,22 @@ static sc_status bw_seed(bw_state *s, int loss) {
     return SC_OK;
 }
 
-/* Adds contribution `gv` to input k's running gradient sum. */
-static void bw_accumulate(bw_state *s, sc_grad_ctx *c, int k, int gv) {
+/* Whether contribution gv (for input k) is a GatherGrad this rule just emitted (node index >=
+ * first_node) with no base yet and given to no other input: it can start from the running sum. */
+static bool bw_gather_foldable(const sc_graph *g, const sc_grad_ctx *c, int k, int gv, int first_node) {
+    int p = g->values[gv].producer;
+    if (p < first_node || p >= g->n_nodes) return false;
+    const sc_node *n = &g->nodes[p];
+    if (n->op != SC_OP_GATHER_GRAD || n->n_in != 4 || n->in[3] >= 0 || n->out[0] != gv) return false;
+    for (int j = 0; j < c->fwd.n_in; j++)
+        if (j != k && c->gi[j] == gv) return false;
+    return true;
+}
+
+/* Adds contribution `gv` to input k's running gradient sum: an Add, or, when gv is a fresh
+ * GatherGrad, the sum becomes its base (the rows are added into it; the planner may let the
+ * output take the sum's storage). first_node: the graph's node count before the rule ran. */
+static void bw_accumulate(bw_state *s, sc_grad_ctx *c, int k, int gv, int first_node) {
     sc_graph *g = s->g;
     int v = c->fwd.in[k];
     const sc_desc *want = &g->values[v].desc, *got = &g->values[gv].desc;
@@ -103,6 +117,9 @@ static void bw_accumulate(bw_state *s, sc_grad_ctx *c, int k, int gv) {
     }
     if (s->grad[v] < 0) {
         s->grad[v] = gv;
+    } else if (s->grad[v] != gv && bw_gather_foldable(g, c, k, gv, first_node)) {
+        g->nodes[g->values[gv].producer].in[3] = s->grad[v];
+        s->grad[v] = gv;
     } else {
         s->grad[v] = ad_binary(c, SC_OP_ADD, s->grad[v], gv);
         if (c->st) return;
@@ -110,6 +127,40 @@ static void bw_accumulate(bw_state *s, sc_grad_ctx *c, int k, int gv) {
     /* Values built by the backward pass that hold a gradient are GRAD; helper values stay ACT. */
     int r = s->grad[v];
     if (r >= s->first_new && g->values[r].kind == SC_VALUE_ACT) g->values[r].kind = SC_VALUE_GRAD;
+}
+
+/* A 2-D Transpose whose output gradient is a Gemm this backward pass made, read by nothing yet and
+ * the gradient of no other value: the Gemm computes the transposed result instead, operands swapped
+ * and flags flipped ((A' B')^T = B'^T A'^T), and is the input's gradient. A tied LM head's weight
+ * gradient is then one [vocab, dim] GEMM, not a [dim, vocab] GEMM and a transposed copy of it.
+ * Returns the gradient value, or -1 when the pattern does not apply. */
+static int bw_transpose_into_gemm(bw_state *s, const sc_node *fwd, int go) {
+    sc_graph *g = s->g;
+    if (fwd->op != SC_OP_TRANSPOSE || go < s->first_new || g->values[go].desc.rank != 2) return -1;
+    const sc_transpose_attrs *t = &fwd->attrs->transpose;
+    if (!(t->n_perm == 0 || (t->n_perm == 2 && t->perm[0] == 1 && t->perm[1] == 0))) return -1;
+    int p = g->values[go].producer;
+    if (p < s->n_fwd || g->nodes[p].op != SC_OP_GEMM || g->nodes[p].n_in != 2 || g->nodes[p].out[0] != go) return -1;
+    for (int i = p + 1; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] == go) return -1;
+    int owners = 0;
+    for (int v = 0; v < s->first_new; v++) owners += s->grad[v] == go;
+    if (owners != 1) return -1;
+    sc_node *n = &g->nodes[p];
+    sc_attrs a = *n->attrs;
+    bool ta = a.gemm.trans_a;
+    a.gemm.trans_a = !a.gemm.trans_b;
+    a.gemm.trans_b = !ta;
+    if (graph_node_set_attrs(g, n, &a)) return -1;
+    int x = n->in[0];
+    n->in[0] = n->in[1];
+    n->in[1] = x;
+    sc_desc *d = &g->values[go].desc;
+    int64_t r0 = d->dims[0];
+    d->dims[0] = d->dims[1];
+    d->dims[1] = r0;
+    return go;
 }
 
 static sc_status bw_missing_rule(const sc_graph *g, const sc_node *n) {
@@ -141,15 +192,21 @@ static sc_status bw_node(bw_state *s, int i) {
         any_need |= need_gi[k];
     }
     sc_status st = SC_OK;
-    if (any_go && any_need) {
+    int folded = any_go && any_need && need_gi[0] ? bw_transpose_into_gemm(s, &fwd, go[0]) : -1;
+    if (folded >= 0) {
+        sc_grad_ctx c = {g, fwd, i, go, gi, need_gi, SC_OK};
+        bw_accumulate(s, &c, 0, folded, g->n_nodes);
+        st = c.st;
+    } else if (any_go && any_need) {
         sc_grad_rule rule = sc_grad_rules[fwd.op];
         if (!rule) {
             st = bw_missing_rule(g, &fwd);
         } else {
             sc_grad_ctx c = {g, fwd, i, go, gi, need_gi, SC_OK};
+            int first_node = g->n_nodes;
             rule(&c);
             for (int k = 0; k < fwd.n_in && !c.st; k++)
-                if (need_gi[k] && gi[k] >= 0) bw_accumulate(s, &c, k, gi[k]);
+                if (need_gi[k] && gi[k] >= 0) bw_accumulate(s, &c, k, gi[k], first_node);
             st = c.st;
         }
     }

@@ -5,7 +5,10 @@
  *   A 1-D A is [1, K] with the M dim dropped from Y, a 1-D B is [K, 1] with N dropped; the rule
  *   reshapes to those 2-D forms, differentiates, and reshapes back.
  *   When B is a plain matrix shared by every batch row (a linear layer, A [B, T, K]), the batch is
- *   folded into M and both gradients are one Gemm each (no [B, K, N] partial products).
+ *   folded into M and both gradients are one Gemm each (no [B, K, N] partial products). When that
+ *   B is itself Transpose(W) of a 2-D W (a tied LM head: logits = h @ wte^T), dA reads W with the
+ *   flag flipped, so the transposed copy is not kept for backward (154 MB for GPT-2's vocabulary);
+ *   backward.c folds the Transpose's own gradient into the dB Gemm likewise.
  * Gemm: Y = alpha * A' @ B' + beta * C, A' = transA ? A^T : A, B' likewise, C broadcast to [M, N].
  *   dA' = alpha dY B'^T, dB' = alpha A'^T dY, dC = beta dY summed to C's shape; the transposes fold
  *   into the emitted Gemms' own transA/transB flags.
@@ -23,6 +26,16 @@ static int gemm(sc_grad_ctx *c, int a, int b, bool ta, bool tb, double alpha) {
     at.gemm.trans_b = tb;
     int in[2] = {a, b};
     return ad_emit(c, SC_OP_GEMM, in, 2, 1, NULL, &at);
+}
+
+/* W when x = Transpose(W) swaps the two dims of a 2-D W, else -1. */
+static int transposed_source(const sc_grad_ctx *c, int x) {
+    int p = c->g->values[x].producer;
+    if (p < 0) return -1;
+    const sc_node *n = &c->g->nodes[p];
+    if (n->op != SC_OP_TRANSPOSE || n->n_in < 1 || n->in[0] < 0 || c->g->values[n->in[0]].desc.rank != 2) return -1;
+    const sc_transpose_attrs *t = &n->attrs->transpose;
+    return t->n_perm == 0 || (t->n_perm == 2 && t->perm[0] == 1 && t->perm[1] == 0) ? n->in[0] : -1;
 }
 
 /* Swaps the last two dims. */
@@ -66,7 +79,9 @@ void grad_matmul(sc_grad_ctx *c) {
         int64_t P = sc_desc_numel(&a2) / K;
         sc_desc af = desc_with(&a2, 2, (int64_t[]){P, K}), yf = desc_with(&y2, 2, (int64_t[]){P, N});
         int Af = ad_reshape(c, A, &af), DYf = ad_reshape(c, DY, &yf);
-        if (NEED_GI(c, 0)) set_GI(c, 0, ad_reshape(c, gemm(c, DYf, B, false, true, 1.0), &ad));
+        int w = transposed_source(c, b); /* dY B^T = dY W when B = W^T */
+        if (NEED_GI(c, 0))
+            set_GI(c, 0, ad_reshape(c, w >= 0 ? gemm(c, DYf, w, false, false, 1.0) : gemm(c, DYf, B, false, true, 1.0), &ad));
         if (NEED_GI(c, 1)) set_GI(c, 1, ad_reshape(c, gemm(c, Af, DYf, true, false, 1.0), &bd));
         (void)M;
         return;

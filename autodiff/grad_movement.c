@@ -81,9 +81,12 @@ void grad_slice(sc_grad_ctx *c) {
     set_GI(c, 0, ad_emit(c, SC_OP_SLICE_GRAD, in, n_in, 1, NULL, NULL));
 }
 
+/* The fourth input (base) starts absent; backward.c sets it to the data's running gradient sum when
+ * the data has other consumers (a tied embedding), so the rows are added into that sum instead of
+ * into a new zeroed tensor summed by an Add: one [vocab, dim] buffer instead of three. */
 void grad_gather(sc_grad_ctx *c) {
-    int in[3] = {GO(c, 0), I(c, 1), I(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_GATHER_GRAD, in, 3, 1, NULL, c->fwd.attrs));
+    int in[4] = {GO(c, 0), I(c, 1), I(c, 0), -1};
+    set_GI(c, 0, ad_emit(c, SC_OP_GATHER_GRAD, in, 4, 1, NULL, c->fwd.attrs));
 }
 
 void grad_expand(sc_grad_ctx *c) { set_GI(c, 0, ad_reduce_to_shape(c, GO(c, 0), ad_desc(c, I(c, 0)))); }

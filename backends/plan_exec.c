@@ -8,6 +8,11 @@
  * statistics) is read from that host copy at the end of the step (outputs, writebacks); the copy
  * counts only when it was made in the current step.
  *
+ * The host copy of a gradient (or clip scale) that only host updates read goes back to a pool after
+ * the last HOST_RUN reading it, and the next OFFLOAD of a value of the same size takes it from
+ * there: gradients live on the host only until their update, instead of one buffer per parameter
+ * for the whole session (1.4 GB for GPT-2 medium).
+ *
  * HOST_RUN runs an optimizer update with the CPU kernels on host memory, in the executor's thread:
  * the parameter and its state in the graph's host data (their home), a gradient or clip scale from
  * this step's OFFLOAD of it (its WAIT precedes the HOST_RUN in the plan), lr and step from the
@@ -44,7 +49,14 @@ struct sc_plan_session {
     bool *streamed;      /* per value: persistent, home in host memory (no fixed interval) */
     int *feed_of;        /* per value: its index among the graph inputs, -1 */
     int *last_xfer;      /* per value: plan transfer id of its latest OFFLOAD or PREFETCH this step, -1 */
+    int *release_at;     /* per value: the HOST_RUN step after which its host copy returns to the pool, -1 */
+    struct pooled {
+        void *p;
+        size_t bytes;
+    } *pool;             /* released host copies */
+    int n_pool, cap_pool;
     bool *waited;        /* per plan transfer id: its WAIT ran this step */
+    bool *taken;         /* per interval: a later interval took over its block (plan->iv_from) */
     const sc_tensor *feeds; /* the inputs of the step in progress (HOST_RUN reads lr and step there) */
 #ifndef NDEBUG
     struct inflight {
@@ -75,6 +87,10 @@ void plan_session_free(sc_plan_session *s) {
     free(s->feed_of);
     free(s->last_xfer);
     free(s->waited);
+    free(s->release_at);
+    free(s->taken);
+    for (int i = 0; i < s->n_pool; i++) free(s->pool[i].p);
+    free(s->pool);
 #ifndef NDEBUG
     free(s->fly);
 #endif
@@ -159,6 +175,31 @@ sc_status plan_exec_sync_params_to_host(sc_plan_session *s) {
     return SC_OK;
 }
 
+static size_t host_bytes(int64_t bytes) { return (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64); }
+
+/* release_at: for a computed value read by HOST_RUNs, the last of them, when no later step
+ * prefetches it and it is no graph output (whose host copy the step's end hands out). */
+static void host_releases_find(sc_plan_session *s) {
+    const sc_graph *g = s->g;
+    const sc_plan *p = s->plan;
+    for (int v = 0; v < g->n_values; v++) s->release_at[v] = -1;
+    for (int i = 0; i < p->n_steps; i++) {
+        const sc_step *sp = &p->steps[i];
+        if (sp->kind == SC_STEP_PREFETCH) s->release_at[sp->value] = -2; /* brought back: keep */
+        if (sp->kind != SC_STEP_HOST_RUN) continue;
+        const sc_node *n = &g->nodes[sp->node];
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k] >= 0 ? s->root[n->in[k]] : -1;
+            if (v < 0 || g->values[v].producer < 0 || g->values[v].is_output || s->release_at[v] == -2) continue;
+            s->release_at[v] = i;
+        }
+    }
+    for (int i = 0; i < p->n_steps; i++) /* a prefetch after the last host read keeps it too */
+        if (p->steps[i].kind == SC_STEP_PREFETCH && s->release_at[p->steps[i].value] >= 0 &&
+            i > s->release_at[p->steps[i].value])
+            s->release_at[p->steps[i].value] = -1;
+}
+
 sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, sc_plan_session **out) {
     *out = NULL;
     sc_plan_session *s = calloc(1, sizeof *s);
@@ -180,6 +221,8 @@ sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, 
     s->streamed = calloc(nv, 1);
     s->feed_of = malloc(sizeof(int) * nv);
     s->last_xfer = malloc(sizeof(int) * nv);
+    s->release_at = malloc(sizeof(int) * nv);
+    s->taken = calloc((size_t)plan->n_intervals + 1, sizeof(bool));
     s->waited = calloc((size_t)max_xfer + 1, sizeof(bool));
     bool fly_ok = true;
 #ifndef NDEBUG
@@ -187,7 +230,7 @@ sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, 
     fly_ok = s->fly != NULL;
 #endif
     if (!s->root || !s->fixed_iv || !s->cur || !s->host || !s->host_step || !s->step_time || !s->xfer || !s->streamed ||
-        !s->feed_of || !s->last_xfer || !s->waited || !fly_ok) {
+        !s->feed_of || !s->last_xfer || !s->waited || !s->release_at || !s->taken || !fly_ok) {
         plan_session_free(s);
         return sc_errorf("out of memory creating a plan session");
     }
@@ -200,6 +243,9 @@ sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, 
             if (n->out[o] >= 0 && a >= 0 && a < n->n_in && n->in[a] >= 0) s->root[n->out[o]] = s->root[n->in[a]];
         }
     }
+    host_releases_find(s);
+    for (int i = 0; plan->iv_from && i < plan->n_intervals; i++)
+        if (plan->iv_from[i] >= 0) s->taken[plan->iv_from[i]] = true;
     for (int i = 0; i < plan->n_fixed_intervals; i++) s->fixed_iv[plan->intervals[i].value] = i;
     /* streamed persistent values (no fixed interval) live in their host data */
     for (int i = 0; i < plan->n_steps; i++) {
@@ -297,8 +343,10 @@ static sc_status step_run(sc_plan_session *s, const sc_step *sp) {
  * session buffer made at its first OFFLOAD. */
 static void *host_of(sc_plan_session *s, int v, int64_t bytes, sc_status *st) {
     if (s->streamed[v]) return s->g->values[v].data;
+    for (int i = 0; !s->host[v] && i < s->n_pool; i++)
+        if (s->pool[i].bytes == host_bytes(bytes)) s->host[v] = s->pool[i].p, s->pool[i] = s->pool[--s->n_pool];
     if (!s->host[v]) {
-        s->host[v] = (sc_alloc_fail_now() ? NULL : aligned_alloc(64, (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64)));
+        s->host[v] = (sc_alloc_fail_now() ? NULL : aligned_alloc(64, host_bytes(bytes)));
         if (!s->host[v]) *st = sc_errorf("out of memory for the host copy of '%s'", s->g->values[v].name);
     }
     return s->host[v];
@@ -360,6 +408,25 @@ static void *host_input(sc_plan_session *s, int v) {
     return x->data;
 }
 
+/* After HOST_RUN step i: host copies read for the last time go back to the pool. */
+static sc_status host_release(sc_plan_session *s, int i) {
+    const sc_node *n = &s->g->nodes[s->plan->steps[i].node];
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k] >= 0 ? s->root[n->in[k]] : -1;
+        if (v < 0 || s->release_at[v] != i || !s->host[v]) continue;
+        if (s->n_pool == s->cap_pool) {
+            int cap = s->cap_pool ? 2 * s->cap_pool : 16;
+            struct pooled *q = realloc(s->pool, sizeof *q * (size_t)cap);
+            if (!q) return sc_errorf("out of memory pooling host copies");
+            s->pool = q, s->cap_pool = cap;
+        }
+        s->pool[s->n_pool++] = (struct pooled){s->host[v], host_bytes(value_bytes(s->g, v))};
+        s->host[v] = NULL;
+        s->host_step[v] = 0;
+    }
+    return SC_OK;
+}
+
 static sc_status step_host_run(sc_plan_session *s, const sc_step *sp) {
     const sc_node *n = &s->g->nodes[sp->node];
     sc_tensor in[8], out[4];
@@ -418,13 +485,18 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
         case SC_STEP_RUN: st = step_run(s, sp); break;
         case SC_STEP_FREE:
             SC_ASSERT(s->cur[sp->value] >= 0); /* freed twice or never opened */
-            FLY_CHECK(s, s->cur[sp->value], true);
+            /* a block a later interval took over stays in use (plan->iv_from): a copy of the
+               taker may be reading it already */
+            if (!s->taken[s->cur[sp->value]]) FLY_CHECK(s, s->cur[sp->value], true);
             s->cur[sp->value] = -1;
             break;
         case SC_STEP_OFFLOAD:
         case SC_STEP_PREFETCH:
         case SC_STEP_WAIT: st = step_transfer(s, sp); break;
-        case SC_STEP_HOST_RUN: st = step_host_run(s, sp); break;
+        case SC_STEP_HOST_RUN:
+            st = step_host_run(s, sp);
+            if (!st) st = host_release(s, i);
+            break;
         }
         s->step_time[i] = sc_clock_seconds() - ts;
         if (st) st = sc_status_prefix(st, "plan step %d: ", i);

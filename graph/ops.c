@@ -15,6 +15,19 @@ sc_op sc_op_from_onnx_name(const char *name) {
     return SC_OP_COUNT;
 }
 
+bool sc_op_donor_input_ok(sc_op op, int k) {
+    switch (op) {
+    case SC_OP_ADD:
+    case SC_OP_SUB:
+    case SC_OP_MUL:
+    case SC_OP_DIV: return k == 0 || k == 1;
+    case SC_OP_RELU: return k == 0;
+    case SC_OP_RELU_GRAD: return k == 0 || k == 1; /* (dY, Y) -> dX */
+    case SC_OP_GATHER_GRAD: return k == 3;         /* base: each element read once, then its rows added */
+    default: return false;
+    }
+}
+
 int sc_op_inplace_input(sc_op op, int out) {
     switch (op) {
     case SC_OP_SGD_UPDATE: return out == 0 ? 0 : 2;           /* W' = W, M' = M */

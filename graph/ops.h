@@ -2,6 +2,8 @@
 #ifndef SC_OPS_H
 #define SC_OPS_H
 
+#include <stdbool.h>
+
 typedef enum {
 #define SC_OP(id, name, min_in, max_in, min_out, max_out) SC_OP_##id,
 #include "graph/ops.def"
@@ -28,5 +30,12 @@ static inline int sc_op_is_internal(sc_op op) { return op >= SC_OP_PUBLIC_COUNT;
 /* For ops that update state in place (optimizer updates): the input whose storage output `out`
  * shares, or -1. The executor and the planner treat such an output as the same memory. */
 int sc_op_inplace_input(sc_op op, int out);
+/* Whether output 0 of op may be written over input k's storage when that input is dead after the
+ * node and has the output's shape and dtype: every backend's kernel for op is an element-wise map
+ * that reads element i of input k before it writes element i of the output, and nothing else
+ * there. The planner then hands the dying input's block to the output (schedule/alloc.c): a
+ * gradient sum Add(partial, contribution) needs two buffers instead of three. Kernels must keep this
+ * true (tests/test_inplace.c runs each such op in place against out of place). */
+bool sc_op_donor_input_ok(sc_op op, int k);
 
 #endif

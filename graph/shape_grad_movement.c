@@ -65,6 +65,10 @@ sc_status shape_gather_grad(sc_graph *g, sc_node *n) {
     for (int i = axis + 1; i < data->rank; i++) want.dims[want.rank++] = data->dims[i];
     if (want.rank > SC_MAX_RANK || dy->rank != want.rank || !sc_desc_same_shape(dy, &want))
         return shape_fail(g, n, "dY must be data[:axis] ++ indices ++ data[axis+1:]");
+    if (n->n_in > 3 && n->in[3] >= 0) {
+        const sc_desc *base = in_desc(g, n, 3);
+        if (base->dtype != data->dtype || !sc_desc_same_shape(base, data)) return shape_fail(g, n, "base must have data's dtype and shape");
+    }
     shape_set_out(g, n, 0, data);
     return SC_OK;
 }

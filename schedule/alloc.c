@@ -10,6 +10,15 @@
  * address among equals) is O(log n). A request no free block fits takes the top of the arena,
  * extending a free block that ends there. Sizes are multiples of 64, so every offset is 64-byte
  * aligned. arena_bytes is the high-water mark. O(n log n) for n intervals.
+ *
+ * In-place outputs (iv_from): when a RUN's output 0 may overwrite input k (sc_op_donor_input_ok:
+ * an element-wise kernel), that input has the output's dtype and shape, is read at no other input
+ * position, and its interval ends before the next RUN with no transfer of it in between (so none
+ * is pending: an OFFLOAD's WAIT comes before its FREE), the output takes the input's block instead
+ * of a new one,
+ * and the input's FREE gives nothing back. Gradient sums Add(partial, contribution), ReluGrad and
+ * the like then need one buffer less: the tied embedding's [vocab, dim] gradient sum holds two
+ * copies at its peak instead of three.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +190,30 @@ static void alloc_give(allocator *A, int x) {
     treap_insert(A, x);
 }
 
+/* The open interval of an input of the RUN at step s whose block output 0's interval (out_iv) may
+ * take over, or -1 (rules above). */
+static int donor_interval(const sc_graph *g, const sc_plan *plan, int s, int out_iv, const int *cur, const bool *taken) {
+    const sc_node *n = &g->nodes[plan->steps[s].node];
+    const sc_value *y = &g->values[plan->intervals[out_iv].value];
+    if (n->n_out < 1 || n->out[0] != plan->intervals[out_iv].value) return -1;
+    for (int k = 0; k < n->n_in; k++) {
+        int d = n->in[k];
+        if (d < 0 || !sc_op_donor_input_ok(n->op, k) || cur[d] < plan->n_fixed_intervals || taken[cur[d]]) continue;
+        const sc_value *x = &g->values[d];
+        if (x->desc.dtype != y->desc.dtype || !sc_desc_same_shape(&x->desc, &y->desc)) continue;
+        bool alone = true;
+        for (int j = 0; j < n->n_in; j++) alone &= j == k || n->in[j] != d;
+        int end = plan->intervals[cur[d]].end;
+        bool dies = end > s && end < plan->n_steps;
+        for (int t = s + 1; dies && t <= end; t++) {
+            const sc_step *u = &plan->steps[t];
+            dies = u->kind != SC_STEP_RUN && (u->kind == SC_STEP_FREE || u->kind == SC_STEP_HOST_RUN || u->value != d);
+        }
+        if (alone && dies && plan->intervals[cur[d]].bytes == plan->intervals[out_iv].bytes) return cur[d];
+    }
+    return -1;
+}
+
 sc_status plan_alloc(const sc_graph *g, sc_plan *plan) {
     int64_t fixed = 0;
     int iv = 0;
@@ -197,15 +230,19 @@ sc_status plan_alloc(const sc_graph *g, sc_plan *plan) {
     A.rng = 0x9E3779B97F4A7C15ull;
     int *cur = malloc(sizeof(int) * ((size_t)g->n_values + 1));     /* value -> open interval */
     int *iv_blk = malloc(sizeof(int) * ((size_t)plan->n_intervals + 1)); /* interval -> block */
-    sc_status st = (!cur || !iv_blk) ? sc_errorf("out of memory placing intervals") : SC_OK;
+    bool *taken = calloc((size_t)plan->n_intervals + 1, sizeof(bool)); /* its block went to a later interval */
+    free(plan->iv_from);
+    plan->iv_from = malloc(sizeof(int) * ((size_t)plan->n_intervals + 1));
+    sc_status st = (!cur || !iv_blk || !taken || !plan->iv_from) ? sc_errorf("out of memory placing intervals") : SC_OK;
     for (int v = 0; !st && v < g->n_values; v++) cur[v] = -1;
+    for (int i = 0; !st && i < plan->n_intervals; i++) plan->iv_from[i] = -1;
     for (int s = 0; !st && s < plan->n_steps; s++) {
         const sc_step *sp = &plan->steps[s];
         if (sp->kind == SC_STEP_FREE || sp->kind == SC_STEP_OFFLOAD) {
             if (sp->kind == SC_STEP_OFFLOAD) continue; /* the copy keeps its interval until FREE */
             int i = cur[sp->value];
             SC_ASSERT(i >= 0);
-            alloc_give(&A, iv_blk[i]);
+            if (!taken[i]) alloc_give(&A, iv_blk[i]);
             cur[sp->value] = -1;
             continue;
         }
@@ -217,6 +254,15 @@ sc_status plan_alloc(const sc_graph *g, sc_plan *plan) {
             for (int i = sp->interval; i < plan->n_intervals && plan->intervals[i].begin == s; i++) n_open++;
         }
         for (int i = sp->interval; i < sp->interval + n_open; i++) {
+            int from = sp->kind == SC_STEP_RUN && i == sp->interval ? donor_interval(g, plan, s, i, cur, taken) : -1;
+            if (from >= 0) {
+                taken[from] = true;
+                plan->iv_from[i] = from;
+                iv_blk[i] = iv_blk[from];
+                plan->intervals[i].offset = plan->intervals[from].offset;
+                cur[plan->intervals[i].value] = i;
+                continue;
+            }
             int x = alloc_take(&A, plan->intervals[i].bytes);
             if (x < 0) {
                 st = sc_errorf("out of memory placing intervals");
@@ -230,6 +276,7 @@ sc_status plan_alloc(const sc_graph *g, sc_plan *plan) {
     plan->arena_bytes = A.high;
     free(cur);
     free(iv_blk);
+    free(taken);
     free(A.b);
     free(A.spare);
     return st;

@@ -91,6 +91,60 @@ static sc_status runs_build(lower_ctx *x, const sc_chain *c, const sc_chain_sche
     return SC_OK;
 }
 
+/* Recomputations nothing reads are dropped: a forward node's second or later run whose outputs no
+ * later run reads before they are made again, and that makes no graph output's last instance (and,
+ * transitively, the runs that fed only such runs). A segment's recomputation reruns all of its
+ * forward nodes, though its backward may read few of them: a tied LM head's transposed embedding
+ * (154 MB for GPT-2) depends on a parameter alone, sits in the first segment, and would be rebuilt
+ * there for nothing. Runs after reads_check (which maps runs to actions for its messages). */
+static sc_status runs_prune_dead(lower_ctx *x) {
+    const sc_graph *g = x->g;
+    int R = x->R;
+    bool *seen = calloc((size_t)g->n_nodes + 1, 1), *keep = malloc((size_t)R + 1);
+    bool *read_later = calloc((size_t)g->n_values + 1, 1), *made_later = calloc((size_t)g->n_values + 1, 1);
+    bool *first = malloc((size_t)R + 1);
+    sc_status st = (!seen || !keep || !read_later || !made_later || !first) ? sc_errorf("out of memory lowering") : SC_OK;
+    for (int r = 0; !st && r < R; r++) {
+        first[r] = !seen[x->runs[r]];
+        seen[x->runs[r]] = true;
+    }
+    int kept = 0;
+    for (int r = R - 1; !st && r >= 0; r--) {
+        const sc_node *n = &g->nodes[x->runs[r]];
+        bool dead = x->runs[r] < x->F && !first[r];
+        for (int o = 0; dead && o < n->n_out; o++) {
+            int v = n->out[o];
+            if (v >= 0 && (read_later[v] || ((x->vflag[v] & VF_OUTPUT) && !made_later[v]))) dead = false;
+        }
+        keep[r] = !dead;
+        if (dead) continue;
+        kept++;
+        for (int o = 0; o < n->n_out; o++)
+            if (n->out[o] >= 0) read_later[n->out[o]] = false, made_later[n->out[o]] = true;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) read_later[x->root[n->in[j]]] = true;
+    }
+    if (!st && kept < R) {
+        int w = 0;
+        for (int r = 0; r < R; r++)
+            if (keep[r]) x->runs[w++] = x->runs[r];
+        x->R = w;
+        int64_t slots = 0;
+        for (int r = 0; r < x->R; r++) {
+            x->out_base[r] = (int)slots;
+            slots += g->nodes[x->runs[r]].n_out;
+        }
+        x->out_base[x->R] = (int)slots;
+        x->n_slots = (int)slots;
+    }
+    free(seen);
+    free(keep);
+    free(read_later);
+    free(made_later);
+    free(first);
+    return st;
+}
+
 /* The action that run r belongs to (error messages only: a walk over the actions). */
 static int run_action(const lower_ctx *x, const sc_chain *c, const sc_chain_schedule *s, int r) {
     for (int i = 0, end = 0; i < s->n; i++)
@@ -289,6 +343,7 @@ sc_status plan_lower(const sc_graph *g, const sc_training_graph *tg, const sc_ch
     sc_status st = ctx_init(&x, g, tg, c);
     if (!st) st = runs_build(&x, c, s);
     if (!st) st = reads_check(&x, c, s);
+    if (!st) st = runs_prune_dead(&x);
     if (!st) st = ends_compute(&x);
     if (!st) st = steps_emit(&x, plan);
     if (!st) st = stats_fill(&x, m, plan);

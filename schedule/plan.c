@@ -32,6 +32,7 @@ const char *plan_strategy_name(sc_strategy s) {
 void plan_free(sc_plan *plan) {
     free(plan->steps);
     free(plan->intervals);
+    free(plan->iv_from);
     memset(plan, 0, sizeof *plan);
 }
 
@@ -48,17 +49,24 @@ static sc_status schedule_make(const sc_chain *c, const sc_plan_options *opt, sc
     return sc_errorf("unknown strategy %d", (int)s);
 }
 
-/* The largest single node's working set (inputs + outputs), the floor of any plan beyond fixed. */
-static int64_t largest_node(const sc_graph *g, int *which) {
+int64_t sched_largest_node(const sc_graph *g, int *which) {
     int64_t best = 0;
     *which = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const sc_node *n = &g->nodes[i];
-        int64_t b = 0;
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0 && !sched_persistent(g, n->in[j])) b += sched_value_bytes(g, n->in[j]);
+        int64_t b = 0, donor = 0;
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] < 0 || sched_persistent(g, n->in[j])) continue;
+            int64_t vb = sched_value_bytes(g, n->in[j]);
+            b += vb;
+            if (n->n_out > 0 && n->out[0] >= 0 && sc_op_donor_input_ok(n->op, j) &&
+                g->values[n->in[j]].desc.dtype == g->values[n->out[0]].desc.dtype &&
+                sc_desc_same_shape(&g->values[n->in[j]].desc, &g->values[n->out[0]].desc) && vb > donor)
+                donor = vb;
+        }
         for (int o = 0; o < n->n_out; o++)
             if (n->out[o] >= 0 && sched_alias_input(n, o) < 0) b += sched_value_bytes(g, n->out[o]);
+        b -= donor; /* the output may take over a dying input's block (plan_alloc) */
         if (b > best) best = b, *which = i;
     }
     return best;
@@ -66,7 +74,7 @@ static int64_t largest_node(const sc_graph *g, int *which) {
 
 static sc_status over_budget_n(const sc_graph *g, int64_t arena, int64_t fixed, int64_t budget, int64_t smallest) {
     int big = -1;
-    int64_t nb = largest_node(g, &big);
+    int64_t nb = sched_largest_node(g, &big);
     return sc_errorf("the plan needs %lld bytes of device memory, over the budget of %lld (smallest plan found: "
                      "%lld bytes; fixed region %lld bytes of parameters, optimizer state and inputs; largest single "
                      "node '%s' needs %lld bytes of activations)",

@@ -84,6 +84,10 @@ typedef struct {
     int n_steps;
     sc_interval *intervals;
     int n_intervals;
+    int *iv_from;         /* [n_intervals], from plan_alloc: the interval whose block this one took
+                             over at the RUN that opens it (an input of that RUN dying there,
+                             sc_op_donor_input_ok), else -1. The two are both open during that RUN
+                             and its FREEs, at one offset: the kernel runs in place. */
     int64_t fixed_bytes;  /* persistent region */
     int64_t arena_bytes;  /* planned peak: fixed region + the highest interval end */
     /* predictions (the plan's own figures, shown by `scorch-run plan`) */

@@ -39,6 +39,11 @@ static inline bool sched_needs_fixed(const sc_graph *g, int v) {
     return sched_persistent(g, v) && (g->values[v].n_consumers > 0 || g->values[v].is_output);
 }
 
+/* plan.c: the largest single node's working set (its computed inputs and outputs, less the input
+ * block its output may take over when that input dies there: plan_alloc), the floor of any plan
+ * beyond the fixed region; *which: the node. Named in over-budget messages. */
+int64_t sched_largest_node(const sc_graph *g, int *which);
+
 /* seg[i] for forward nodes i < n_fwd from the cut positions of c. */
 void sched_segment_of_nodes(const sc_chain *c, int n_fwd, int *seg);
 

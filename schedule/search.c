@@ -94,11 +94,11 @@ static sc_status candidate(search *x, schedule_fn fn, int arg, int64_t est_budge
 /* strategy_optimal at estimate budgets calibrated against the exact arenas: the next estimate
  * budget scales the activation part of the budget by estimate / exact of the last candidate, kept
  * between the largest estimate budget known to fit and the smallest known not to. */
-static void optimal_calibrated(search *x, sc_strategy by) {
+static void optimal_calibrated(search *x, sc_strategy by, bool frugal) {
     int64_t fixed = x->c->fixed_bytes, E = x->budget, lo = 0, hi = INT64_MAX;
     for (int round = 0; round < CALIBRATION_ROUNDS; round++) {
         int64_t arena, est;
-        sc_status st = candidate(x, make_optimal, 0, E, by, false, &arena, &est);
+        sc_status st = candidate(x, make_optimal, 0, E, by, frugal, &arena, &est);
         if (st || arena < 0) {
             sc_status_free(st); /* below the estimate's own minimum: nothing to learn */
             break;
@@ -152,6 +152,35 @@ static sc_status frugal_retimed(search *x, sc_strategy by) {
     return st;
 }
 
+/* The program calibrated (as optimal_calibrated) at a budget one byte under the smallest exact arena
+ * found so far, repeated while that finds a smaller one (a few rounds). Exact arenas are not
+ * monotone in the estimate budget (the lowering drops dead recomputations and lets outputs take
+ * over dying inputs' blocks, which the estimate does not see), so a tighter estimate can come out
+ * smaller; without this a budget under the smallest feasible budget a failed search names could
+ * still plan. A plan found on the way that fits the real budget is offered. */
+static void frugal_descend(search *x, sc_strategy by) {
+    for (int round = 0; round < 4 && x->smallest != INT64_MAX && x->smallest > x->c->fixed_bytes + 64; round++) {
+        search y = *x;
+        y.have = false;
+        memset(&y.best, 0, sizeof y.best);
+        y.budget = x->smallest - 1;
+        optimal_calibrated(&y, by, true);
+        if (y.have) {
+            if (x->budget <= 0 || y.best.arena_bytes <= x->budget) {
+                if (!x->have || better(&y.best, &x->best)) {
+                    if (x->have) plan_free(&x->best);
+                    x->best = y.best;
+                    x->have = true;
+                    y.have = false;
+                }
+            }
+            if (y.have) plan_free(&y.best);
+        }
+        if (y.smallest >= x->smallest) break;
+        x->smallest = y.smallest, x->smallest_fixed = y.smallest_fixed, x->smallest_by = y.smallest_by;
+    }
+}
+
 /* Budget-independent schedules that use little memory: dc bisection and binomial placements, sqrt,
  * none, and the program at the estimate's smallest budget. Labelled `by` unless by is AUTO. */
 static sc_status frugal_set(search *x, sc_strategy by) {
@@ -170,30 +199,15 @@ static sc_status frugal_set(search *x, sc_strategy by) {
     int64_t min_est = strategy_min_budget(c, NULL, 0);
     sc_status st = candidate(x, make_optimal, 0, min_est, a ? SC_STRATEGY_OPTIMAL : by, true, NULL, NULL);
     sc_status_free(st); /* the program may find nothing at its rounding; dc with one slot covers it */
+    frugal_descend(x, a ? SC_STRATEGY_OPTIMAL : by);
     return SC_OK;
-}
-
-/* The largest single node's working set (inputs + outputs): no plan goes below fixed + this. */
-static int64_t largest_node(const sc_graph *g, int *which) {
-    int64_t best = 0;
-    *which = -1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const sc_node *n = &g->nodes[i];
-        int64_t b = 0;
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0 && !sched_persistent(g, n->in[j])) b += sched_value_bytes(g, n->in[j]);
-        for (int o = 0; o < n->n_out; o++)
-            if (n->out[o] >= 0 && sched_alias_input(n, o) < 0) b += sched_value_bytes(g, n->out[o]);
-        if (b > best) best = b, *which = i;
-    }
-    return best;
 }
 
 static sc_status infeasible(const search *x, sc_strategy requested) {
     char why[256];
     strategy_min_budget(x->c, why, sizeof why);
     int big;
-    int64_t nb = largest_node(x->g, &big);
+    int64_t nb = sched_largest_node(x->g, &big);
     return sc_errorf("strategy %s: no plan fits in %lld bytes: the smallest feasible budget is %lld bytes (the "
                      "exact peak of the most frugal %s plan; fixed region %lld bytes of parameters, optimizer "
                      "state and inputs; largest single node '%s' needs %lld bytes of activations; chain "
@@ -219,7 +233,7 @@ sc_status plan_search(const sc_graph *g, const sc_training_graph *tg, const sc_c
             st = candidate(&x, make_none, 0, 0, s == SC_STRATEGY_AUTO ? SC_STRATEGY_NONE : s, true, NULL, NULL);
             break;
         }
-        optimal_calibrated(&x, SC_STRATEGY_OPTIMAL);
+        optimal_calibrated(&x, SC_STRATEGY_OPTIMAL, false);
         st = frugal_set(&x, s);
         break;
     }

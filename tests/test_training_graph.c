@@ -442,6 +442,82 @@ static void test_lm_head(void) {
     graph_free(&g);
 }
 
+/* A tied embedding: h = Gather(E, tokens), logits = h @ Transpose(E). dE has two parts (the head's
+ * and the lookup's) against a double reference, and the graph is the memory-lean one: the Gather's
+ * gradient adds its rows into the head's (GatherGrad with a base, no Add of two [V, D] tensors), the
+ * head's gradient is one [V, D] Gemm (no Transpose in the backward), and the head's dX reads E, not
+ * the transposed copy. */
+static void test_tied_embedding(void) {
+    enum { B = 2, T = 3, DD = 4, V = 6 };
+    sc_graph g;
+    graph_init(&g);
+    rng = 11;
+    sc_status st = SC_OK;
+    sc_desc td = sc_desc_make(SC_I64, 2, (const int64_t[]){B, T});
+    int tok = graph_add_value(&g, "tokens", SC_VALUE_INPUT, &td, &st);
+    g.inputs = sc_arena_alloc_array(&g.arena, 1, sizeof(int));
+    g.inputs[0] = tok;
+    g.n_inputs = 1;
+    int e = add_param(&g, "E", 2, (const int64_t[]){V, DD}, 1.0);
+    int h = add_node(&g, SC_OP_GATHER, NULL, (const int[]){e, tok}, 2, "h");
+    sc_attrs tr = {0};
+    tr.transpose = (sc_transpose_attrs){.n_perm = 2, .perm = {1, 0}};
+    int et = add_node(&g, SC_OP_TRANSPOSE, &tr, (const int[]){e}, 1, "E_t");
+    int logits = add_node(&g, SC_OP_MATMUL, NULL, (const int[]){h, et}, 2, "logits");
+    set_output(&g, logits);
+    int64_t toks[B * T] = {0, 3, 5, 3, 1, 3}, y[B * T] = {3, 0, 5, 2, 2, 1};
+    const float *E = g.values[e].data;
+    double loss_ref = 0, dE[V * DD] = {0};
+    for (int r = 0; r < B * T; r++) {
+        double z[V], mx = -INFINITY, se = 0, dz[V];
+        for (int v = 0; v < V; v++) {
+            z[v] = 0;
+            for (int d = 0; d < DD; d++) z[v] += (double)E[toks[r] * DD + d] * E[v * DD + d];
+            mx = fmax(mx, z[v]);
+        }
+        for (int v = 0; v < V; v++) se += exp(z[v] - mx);
+        loss_ref += (mx + log(se) - z[y[r]]) / (B * T);
+        for (int v = 0; v < V; v++) dz[v] = (exp(z[v] - mx) / se - (v == y[r])) / (B * T);
+        for (int v = 0; v < V; v++)
+            for (int d = 0; d < DD; d++) {
+                dE[v * DD + d] += dz[v] * E[toks[r] * DD + d];       /* the head: E as the weight */
+                dE[toks[r] * DD + d] += dz[v] * E[v * DD + d];       /* the lookup: E as the table */
+            }
+    }
+    sc_train_options o;
+    sc_train_options_default(&o);
+    o.keep_grads = true;
+    sc_training_graph tg;
+    st = autodiff_build_training(&g, &o, &tg);
+    CHECK(!st, "tied build: %s", st ? sc_status_message(st) : "");
+    if (!st) {
+        int based = 0, transposes = 0, adds_of_vd = 0, reads_et = 0;
+        for (int i = tg.n_forward_nodes; i < g.n_nodes; i++) {
+            const sc_node *n = &g.nodes[i];
+            based += n->op == SC_OP_GATHER_GRAD && n->n_in > 3 && n->in[3] >= 0;
+            transposes += n->op == SC_OP_TRANSPOSE;
+            adds_of_vd += n->op == SC_OP_ADD && sc_desc_same_shape(&g.values[n->out[0]].desc, &g.values[e].desc);
+            for (int k = 0; k < n->n_in; k++) reads_et += n->in[k] == et;
+        }
+        CHECK(based == 1 && transposes == 0 && adds_of_vd == 0 && reads_et == 0,
+              "tied backward: %d GatherGrad with a base (want 1), %d Transpose (0), %d [V, D] Add (0), %d reads of E_t (0)",
+              based, transposes, adds_of_vd, reads_et);
+        sc_tensor outs[16];
+        double loss;
+        st = run_step(&g, &tg, tok, toks, y, 0.1f, 1, outs, &loss);
+        CHECK(!st, "tied step: %s", st ? sc_status_message(st) : "");
+        if (!st) {
+            CHECK(close_to(loss, loss_ref, 1e-5, 1e-7), "tied loss %.8g, want %.8g", loss, loss_ref);
+            const float *ge = output_of(&g, outs, grad_of(&tg, e));
+            CHECK(ge != NULL, "dE kept");
+            if (ge) check_array("tied dE", ge, dE, V * DD, 1e-4, 1e-6);
+            outs_free(&g, outs);
+        }
+    }
+    sc_status_free(st);
+    graph_free(&g);
+}
+
 /* Per-pixel head: image [N, C, H, W] * P [1, C, 1, 1] -> logits of the image's H, W. */
 static void test_pixel_head(void) {
     enum { N = 2, C = 3, H = 2, W = 3 };
@@ -602,6 +678,7 @@ int main(void) {
     test_mlp_adamw_clip();
     test_mse_head();
     test_lm_head();
+    test_tied_embedding();
     test_pixel_head();
     test_bn_dropout();
     test_bad_regex();

@@ -164,6 +164,18 @@ static mem_kind value_kind(const sc_graph *g, const sc_training_graph *tg, int v
     return p < tg->n_forward_nodes ? KIND_ACT : KIND_GRAD;
 }
 
+/* Interval i's last step for memory figures: an interval whose block a later one took over
+ * (plan->iv_from) stops counting when the taker opens, since the two share one block there. NULL
+ * when out of memory. */
+static int *effective_ends(const sc_plan *p) {
+    int *e = malloc(((size_t)p->n_intervals + 1) * sizeof *e);
+    if (!e) return NULL;
+    for (int i = 0; i < p->n_intervals; i++) e[i] = p->intervals[i].end;
+    for (int i = 0; p->iv_from && i < p->n_intervals; i++)
+        if (p->iv_from[i] >= 0) e[p->iv_from[i]] = p->intervals[i].begin - 1;
+    return e;
+}
+
 /* mem[k][s]: bytes of kind k resident during step s (fixed region included in KIND_FIXED). */
 static sc_status memory_by_step(const sc_graph *g, const sc_training_graph *tg, const sc_plan *p, int64_t *mem[N_KINDS]) {
     int n = p->n_steps;
@@ -174,15 +186,22 @@ static sc_status memory_by_step(const sc_graph *g, const sc_training_graph *tg, 
             return sc_errorf("out of memory");
         }
     }
+    int *eff = effective_ends(p);
+    if (!eff) {
+        for (int k = 0; k < N_KINDS; k++) free(mem[k]), mem[k] = NULL;
+        return sc_errorf("out of memory");
+    }
     for (int i = 0; i < p->n_intervals; i++) {
         const sc_interval *iv = &p->intervals[i];
         if (iv->begin < 0 || iv->begin >= n) continue;
         if (i < p->n_fixed_intervals) continue; /* the fixed region, counted whole below */
-        int end = iv->end < iv->begin ? iv->begin : iv->end >= n ? n - 1 : iv->end;
+        if (eff[i] < iv->begin) continue; /* its block was taken over as it opened (not possible today) */
+        int end = eff[i] >= n ? n - 1 : eff[i];
         mem_kind k = value_kind(g, tg, iv->value);
         mem[k][iv->begin] += iv->bytes;
         mem[k][end + 1] -= iv->bytes;
     }
+    free(eff);
     for (int k = 0; k < N_KINDS; k++)
         for (int s = 1; s < n; s++) mem[k][s] += mem[k][s - 1];
     for (int s = 0; s < n; s++) mem[KIND_FIXED][s] += p->fixed_bytes;
@@ -314,11 +333,16 @@ sc_status plan_calibrate(sc_trainer *t, const sc_graph *g, sc_plan_options *o, s
 static sc_status live_peak(const sc_plan *p, int64_t *peak) {
     int n = p->n_steps;
     int64_t *d = calloc((size_t)n + 2, sizeof *d);
-    if (!d) return sc_errorf("out of memory");
+    int *eff = effective_ends(p);
+    if (!d || !eff) {
+        free(d);
+        free(eff);
+        return sc_errorf("out of memory");
+    }
     for (int i = p->n_fixed_intervals; i < p->n_intervals; i++) {
         const sc_interval *iv = &p->intervals[i];
-        if (iv->begin < 0 || iv->begin >= n) continue;
-        int end = iv->end < iv->begin ? iv->begin : iv->end >= n ? n - 1 : iv->end;
+        if (iv->begin < 0 || iv->begin >= n || eff[i] < iv->begin) continue;
+        int end = eff[i] >= n ? n - 1 : eff[i];
         d[iv->begin] += iv->bytes;
         d[end + 1] -= iv->bytes;
     }
@@ -329,6 +353,7 @@ static sc_status live_peak(const sc_plan *p, int64_t *peak) {
         if (p->fixed_bytes + live > *peak) *peak = p->fixed_bytes + live;
     }
     free(d);
+    free(eff);
     return SC_OK;
 }
 

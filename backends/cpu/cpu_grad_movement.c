@@ -3,9 +3,9 @@
  * SliceGrad (dY, X, starts, ends[, axes, steps]) -> dX: zeros of X's shape with dY written at the
  *   positions Slice read (cpu_index_geom.h, shared with cpu_index.c): offset = base + sum over axes
  *   (start + i * step) * stride. Slice positions are distinct, so this is a plain scatter.
- * GatherGrad (dY, indices, data) -> dData: zeros of data's shape, then for every outer index o and
- *   index position k: dData[o, idx[k], :] += dY[o, k, :]. Repeated indices accumulate in index
- *   order; threads split the rows of the trailing dims (columns), never the index loop, so the sum
+ * GatherGrad (dY, indices, data[, base]) -> dData: zeros of data's shape (or base, which dData may
+ *   share storage with), then for every outer index o and index position k:
+ *   dData[o, idx[k], :] += dY[o, k, :]. Repeated indices accumulate in index order; threads split the rows of the trailing dims (columns), never the index loop, so the sum
  *   order, and so the result, does not depend on the thread count. f32 and f64.
  */
 #include <string.h>
@@ -50,7 +50,13 @@ sc_status cpu_gather_grad(const sc_kernel_call *c) {
     SC_TRY(gather_geom_read(c, x, &c->in[1], &c->in[0].desc, "dY", &g));
     int64_t nidx = g.nidx, n = g.n, outer = g.outer, inner = g.inner;
     const int64_t *idx = g.idx;
-    memset(c->out[0].data, 0, (size_t)sc_desc_bytes(x));
+    const sc_tensor *base = c->n_in > 3 && c->in[3].data ? &c->in[3] : NULL;
+    if (base && (base->desc.dtype != x->dtype || !sc_desc_same_shape(&base->desc, x))) {
+        gather_geom_free(&g);
+        return cpu_errorf(c, "base must have dData's dtype and shape");
+    }
+    if (base) cpu_copy(c->out[0].data, base->data, sc_desc_bytes(x)); /* a no-op in place */
+    else memset(c->out[0].data, 0, (size_t)sc_desc_bytes(x));
     /* Column blocks of 64 elements keep each thread on its own cache lines. */
     int64_t block = 64, n_blocks = inner ? (inner + block - 1) / block : 0;
     int par = outer * nidx * inner >= CPU_PAR_MIN && outer * n_blocks > 1;

@@ -173,10 +173,11 @@ __global__ void k_gg_rank(const int64_t *norm, int64_t K, const int64_t *start, 
 }
 
 template <typename T>
-__global__ void k_gather_grad(const T *dy, const int64_t *start, const int64_t *sorted, T *dx, int64_t K, int64_t A, int64_t J, int64_t n) {
+__global__ void k_gather_grad(const T *dy, const int64_t *start, const int64_t *sorted, const T *base, T *dx, int64_t K,
+                              int64_t A, int64_t J, int64_t n) {
     GRID_STRIDE(i, n) {
         int64_t j = i % J, a = (i / J) % A, o = i / (J * A);
-        T acc = 0;
+        T acc = base ? base[i] : (T)0; /* base may be dx itself: read before the write below */
         for (int64_t m = start[a]; m < start[a + 1]; m++) acc += dy[(o * K + sorted[m]) * J + j];
         dx[i] = acc;
     }
@@ -367,8 +368,15 @@ sc_status cu_gather_grad(const cu_call *c) {
         k_gg_rank<<<cu_grid(K), CU_BLOCK, 0, s>>>(norm, K, start, any, sorted);
         CU_LAUNCH_CHECK(c);
     }
-    if (t == SC_F32) k_gather_grad<float><<<cu_grid(n), CU_BLOCK, 0, s>>>((const float *)c->in[0].data, start, sorted, (float *)c->out[0].data, K, A, J, n);
-    else k_gather_grad<double><<<cu_grid(n), CU_BLOCK, 0, s>>>((const double *)c->in[0].data, start, sorted, (double *)c->out[0].data, K, A, J, n);
+    const void *base = c->n_in > 3 ? c->in[3].data : NULL;
+    if (base && (c->in[3].desc.dtype != t || !sc_desc_same_shape(&c->in[3].desc, &c->out[0].desc)))
+        return cu_errorf(c, "base must have dData's dtype and shape");
+    if (t == SC_F32)
+        k_gather_grad<float><<<cu_grid(n), CU_BLOCK, 0, s>>>((const float *)c->in[0].data, start, sorted, (const float *)base,
+                                                             (float *)c->out[0].data, K, A, J, n);
+    else
+        k_gather_grad<double><<<cu_grid(n), CU_BLOCK, 0, s>>>((const double *)c->in[0].data, start, sorted, (const double *)base,
+                                                              (double *)c->out[0].data, K, A, J, n);
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

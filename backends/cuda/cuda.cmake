@@ -33,6 +33,9 @@ if(scorch_cuda_opts)
 endif()
 set_property(TARGET scorch_cuda PROPERTY COMPILE_OPTIONS ${scorch_cuda_wrapped})
 target_compile_options(scorch_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+# The optimizer updates round every product and sum apart, as cpu_optim.c (-ffp-contract=off)
+# does: host and device updates of a parameter then agree bit for bit (CMakeLists.txt).
+set_source_files_properties(${CMAKE_SOURCE_DIR}/backends/cuda/cu_loss.cu PROPERTIES COMPILE_OPTIONS -fmad=false)
 target_link_libraries(scorch_cuda PUBLIC scorch CUDA::cudart_static CUDA::cublas)
 
 set(SCORCH_CUDNN_FOUND OFF)

@@ -185,6 +185,13 @@ static const op_case cases[] = {
     {SC_OP_GATHER, "gather", 2, 1, {F32(10, 4), I64V(5, 3, -1, 0, 3, 9)}, NULL, 1e-6},
     {SC_OP_GATHER_GRAD, "gather_grad", 3, 1, {F32(5, 4), I64V(5, 3, -1, 0, 3, 9), F32(10, 4)}, NULL, 1e-6},
     {SC_OP_GATHER_GRAD, "gather_grad_rep", 3, 1, {F32(8, 3), I64V(8, 2, 2, 5, 2, -3, 0, 5, 2), F32(6, 3)}, NULL, 1e-6},
+    /* base: the rows are added into a running gradient sum (a tied embedding), in place too */
+    {SC_OP_GATHER_GRAD, "gather_grad_base", 4, 1, {F32(8, 3), I64V(8, 2, 2, 5, 2, -3, 0, 5, 2), F32(6, 3), F32(6, 3)}, NULL, 1e-6},
+    /* same-shape operands, so the in-place check (output over input 0 or 1) applies */
+    {SC_OP_ADD, "add_same", 2, 1, {F32(3, 70), F32(3, 70)}, NULL, 1e-6},
+    {SC_OP_SUB, "sub_same", 2, 1, {F32(3, 70), F32(70)}, NULL, 1e-6},
+    {SC_OP_MUL, "mul_same", 2, 1, {F32(3, 70), F32(3, 70)}, NULL, 1e-6},
+    {SC_OP_DIV, "div_same", 2, 1, {F32(3, 70), POS(3, 70)}, NULL, 1e-6},
     {SC_OP_PAD, "pad_reflect", 2, 1, {F32(3, 5), I64V(4, 1, 2, 2, 1)}, a_pad_reflect, 1e-6},
     {SC_OP_TRILU, "trilu", 1, 1, {F32(2, 4, 5)}, a_trilu, 1e-6},
     /* Resize: scales (x2, x1.5 up; x1.7 / x2 nearest), sizes (a downsampled axis), a tf_crop_and_resize
@@ -307,6 +314,52 @@ static sc_status rerun_same_bits(sc_backend *be, const op_case *oc, const sc_nod
     return st;
 }
 
+/* Inputs whose block the planner may give to output 0 (sc_op_donor_input_ok, same dtype and
+ * shape): for each, the op runs with its output written over a copy of that input and must give
+ * the out-of-place bits, on the CPU (ref) and, with a backend, on the device (first). */
+static bool donor_applies(const op_case *oc, const sc_tensor *in, const sc_tensor *out0, int k) {
+    return in[k].data && sc_op_donor_input_ok(oc->op, k) && in[k].desc.dtype == out0->desc.dtype &&
+           sc_desc_same_shape(&in[k].desc, &out0->desc);
+}
+
+static void inplace_cpu_check(const op_case *oc, const sc_node *node, const sc_tensor *in, const sc_tensor *ref) {
+    for (int k = 0; k < oc->n_in; k++) {
+        if (!donor_applies(oc, in, &ref[0], k)) continue;
+        int64_t b = sc_desc_bytes(&in[k].desc);
+        sc_tensor args[8], out[4];
+        memcpy(args, in, sizeof(sc_tensor) * (size_t)oc->n_in);
+        args[k].data = malloc((size_t)(b > 0 ? b : 1));
+        memcpy(args[k].data, in[k].data, (size_t)b);
+        out[0] = (sc_tensor){ref[0].desc, args[k].data};
+        sc_status st = cpu_run_node(node, args, oc->n_in, out, 1);
+        CHECK(!st && memcmp(out[0].data, ref[0].data, (size_t)b) == 0, "%s: CPU output written over input %d differs%s%s",
+              oc->what, k, st ? ": " : "", st ? sc_status_message(st) : "");
+        sc_status_free(st);
+        free(args[k].data);
+    }
+}
+
+static sc_status inplace_device_check(sc_backend *be, const op_case *oc, const sc_node *node, const sc_tensor *in,
+                                      sc_tensor *dev_in, const sc_tensor *dev_out, const sc_tensor *first) {
+    sc_status st = SC_OK;
+    for (int k = 0; k < oc->n_in && !st; k++) {
+        if (!donor_applies(oc, in, &dev_out[0], k) || !first[0].data) continue;
+        int64_t b = sc_desc_bytes(&in[k].desc), t = 0;
+        sc_tensor out[4];
+        memcpy(out, dev_out, sizeof(sc_tensor) * (size_t)oc->n_out);
+        out[0].data = dev_in[k].data;
+        st = be->iface->run_node(be, node, dev_in, oc->n_in, out, oc->n_out);
+        void *got = malloc((size_t)(b > 0 ? b : 1));
+        if (!st) st = be->iface->copy_d2h(be, got, out[0].data, b, &t);
+        if (!st) st = be->iface->wait(be, t);
+        CHECK(st || memcmp(got, first[0].data, (size_t)b) == 0, "%s: device output written over input %d differs", oc->what, k);
+        if (!st) st = be->iface->copy_h2d(be, dev_in[k].data, in[k].data, b, &t); /* restore the input */
+        if (!st) st = be->iface->wait(be, t);
+        free(got);
+    }
+    return st;
+}
+
 /* One op case: graph -> shapes -> CPU reference -> CUDA -> compare every output. be NULL (no GPU):
  * the CPU half alone, so a malformed case fails here rather than in a GPU session. */
 static void run_case(sc_backend *be, const op_case *oc) {
@@ -370,6 +423,7 @@ static void run_case(sc_backend *be, const op_case *oc) {
     cpu_set_dropout_rng(1234, 5);
     st = cpu_run_node(node, cpu_in, oc->n_in, ref, oc->n_out);
     CHECK(!st, "%s: CPU: %s", oc->what, st ? sc_status_message(st) : "");
+    if (!st) inplace_cpu_check(oc, node, in, ref);
     sc_status_free(st);
     void *base = NULL;
     st = be ? be->iface->arena_create(be, total, &base) : SC_OK;
@@ -418,6 +472,8 @@ static void run_case(sc_backend *be, const op_case *oc) {
         }
         if (!st) st = rerun_same_bits(be, oc, node, dev_in, dev_out, first);
         CHECK(!st, "%s: rerun: %s", oc->what, st ? sc_status_message(st) : "");
+        if (!st) st = inplace_device_check(be, oc, node, in, dev_in, dev_out, first);
+        CHECK(!st, "%s: in place: %s", oc->what, st ? sc_status_message(st) : "");
         for (int k = 0; k < oc->n_out; k++) free(first[k].data);
         sc_status_free(st);
         unguard(base, total);

@@ -28,7 +28,9 @@ endforeach()
 
 file(GLOB emu_c_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/backends/cuda/*.c)
 add_library(scorch_cuda STATIC ${emu_c_sources} ${emu_translated})
-set_source_files_properties(${emu_translated} PROPERTIES COMPILE_OPTIONS -Wno-unknown-pragmas)
+# -ffp-contract=off: the optimizer kernels round as the CPU's and as nvcc's -fmad=false build do
+# (backends/cuda/cuda.cmake); the other kernels never relied on fused multiply-adds.
+set_source_files_properties(${emu_translated} PROPERTIES COMPILE_OPTIONS "-Wno-unknown-pragmas;-ffp-contract=off")
 target_include_directories(scorch_cuda BEFORE PRIVATE ${emu_dir}/include ${emu_dir} ${CMAKE_SOURCE_DIR}/backends/cuda)
 target_compile_definitions(scorch_cuda PUBLIC SC_HAVE_CUDNN=1 SCORCH_CUDA_EMU=1)
 target_link_libraries(scorch_cuda PUBLIC scorch scorch_cuda_emu)
