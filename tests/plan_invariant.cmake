@@ -8,5 +8,5 @@ foreach(model resnet dranet gpt densenet)
   file(MAKE_DIRECTORY ${dir})
   add_test(NAME plan_invariant_${model} COMMAND python3 ${PLAN_INVARIANT} $<TARGET_FILE:scorch-run> invariant ${model}
            WORKING_DIRECTORY ${dir})
-  set_tests_properties(plan_invariant_${model} PROPERTIES TIMEOUT 300)
+  set_tests_properties(plan_invariant_${model} PROPERTIES TIMEOUT 900)
 endforeach()
