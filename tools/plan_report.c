@@ -383,6 +383,10 @@ sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, cons
         }
     }
     free(ran);
+    s->link_time = cost_transfer_time(m, p->bytes_h2d) + cost_transfer_time(m, p->bytes_d2h);
+    s->bound = s->link_time > s->compute_time && s->link_time > p->host_time ? "link"
+               : p->host_time > s->compute_time                            ? "host updates"
+                                                                          : "device compute";
     sc_status st = timeline_total(g, p, m, nt, &s->timeline_time);
     free(nt);
     SC_TRY(st);
@@ -435,6 +439,8 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     double per = s->params > 0 ? (double)s->params : 1;
     fprintf(f, "moved          h2d %s (%.2f B/param), d2h %s (%.2f B/param) per step\n", fmt_bytes(p->bytes_h2d, a, sizeof a),
             (double)p->bytes_h2d / per, fmt_bytes(p->bytes_d2h, b, sizeof b), (double)p->bytes_d2h / per);
+    fprintf(f, "resources      device compute %.4g s, link %.4g s, host updates %.4g s: bound by %s\n", s->compute_time,
+            s->link_time, p->host_time, s->bound);
     fprintf(f, "updates        %s", p->update_on == SC_UPDATE_HOST ? "streamed parameters update on the host" : "on the device");
     if (p->n_host_updates) fprintf(f, " (%d host updates, %.4g s predicted)", p->n_host_updates, p->host_time);
     fputc('\n', f);
@@ -477,6 +483,7 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
             (long long)p->bytes_h2d, (long long)p->bytes_d2h, p->stall_time, p->predicted_time, s->timeline_time);
     fprintf(f, "\"params\": %lld, \"update_on\": \"%s\", \"host_updates\": %d, \"host_time\": %.17g, ", (long long)s->params,
             plan_update_name(p->update_on), p->n_host_updates, p->host_time);
+    fprintf(f, "\"link_time\": %.17g, \"bound\": \"%s\", ", s->link_time, s->bound);
     fprintf(f, "\"calibrated\": %s, \"model_time\": %.17g, \"measured_time\": %.17g, \"measured_kernel_time\": %.17g, "
                "\"measured_steps\": %d}\n",
             s->calibrated ? "true" : "false", s->model_time, s->measured_time, s->measured_kernel_time,

@@ -72,6 +72,10 @@ typedef struct {
     double recompute_time;      /* of RUNs of forward nodes run before in the step */
     int64_t recompute_runs;
     double timeline_time;       /* step time of the timeline model (transfers overlapping compute) */
+    double link_time;           /* predicted seconds the host<->device link is busy (both directions:
+                                   the modelled link, as the CPU backend's copy thread, is one FIFO) */
+    const char *bound;          /* the busiest of the step's three resources: "device compute" (RUNs),
+                                   "link" (transfers), "host updates" (HOST_RUNs) */
     int64_t peak_live;          /* max over steps of the sum of resident bytes (<= arena_bytes) */
     int64_t peak_activations;   /* arena_bytes - fixed_bytes */
     double model_time;          /* the uncalibrated cost model's timeline_time of the same plan */
