@@ -118,7 +118,9 @@ static void bw_accumulate(bw_state *s, sc_grad_ctx *c, int k, int gv, int first_
     if (s->grad[v] < 0) {
         s->grad[v] = gv;
     } else if (s->grad[v] != gv && bw_gather_foldable(g, c, k, gv, first_node)) {
-        g->nodes[g->values[gv].producer].in[3] = s->grad[v];
+        sc_node *gg = &g->nodes[g->values[gv].producer];
+        gg->in[3] = s->grad[v];
+        gg->in[2] = -1; /* data only gave the shape, which base has: no read of the table (no prefetch of it) */
         s->grad[v] = gv;
     } else {
         s->grad[v] = ad_binary(c, SC_OP_ADD, s->grad[v], gv);

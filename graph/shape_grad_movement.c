@@ -53,7 +53,10 @@ sc_status shape_slice_grad(sc_graph *g, sc_node *n) {
 }
 
 sc_status shape_gather_grad(sc_graph *g, sc_node *n) {
-    const sc_desc *dy = in_desc(g, n, 0), *idx = in_desc(g, n, 1), *data = in_desc(g, n, 2);
+    /* data gives the output's shape; with a base it may be absent (base has that shape) */
+    bool has_base = n->n_in > 3 && n->in[3] >= 0;
+    if (n->in[2] < 0 && !has_base) return shape_fail(g, n, "data (for its shape) or base is required");
+    const sc_desc *dy = in_desc(g, n, 0), *idx = in_desc(g, n, 1), *data = in_desc(g, n, n->in[2] >= 0 ? 2 : 3);
     int axis;
     SC_TRY(shape_axis(g, n, n->attrs->axis.axis, data->rank, &axis));
     if (idx->dtype != SC_I64 && idx->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
@@ -65,7 +68,7 @@ sc_status shape_gather_grad(sc_graph *g, sc_node *n) {
     for (int i = axis + 1; i < data->rank; i++) want.dims[want.rank++] = data->dims[i];
     if (want.rank > SC_MAX_RANK || dy->rank != want.rank || !sc_desc_same_shape(dy, &want))
         return shape_fail(g, n, "dY must be data[:axis] ++ indices ++ data[axis+1:]");
-    if (n->n_in > 3 && n->in[3] >= 0) {
+    if (has_base) {
         const sc_desc *base = in_desc(g, n, 3);
         if (base->dtype != data->dtype || !sc_desc_same_shape(base, data)) return shape_fail(g, n, "base must have data's dtype and shape");
     }

@@ -344,7 +344,7 @@ sc_status cu_gather(const cu_call *c) {
 sc_status cu_gather_grad(const cu_call *c) {
     int64_t K = 0, A = 0, J = 0;
     int axis = 0;
-    SC_TRY(gather_geom(c, &c->in[2].desc, &c->in[1].desc, &K, &A, &J, &axis));
+    SC_TRY(gather_geom(c, &c->out[0].desc, &c->in[1].desc, &K, &A, &J, &axis)); /* dData has data's shape */
     sc_dtype t = c->in[0].desc.dtype;
     if (t != SC_F32 && t != SC_F64) return cu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(t));
     int64_t n = sc_desc_numel(&c->out[0].desc);

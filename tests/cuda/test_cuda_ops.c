@@ -187,6 +187,7 @@ static const op_case cases[] = {
     {SC_OP_GATHER_GRAD, "gather_grad_rep", 3, 1, {F32(8, 3), I64V(8, 2, 2, 5, 2, -3, 0, 5, 2), F32(6, 3)}, NULL, 1e-6},
     /* base: the rows are added into a running gradient sum (a tied embedding), in place too */
     {SC_OP_GATHER_GRAD, "gather_grad_base", 4, 1, {F32(8, 3), I64V(8, 2, 2, 5, 2, -3, 0, 5, 2), F32(6, 3), F32(6, 3)}, NULL, 1e-6},
+    {SC_OP_GATHER_GRAD, "gather_grad_base_no_data", 4, 1, {F32(8, 3), I64V(8, 2, 2, 5, 2, -3, 0, 5, 2), ABSENT, F32(6, 3)}, NULL, 1e-6},
     /* same-shape operands, so the in-place check (output over input 0 or 1) applies */
     {SC_OP_ADD, "add_same", 2, 1, {F32(3, 70), F32(3, 70)}, NULL, 1e-6},
     {SC_OP_SUB, "sub_same", 2, 1, {F32(3, 70), F32(70)}, NULL, 1e-6},
