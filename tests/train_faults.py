@@ -14,6 +14,11 @@
       labels out of range, non-integral labels, token ids beyond the vocabulary, a token file of
       odd length, data arrays of the wrong shape or dtype, and sample counts that disagree: exit 1
       with a message naming the file (and the flat index for values); nothing crashes.
+  train_faults.py SCORCH_RUN hostmem
+      a machine with too little available memory for the optimizer state and the per-step snapshot
+      (SCORCH_TEST_MEMAVAILABLE, in place of /proc/meminfo's MemAvailable): exit 1 before step 1
+      with a message giving the bytes needed and available, and no model written; with enough, the
+      same run trains.
   train_faults.py SCORCH_RUN alloc
       SCORCH_ALLOC_FAIL=n (core/alloc_fail.h) makes the n-th counted host allocation of `scorch-run
       train` fail, for n = 1, 2, 3, 5, 8, ... (about x1.6) until a run no longer reaches it: import,
@@ -201,6 +206,21 @@ def data_case():
     print("data faults: every bad input refused with a message naming the file")
 
 
+def hostmem_case():
+    must(GEN_GPT)
+    if os.path.exists("hm.onnx"):
+        os.remove("hm.onnx")  # left by an earlier run in this folder
+    args = ["train", "g.onnx", "--seq", "8", "--steps", "2", "--optimizer", "adamw", "-o", "hm.onnx"] + TRAIN
+    env = dict(os.environ, SCORCH_TEST_MEMAVAILABLE="1000")
+    refuse(args, ["g.onnx", "host memory", "bytes more", "but 1000 bytes", "available"], env=env)
+    if os.path.exists("hm.onnx"):
+        fail("a run refused for host memory wrote its model")
+    env["SCORCH_TEST_MEMAVAILABLE"] = str(1 << 40)
+    p = must(args, env=env)
+    if not os.path.exists("hm.onnx"):
+        fail("the run with enough memory wrote no model")
+
+
 def alloc_case():
     must(GEN_RESNET)
     env = dict(os.environ)
@@ -267,6 +287,8 @@ def main():
         data_case()
     elif mode == "alloc":
         alloc_case()
+    elif mode == "hostmem":
+        hostmem_case()
     else:
         fail("unknown mode " + mode)
     print("ok")

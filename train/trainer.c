@@ -92,6 +92,44 @@ static sc_status feeds_alloc(sc_trainer *t) {
     return SC_OK;
 }
 
+/* Bytes the machine can still give this process: MemAvailable of /proc/meminfo, or the test hook
+ * SCORCH_TEST_MEMAVAILABLE (a byte count); -1 when neither says. */
+static int64_t host_available(void) {
+    const char *hook = getenv("SCORCH_TEST_MEMAVAILABLE");
+    if (hook && *hook) return strtoll(hook, NULL, 10);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (kb < 0 && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) != 1) kb = -1;
+    fclose(f);
+    return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
+/* Fails before training when the host memory the run is about to touch does not fit what the
+ * machine has available, instead of being killed by the kernel some steps in: the snapshot of every
+ * parameter and state value (taken each step for the NaN restore, train_nan.c) and the optimizer
+ * state, whose zeroed pages are not touched until the first update. */
+static sc_status host_memory_check(sc_trainer *t) {
+    const sc_graph *g = &t->model->graph;
+    int64_t snapshot = 0, state = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const sc_value *x = &g->values[v];
+        int64_t b = sc_desc_bytes(&x->desc);
+        if (!x->data || b <= 0) continue;
+        if (x->kind == SC_VALUE_PARAM || x->kind == SC_VALUE_OPT_STATE) snapshot += b;
+        if (x->kind == SC_VALUE_OPT_STATE) state += b;
+    }
+    int64_t avail = host_available(), need = snapshot + state;
+    if (avail < 0 || need <= avail) return SC_OK;
+    return sc_errorf("host memory: training needs about %lld bytes more (%.1f MiB: a snapshot of parameters and "
+                     "optimizer state %lld bytes, optimizer state %lld bytes) but %lld bytes (%.1f MiB) are available "
+                     "(MemAvailable); use a smaller model or batch, or free memory",
+                     (long long)need, (double)need / 1048576.0, (long long)snapshot, (long long)state, (long long)avail,
+                     (double)avail / 1048576.0);
+}
+
 /* The state set: PARAM and OPT_STATE values with data, and the writeback targets (BatchNormalization
  * running statistics, which may be constants). */
 static sc_status state_collect(sc_trainer *t) {
@@ -146,6 +184,7 @@ static sc_status trainer_build(sc_trainer *t) {
     SC_TRY(train_data_open(&t->data, g, &t->tg, &t->cfg));
     SC_TRY(total_steps(t));
     SC_TRY(feeds_alloc(t));
+    SC_TRY(sc_status_prefix(host_memory_check(t), "%s: ", t->cfg.model_path));
     SC_TRY(state_collect(t));
     if (t->cfg.resume_dir) SC_TRY(train_state_read(t, t->cfg.resume_dir));
     if (t->cfg.use_plan) SC_TRY(sc_status_prefix(train_plan_open(t), "%s: ", t->cfg.model_path));
