@@ -13,8 +13,12 @@
  * there: gradients live on the host only until their update, instead of one buffer per parameter
  * for the whole session (1.4 GB for GPT-2 medium).
  *
- * HOST_RUN runs an optimizer update with the CPU kernels on host memory, in the executor's thread:
- * the parameter and its state in the graph's host data (their home), a gradient or clip scale from
+ * HOST_RUN runs an optimizer update with the CPU kernels on host memory, on the session's host
+ * worker thread, so it overlaps the device steps that follow (on a GPU, the rest of backward): the
+ * executor resolves the operands and queues the update; the worker runs the queue in plan order and
+ * then gives the update's dead gradient copies back to the pool; the step ends by draining the
+ * queue, since the next step's prefetches read what the updates wrote. Operands: the parameter and
+ * its state in the graph's host data (their home), a gradient or clip scale from
  * this step's OFFLOAD of it (its WAIT precedes the HOST_RUN in the plan), lr and step from the
  * feeds. On the CPU backend that is the very kernel a device update would run, so the bits agree.
  *
@@ -26,6 +30,7 @@
 #include "core/alloc_fail.h"
 #include "core/clock.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,6 +60,18 @@ struct sc_plan_session {
         size_t bytes;
     } *pool;             /* released host copies */
     int n_pool, cap_pool;
+    pthread_mutex_t pool_mu; /* the pool: the executor takes, the host worker gives back */
+    /* host worker (HOST_RUN): a FIFO of queued updates, drained at the end of every step */
+    struct host_job {
+        int step;             /* the HOST_RUN's plan step */
+        sc_tensor in[8], out[4];
+    } *jobs;
+    int n_jobs_cap, job_head, job_tail; /* [head, tail) waiting or running */
+    pthread_t worker;
+    pthread_mutex_t mu;
+    pthread_cond_t has_job, idle;
+    bool worker_started, worker_stop;
+    sc_status worker_err; /* the first failed update of the step */
     bool *waited;        /* per plan transfer id: its WAIT ran this step */
     bool *taken;         /* per interval: a later interval took over its block (plan->iv_from) */
     const sc_tensor *feeds; /* the inputs of the step in progress (HOST_RUN reads lr and step there) */
@@ -69,8 +86,12 @@ struct sc_plan_session {
     sc_plan_stats stats;
 };
 
+static void worker_stop(sc_plan_session *s);
+static sc_status worker_start(sc_plan_session *s, int n_host_runs);
+
 void plan_session_free(sc_plan_session *s) {
     if (!s) return;
+    worker_stop(s);
     if (s->be) {
         s->be->iface->synchronize(s->be);
         if (s->base) s->be->iface->arena_destroy(s->be);
@@ -91,6 +112,8 @@ void plan_session_free(sc_plan_session *s) {
     free(s->taken);
     for (int i = 0; i < s->n_pool; i++) free(s->pool[i].p);
     free(s->pool);
+    free(s->jobs);
+    sc_status_free(s->worker_err);
 #ifndef NDEBUG
     free(s->fly);
 #endif
@@ -257,6 +280,15 @@ sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, 
         }
         s->streamed[v] = true;
     }
+    int n_host_runs = 0;
+    for (int i = 0; i < plan->n_steps; i++) n_host_runs += plan->steps[i].kind == SC_STEP_HOST_RUN;
+    if (n_host_runs) {
+        sc_status wst = worker_start(s, n_host_runs);
+        if (wst) {
+            plan_session_free(s);
+            return wst;
+        }
+    }
     sc_status st = be->iface->arena_create(be, plan->arena_bytes, (void **)&s->base);
     s->be = be;
     if (st) {
@@ -343,8 +375,10 @@ static sc_status step_run(sc_plan_session *s, const sc_step *sp) {
  * session buffer made at its first OFFLOAD. */
 static void *host_of(sc_plan_session *s, int v, int64_t bytes, sc_status *st) {
     if (s->streamed[v]) return s->g->values[v].data;
+    if (s->jobs) pthread_mutex_lock(&s->pool_mu);
     for (int i = 0; !s->host[v] && i < s->n_pool; i++)
         if (s->pool[i].bytes == host_bytes(bytes)) s->host[v] = s->pool[i].p, s->pool[i] = s->pool[--s->n_pool];
+    if (s->jobs) pthread_mutex_unlock(&s->pool_mu);
     if (!s->host[v]) {
         s->host[v] = (sc_alloc_fail_now() ? NULL : aligned_alloc(64, host_bytes(bytes)));
         if (!s->host[v]) *st = sc_errorf("out of memory for the host copy of '%s'", s->g->values[v].name);
@@ -408,44 +442,127 @@ static void *host_input(sc_plan_session *s, int v) {
     return x->data;
 }
 
-/* After HOST_RUN step i: host copies read for the last time go back to the pool. */
+/* After HOST_RUN step i: host copies read for the last time go back to the pool (on the worker,
+ * under pool_mu; the executor only takes buffers of other values meanwhile). */
 static sc_status host_release(sc_plan_session *s, int i) {
     const sc_node *n = &s->g->nodes[s->plan->steps[i].node];
+    sc_status st = SC_OK;
+    pthread_mutex_lock(&s->pool_mu);
     for (int k = 0; k < n->n_in; k++) {
         int v = n->in[k] >= 0 ? s->root[n->in[k]] : -1;
         if (v < 0 || s->release_at[v] != i || !s->host[v]) continue;
         if (s->n_pool == s->cap_pool) {
             int cap = s->cap_pool ? 2 * s->cap_pool : 16;
             struct pooled *q = realloc(s->pool, sizeof *q * (size_t)cap);
-            if (!q) return sc_errorf("out of memory pooling host copies");
+            if (!q) {
+                st = sc_errorf("out of memory pooling host copies");
+                break;
+            }
             s->pool = q, s->cap_pool = cap;
         }
         s->pool[s->n_pool++] = (struct pooled){s->host[v], host_bytes(value_bytes(s->g, v))};
         s->host[v] = NULL;
         s->host_step[v] = 0;
     }
+    pthread_mutex_unlock(&s->pool_mu);
+    return st;
+}
+
+/* The host worker: runs queued updates in order until told to stop. The kernel is called without
+ * the profiler (sc_profile is the executor thread's), and its OpenMP team is the worker's own. */
+static void *worker_main(void *arg) {
+    sc_plan_session *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->worker_stop && s->job_head == s->job_tail) pthread_cond_wait(&s->has_job, &s->mu);
+        if (s->job_head == s->job_tail) break; /* stop, nothing left */
+        struct host_job *j = &s->jobs[s->job_head];
+        pthread_mutex_unlock(&s->mu);
+        const sc_node *n = &s->g->nodes[s->plan->steps[j->step].node];
+        sc_kernel_call call = {n, j->in, n->n_in, j->out, n->n_out};
+        sc_status st = sc_cpu_kernels[n->op](&call);
+        if (!st) st = host_release(s, j->step);
+        pthread_mutex_lock(&s->mu);
+        if (st && !s->worker_err) s->worker_err = st;
+        else sc_status_free(st);
+        s->job_head++;
+        pthread_cond_broadcast(&s->idle);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static sc_status worker_start(sc_plan_session *s, int n_host_runs) {
+    s->jobs = calloc((size_t)n_host_runs + 1, sizeof *s->jobs);
+    if (!s->jobs) return sc_errorf("out of memory for %d host updates", n_host_runs);
+    s->n_jobs_cap = n_host_runs;
+    pthread_mutex_init(&s->pool_mu, NULL);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->has_job, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+        free(s->jobs);
+        s->jobs = NULL;
+        return sc_errorf("cannot start the host update thread");
+    }
+    s->worker_started = true;
     return SC_OK;
 }
 
-static sc_status step_host_run(sc_plan_session *s, const sc_step *sp) {
-    const sc_node *n = &s->g->nodes[sp->node];
-    sc_tensor in[8], out[4];
+/* Waits until every queued update ran; the first failure of the step, if any. */
+static sc_status worker_drain(sc_plan_session *s) {
+    if (!s->worker_started) return SC_OK;
+    pthread_mutex_lock(&s->mu);
+    while (s->job_head != s->job_tail) pthread_cond_wait(&s->idle, &s->mu);
+    sc_status st = s->worker_err;
+    s->worker_err = SC_OK;
+    s->job_head = s->job_tail = 0;
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+static void worker_stop(sc_plan_session *s) {
+    if (!s->worker_started) return;
+    pthread_mutex_lock(&s->mu);
+    s->worker_stop = true;
+    pthread_cond_broadcast(&s->has_job);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->worker, NULL);
+    s->worker_started = false;
+    pthread_cond_destroy(&s->has_job);
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->pool_mu);
+}
+
+/* Resolves a HOST_RUN's host operands now (their copies are settled: the plan's WAITs came first)
+ * and queues it for the worker. */
+static sc_status step_host_run(sc_plan_session *s, int i) {
+    const sc_node *n = &s->g->nodes[s->plan->steps[i].node];
     if (n->n_in > 8 || n->n_out > 4) return sc_errorf("node '%s': too many operands for a host update", n->name);
+    SC_ASSERT(s->jobs && s->job_tail < s->n_jobs_cap);
+    struct host_job *j = &s->jobs[s->job_tail]; /* beyond the worker's reach until tail moves */
+    j->step = i;
     for (int k = 0; k < n->n_in; k++) {
         int v = n->in[k];
-        in[k].desc = v >= 0 ? s->g->values[v].desc : (sc_desc){0};
-        in[k].data = v >= 0 ? host_input(s, s->root[v]) : NULL;
-        if (v >= 0 && !in[k].data) return sc_errorf("node '%s': input '%s' has no host copy", n->name, s->g->values[v].name);
+        j->in[k].desc = v >= 0 ? s->g->values[v].desc : (sc_desc){0};
+        j->in[k].data = v >= 0 ? host_input(s, s->root[v]) : NULL;
+        if (v >= 0 && !j->in[k].data) return sc_errorf("node '%s': input '%s' has no host copy", n->name, s->g->values[v].name);
     }
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
-        out[k].desc = v >= 0 ? s->g->values[v].desc : (sc_desc){0};
-        out[k].data = NULL;
+        j->out[k].desc = v >= 0 ? s->g->values[v].desc : (sc_desc){0};
+        j->out[k].data = NULL;
         if (v < 0) continue;
         SC_ASSERT(s->root[v] != v); /* host updates write in place only */
-        out[k].data = host_input(s, s->root[v]);
+        j->out[k].data = host_input(s, s->root[v]);
     }
-    return cpu_run_node(n, in, n->n_in, out, n->n_out);
+    if (!sc_cpu_kernels[n->op]) return sc_errorf("node '%s': op %s has no CPU kernel for a host update", n->name, sc_op_name(n->op));
+    pthread_mutex_lock(&s->mu);
+    s->job_tail++;
+    pthread_cond_signal(&s->has_job);
+    pthread_mutex_unlock(&s->mu);
+    return SC_OK;
 }
 
 static sc_status outputs_collect(sc_plan_session *s, sc_tensor *outputs) {
@@ -493,14 +610,14 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
         case SC_STEP_OFFLOAD:
         case SC_STEP_PREFETCH:
         case SC_STEP_WAIT: st = step_transfer(s, sp); break;
-        case SC_STEP_HOST_RUN:
-            st = step_host_run(s, sp);
-            if (!st) st = host_release(s, i);
-            break;
+        case SC_STEP_HOST_RUN: st = step_host_run(s, i); break;
         }
         s->step_time[i] = sc_clock_seconds() - ts;
         if (st) st = sc_status_prefix(st, "plan step %d: ", i);
     }
+    sc_status drained = worker_drain(s); /* the next step's prefetches read what the updates wrote */
+    if (st) sc_status_free(drained);
+    else st = drained;
     if (!st) st = s->be->iface->synchronize(s->be);
 #ifndef NDEBUG
     if (!st) s->n_fly = 0;

@@ -44,9 +44,9 @@
  * the update rewrites. Per parameter and step that moves the fp32 weight in once per cluster of
  * device reads and the gradient out once, whatever the optimizer's state.
  *
- * Prediction (plan_predict): the compute stream advances by cost_node_time per RUN and per HOST_RUN
- * (the executor runs host updates in its own thread, between device steps: a CPU-side estimate of
- * the update from the same model, no overlap assumed); transfers run
+ * Prediction (plan_predict): the compute stream advances by cost_node_time per RUN; a HOST_RUN
+ * occupies the host worker (plan_exec.c) for its cost_node_time, FIFO, from when it is issued, so
+ * host updates overlap the device steps after them; transfers run
  * on one FIFO link (the CPU backend's copy thread) starting when issued or when the link frees up,
  * bytes / link_bandwidth each; a WAIT advances the compute stream to the transfer's end (a stall
  * when it is later). The step ends when both are idle.
@@ -565,14 +565,14 @@ sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan)
         return sc_errorf("out of memory predicting a plan's time");
     }
     for (int i = 0; i < g->n_nodes; i++) nt[i] = cost_node_time(m, g, i);
-    double t = 0, link = 0, stall = 0, host = 0;
+    double t = 0, link = 0, stall = 0, host = 0, host_end = 0;
     int64_t h2d = 0, d2h = 0;
     for (int s = 0; s < plan->n_steps; s++) {
         const sc_step *sp = &plan->steps[s];
         if (sp->kind == SC_STEP_RUN) {
             t += nt[sp->node];
-        } else if (sp->kind == SC_STEP_HOST_RUN) { /* in the executor's thread: the device waits */
-            t += nt[sp->node];
+        } else if (sp->kind == SC_STEP_HOST_RUN) { /* the host worker, FIFO, from when it is queued */
+            host_end = (host_end > t ? host_end : t) + nt[sp->node];
             host += nt[sp->node];
         } else if (sp->kind == SC_STEP_PREFETCH || sp->kind == SC_STEP_OFFLOAD) {
             int64_t b = sc_desc_bytes(&g->values[sp->value].desc);
@@ -587,6 +587,7 @@ sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan)
         }
     }
     if (link > t) stall += link - t, t = link; /* the step ends when the link is idle */
+    if (host_end > t) stall += host_end - t, t = host_end; /* and the host updates are done */
     free(done);
     free(nt);
     plan->predicted_time = t;

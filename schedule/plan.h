@@ -106,8 +106,9 @@ typedef struct {
     double stall_time;     /* predicted seconds the compute waits on transfers (part of predicted_time) */
     sc_update_place update_on; /* DEVICE or HOST (never AUTO): where streamed parameters update */
     int n_host_updates;    /* HOST_RUN steps */
-    double host_time;      /* predicted seconds of host updates (part of predicted_time: they run
-                              in the executor's thread between device steps) */
+    double host_time;      /* predicted seconds of host updates (on the host worker, overlapping
+                              the device; what is left at the end of the step is part of
+                              predicted_time and stall_time) */
 } sc_plan;
 
 const char *plan_update_name(sc_update_place u);

@@ -211,7 +211,7 @@ static sc_status memory_by_step(const sc_graph *g, const sc_training_graph *tg, 
 /* The timeline model: t0/t1 of every step on its stream, and per transfer its finish time. */
 typedef struct {
     double *t0, *t1;   /* [n_steps]; NULL when only the total is wanted */
-    int *stream;       /* 0 compute, 1 h2d, 2 d2h, -1 none (FREE) */
+    int *stream;       /* 0 compute, 1 h2d, 2 d2h, 3 host updates, -1 none (FREE) */
     double total;
 } timeline;
 
@@ -246,7 +246,7 @@ static sc_status timeline_build(const sc_graph *g, const sc_plan *p, const sc_co
         free(done);
         return sc_errorf("out of memory");
     }
-    double compute = 0, link = 0; /* one FIFO link for both directions, as plan_predict models it */
+    double compute = 0, link = 0, host = 0; /* one FIFO link for both directions, as plan_predict models it */
     for (int s = 0; s < n; s++) {
         const sc_step *st = &p->steps[s];
         int stream = -1;
@@ -270,10 +270,10 @@ static sc_status timeline_build(const sc_graph *g, const sc_plan *p, const sc_co
             if (st->transfer >= 0 && st->transfer < n_tr && done[st->transfer] > compute) compute = done[st->transfer];
             t1 = compute;
             break;
-        case SC_STEP_HOST_RUN: /* in the executor's thread, as plan_predict models it */
+        case SC_STEP_HOST_RUN: /* the host worker, FIFO, as plan_predict models it */
             stream = 3;
-            compute += nt[st->node];
-            t1 = compute;
+            t0 = host > compute ? host : compute;
+            host = t1 = t0 + nt[st->node];
             break;
         case SC_STEP_FREE:
             break;
@@ -281,6 +281,7 @@ static sc_status timeline_build(const sc_graph *g, const sc_plan *p, const sc_co
         if (arrays) tl->stream[s] = stream, tl->t0[s] = t0, tl->t1[s] = t1;
     }
     tl->total = compute > link ? compute : link; /* the step ends when the link is idle too */
+    if (host > tl->total) tl->total = host;      /* and the host updates are done */
     free(done);
     return SC_OK;
 }
