@@ -9,6 +9,7 @@
 #ifndef SC_BACKEND_H
 #define SC_BACKEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "graph/graph.h"
@@ -23,6 +24,9 @@ typedef struct {
 
 typedef struct {
     const char *name;
+    /* Its compute runs on the host's own cores (the CPU backend): work the executor could hand to
+     * another host thread (host optimizer updates) would only compete with it, so it runs inline. */
+    bool compute_on_host;
     /* Allocates the device arena (64-byte aligned); fails naming the cap when bytes exceed it. */
     sc_status (*arena_create)(sc_backend *b, int64_t bytes, void **base);
     void (*arena_destroy)(sc_backend *b);
@@ -56,6 +60,7 @@ sc_status backend_cpu_create(int64_t capacity, sc_backend **out);
  * that reads data before its WAIT is caught. */
 #define SC_CPU_INLINE_COPY_DEFAULT (64 << 10)
 void backend_cpu_set_inline_copies(sc_backend *b, int64_t max_bytes);
+
 
 static inline void backend_destroy(sc_backend *b) {
     if (b) b->iface->destroy(b);

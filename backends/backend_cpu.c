@@ -174,6 +174,7 @@ static void cpu_destroy(sc_backend *b) {
 
 static const sc_backend_i cpu_iface = {
     .name = "cpu",
+    .compute_on_host = true,
     .arena_create = cpu_arena_create,
     .arena_destroy = cpu_arena_destroy,
     .copy_h2d = cpu_copy_h2d,

@@ -55,4 +55,8 @@ void *plan_session_value(sc_plan_session *s, int value);
 
 void plan_session_stats(const sc_plan_session *s, sc_plan_stats *st);
 
+/* Tests: sessions created from now on run host updates on the worker thread even on a backend whose
+ * compute is on the host (the CPU backend runs them inline), so that path is exercised without a GPU. */
+void plan_exec_force_host_worker(bool on);
+
 #endif

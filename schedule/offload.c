@@ -46,7 +46,8 @@
  *
  * Prediction (plan_predict): the compute stream advances by cost_node_time per RUN; a HOST_RUN
  * occupies the host worker (plan_exec.c) for its cost_node_time, FIFO, from when it is issued, so
- * host updates overlap the device steps after them; transfers run
+ * host updates overlap the device steps after them (as on a GPU; the CPU backend runs them inline,
+ * where the prediction is short by up to host_time); transfers run
  * on one FIFO link (the CPU backend's copy thread) starting when issued or when the link frees up,
  * bytes / link_bandwidth each; a WAIT advances the compute stream to the transfer's end (a stall
  * when it is later). The step ends when both are idle.

@@ -17,7 +17,8 @@
  *     host, offloaded ones are read from their host copy (already counted by the plan's OFFLOAD).
  * Every other run has the CPU backend do copies inline while nothing is pending
  * (backend_cpu_set_inline_copies, as the trainer does for small copies), the rest through the copy
- * thread; both must give the same bits.
+ * thread; two runs in three put host updates on the host worker thread, the third runs them inline;
+ * all must give the same bits.
  * Debug builds also run plan_exec's in-flight transfer assert on every step. Fails through the exit
  * code.
  *
@@ -150,13 +151,15 @@ static bool on_cuda; /* --cuda: every plan (and the reference) runs on the CUDA 
 
 /* The backend a plan runs on, with `capacity` device bytes. On the CPU, every other backend
  * copies inline while nothing is pending (backend_cpu_set_inline_copies), the rest through the
- * copy thread. */
+ * copy thread; and host updates run inline in one run of three, on the host worker in the others
+ * (plan_exec_force_host_worker: the worker is what a GPU session uses). */
 static sc_status backend_open(int64_t capacity, sc_backend **be) {
 #ifdef SCORCH_HAVE_CUDA
     if (on_cuda) return backend_cuda_create(capacity, be);
 #endif
     static int runs;
     sc_status st = backend_cpu_create(capacity, be);
+    plan_exec_force_host_worker(runs % 3 != 0);
     if (!st) backend_cpu_set_inline_copies(*be, runs++ % 2 ? INT64_MAX : 0);
     return st;
 }
