@@ -61,7 +61,7 @@
 /* 16-bit floats (core/half.h), for every op below that takes them. Arithmetic rounds the f32 row's
  * result once (cpu_half_arith_row). Max, Min and the comparisons compare the widened values;
  * Max and Min then copy the chosen input's bits, so a NaN passes through unchanged. */
-#define HALF_ARITH(op, tn, code)                                                                   \
+#define HALF_ARITH(tn, code, WIDEN, INF, op)                                                       \
     static void op##_##tn(const void *ctx, void *o, const void *const *in, const int64_t *s, int64_t n) { \
         cpu_half_arith_row(code, op##_f32, ctx, o, in, s, n, 2);                                   \
     }
@@ -86,12 +86,9 @@
 CPU_NUM_TYPES(SAME_DEF, add, x + y)
 CPU_NUM_TYPES(SAME_DEF, sub, x - y)
 CPU_NUM_TYPES(SAME_DEF, mul, x * y)
-HALF_ARITH(add, f16, SC_F16)
-HALF_ARITH(sub, f16, SC_F16)
-HALF_ARITH(mul, f16, SC_F16)
-HALF_ARITH(add, bf16, SC_BF16)
-HALF_ARITH(sub, bf16, SC_BF16)
-HALF_ARITH(mul, bf16, SC_BF16)
+HALF_OPS(HALF_ARITH, add)
+HALF_OPS(HALF_ARITH, sub)
+HALF_OPS(HALF_ARITH, mul)
 static const cpu_bcast_row_fn add_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, add) HALF_OPS(HALF_ENTRY, add)};
 static const cpu_bcast_row_fn sub_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, sub) HALF_OPS(HALF_ENTRY, sub)};
 static const cpu_bcast_row_fn mul_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, mul) HALF_OPS(HALF_ENTRY, mul)};
@@ -100,8 +97,7 @@ static const cpu_bcast_row_fn mul_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, mul)
 CPU_FLOAT_TYPES(SAME_DEF, div, x / y)
 CPU_SINT_TYPES(SAME_DEF, div, y == -1 ? (TO)(0 - (uint64_t)x) : x / y)
 CPU_UINT_TYPES(SAME_DEF, div, x / y)
-HALF_ARITH(div, f16, SC_F16)
-HALF_ARITH(div, bf16, SC_BF16)
+HALF_OPS(HALF_ARITH, div)
 static const cpu_bcast_row_fn div_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, div) HALF_OPS(HALF_ENTRY, div)};
 
 /* Max/Min: a NaN operand wins (x != x is the NaN test that survives vectorisation). */
