@@ -38,28 +38,87 @@ static void fsync_parent(const char *path) {
     free(copy);
 }
 
-sc_status sc_write_file_atomic(const char *path, const void *data, size_t size) {
+/* The writer buffers small writes (protobuf fields, tags) and passes large ones straight through. */
+#define ATOMIC_BUF (1u << 20)
+
+sc_status sc_atomic_open(sc_atomic_file *f, const char *path) {
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
     size_t len = strlen(path) + 32;
-    char *tmp = malloc(len);
-    if (!tmp) return sc_errorf("%s: out of memory", path);
-    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    f->path = strdup(path);
+    f->tmp = malloc(len);
+    f->buf = malloc(ATOMIC_BUF);
+    if (!f->path || !f->tmp || !f->buf) {
+        sc_atomic_abort(f);
+        return sc_errorf("%s: out of memory", path);
+    }
+    snprintf(f->tmp, len, "%s.tmp.%ld", path, (long)getpid());
     /* A fresh file only: O_EXCL never follows a symlink planted at the temp name (which would make us
      * write outside the target's folder); a stale temp from a crashed run with our pid is removed. */
-    unlink(tmp);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        sc_status st = sc_errorf("%s: cannot create temp file %s: %s", path, tmp, strerror(errno));
-        free(tmp);
+    unlink(f->tmp);
+    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (f->fd < 0) {
+        sc_status st = sc_errorf("%s: cannot create temp file %s: %s", path, f->tmp, strerror(errno));
+        sc_atomic_abort(f);
         return st;
     }
-    sc_status st = write_all(fd, data, size, tmp);
-    if (!st && fsync(fd) != 0) st = sc_errorf("%s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && !st) st = sc_errorf("%s: close failed: %s", tmp, strerror(errno));
-    if (!st && rename(tmp, path) != 0) st = sc_errorf("%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (st)
-        unlink(tmp);
-    else
-        fsync_parent(path);
-    free(tmp);
+    return SC_OK;
+}
+
+static void atomic_flush(sc_atomic_file *f) {
+    if (!f->err && f->n_buf) f->err = write_all(f->fd, f->buf, f->n_buf, f->tmp);
+    f->n_buf = 0;
+}
+
+void sc_atomic_write(sc_atomic_file *f, const void *data, size_t size) {
+    if (f->err || !size) return;
+    f->written += size;
+    if (f->n_buf + size <= ATOMIC_BUF) {
+        memcpy(f->buf + f->n_buf, data, size);
+        f->n_buf += size;
+        return;
+    }
+    atomic_flush(f);
+    if (size < ATOMIC_BUF) {
+        memcpy(f->buf, data, size);
+        f->n_buf = size;
+    } else if (!f->err) {
+        f->err = write_all(f->fd, data, size, f->tmp);
+    }
+}
+
+sc_status sc_atomic_commit(sc_atomic_file *f) {
+    atomic_flush(f);
+    sc_status st = f->err;
+    f->err = NULL;
+    if (!st && fsync(f->fd) != 0) st = sc_errorf("%s: fsync failed: %s", f->tmp, strerror(errno));
+    if (close(f->fd) != 0 && !st) st = sc_errorf("%s: close failed: %s", f->tmp, strerror(errno));
+    f->fd = -1;
+    if (!st && rename(f->tmp, f->path) != 0)
+        st = sc_errorf("%s: cannot rename %s into place: %s", f->path, f->tmp, strerror(errno));
+    if (!st) fsync_parent(f->path);
+    else unlink(f->tmp);
+    free(f->tmp);
+    f->tmp = NULL;
+    sc_atomic_abort(f);
     return st;
+}
+
+void sc_atomic_abort(sc_atomic_file *f) {
+    if (f->fd >= 0) close(f->fd);
+    if (f->tmp && f->fd >= 0) unlink(f->tmp);
+    f->fd = -1;
+    sc_status_free(f->err);
+    free(f->buf);
+    free(f->tmp);
+    free(f->path);
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+}
+
+sc_status sc_write_file_atomic(const char *path, const void *data, size_t size) {
+    sc_atomic_file f;
+    SC_TRY(sc_atomic_open(&f, path));
+    sc_atomic_write(&f, data, size);
+    return sc_atomic_commit(&f);
 }

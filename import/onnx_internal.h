@@ -12,6 +12,7 @@
 
 #include "graph/graph.h"
 #include "import/attrs.h"
+#include "import/onnx.h"
 #include "onnx/onnx.pb-c.h"
 
 /* Import refuses tensors with more elements than this before allocating (a corrupt dim list must not
@@ -45,6 +46,12 @@ bool onnx_wire_next(const uint8_t **p, const uint8_t *end, onnx_wire_field *f);
 
 /* The number of a message's field, by name (the field must exist). */
 uint32_t onnx_field_number(const ProtobufCMessageDescriptor *d, const char *name);
+
+/* Gives the pages wholly inside [p, p + n) of a mapped model's kept bytes back to the page cache
+ * (madvise DONTNEED): read again from the file when touched. No-op for a model in malloc'd memory.
+ * The loader drops them once everything is decoded and saving drops each initializer after
+ * writing it, so a model's file does not stay resident beside its decoded weights (issue 13). */
+void onnx_bytes_drop(const sc_model *m, const void *p, size_t n);
 
 /* Serialized bytes appended to a growing buffer (malloc; free p). */
 typedef struct {

@@ -506,6 +506,13 @@ static sc_status model_build(sc_model *m, load_ctx *c, const Onnx__ModelProto *m
     return st;
 }
 
+void onnx_bytes_drop(const sc_model *m, const void *p, size_t n) {
+    if (!m->proto_mapped || !n) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)p + page - 1) & ~(page - 1),
+              hi = ((uintptr_t)p + n) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 static void bytes_release(void *data, size_t size, bool mapped) {
     if (mapped) munmap(data, size);
     else free(data);
@@ -551,6 +558,7 @@ static sc_status model_load_owned(uint8_t *data, size_t size, bool mapped, const
         sc_model_free(m);
         return sc_status_prefix(st, "%s: ", name);
     }
+    onnx_bytes_drop(m, data, size); /* every initializer is decoded: the file's pages are no longer needed */
     *out = m;
     return SC_OK;
 }

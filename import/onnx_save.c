@@ -8,9 +8,15 @@
  * its data fields in, be packed and have its fields restored (protobuf-c frees what they point to).
  * Unpacking the whole model instead took about 5 GB of protobuf-c messages at depth 250000. An
  * initializer that graph passes removed keeps its original data (decoded from the model, external
- * data included, and rewritten as raw bytes or into the new data file). Both files are written
- * atomically (sc_write_file_atomic); the data file first, so a crash never leaves a model pointing
- * at a missing data file.
+ * data included, and rewritten as raw bytes or into the new data file).
+ *
+ * Nothing the size of the model is held in memory (issue 13: a model whose weights and optimizer
+ * state fill the host cannot afford a second copy of the weights at save). Two passes walk the
+ * kept bytes: the first only counts, to learn the length of the graph field (written before the
+ * graph) and the data file's offsets; the second streams both files to disk, each initializer
+ * packed straight into the file (protobuf_c_message_pack_to_buffer). Both files are written
+ * atomically (sc_atomic_file); the data file first, so a crash never leaves a model pointing at a
+ * missing data file.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,11 +44,38 @@ typedef struct {
     const sc_model *m;
     int64_t threshold;
     uint32_t graph_field, initializer_field;
-    onnx_buf out;          /* the model being written */
-    uint8_t *ext;          /* contents of the data file */
-    size_t ext_size, ext_cap;
+    bool writing;          /* second pass: bytes go to the files; first pass: only counted */
+    sc_atomic_file out;    /* the model (second pass) */
+    sc_atomic_file ext;    /* the data file (second pass, when the first found external data) */
+    uint64_t out_n;        /* bytes of the model so far */
+    uint64_t ext_size;     /* bytes of the data file so far */
+    size_t *graph_len;     /* length of each graph field, from the first pass */
+    size_t n_graph_len, graph_at;
     char *location;        /* bare file name of the data file */
 } save_ctx;
+
+static void emit(save_ctx *c, const void *p, size_t n) {
+    c->out_n += n;
+    if (c->writing) sc_atomic_write(&c->out, p, n);
+}
+
+static sc_status emit_len_header(save_ctx *c, uint32_t number, size_t len) {
+    onnx_buf head = {0};
+    if (!onnx_buf_put_len_header(&head, number, len)) return sc_errorf("out of memory");
+    emit(c, head.p, head.n);
+    free(head.p);
+    return SC_OK;
+}
+
+/* ProtobufCBuffer that appends to the model file. */
+typedef struct {
+    ProtobufCBuffer base;
+    save_ctx *c;
+} file_sink;
+
+static void file_sink_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
+    emit(((file_sink *)b)->c, data, len);
+}
 
 static void fields_save(const Onnx__TensorProto *t, saved_fields *s) {
     s->raw_data = t->raw_data;
@@ -102,22 +135,17 @@ static sc_status initializer_bytes(const save_ctx *c, const Onnx__TensorProto *t
     return SC_OK;
 }
 
-static sc_status ext_append(save_ctx *c, const void *data, size_t bytes, size_t *offset) {
+/* Places bytes in the data file (written in the second pass) at *offset. */
+static void ext_place(save_ctx *c, const void *data, size_t bytes, size_t *offset) {
     /* 4096-byte alignment, as onnx.proto recommends for mmap-able external data. */
-    size_t start = (c->ext_size + 4095) & ~(size_t)4095;
-    if (start + bytes > c->ext_cap) {
-        size_t cap = c->ext_cap ? c->ext_cap : (1u << 20);
-        while (cap < start + bytes) cap *= 2;
-        uint8_t *p = realloc(c->ext, cap);
-        if (!p) return sc_errorf("out of memory building external data (%zu bytes)", cap);
-        c->ext = p;
-        c->ext_cap = cap;
+    uint64_t start = (c->ext_size + 4095) & ~(uint64_t)4095;
+    if (c->writing) {
+        static const uint8_t zeros[4096];
+        sc_atomic_write(&c->ext, zeros, (size_t)(start - c->ext_size));
+        sc_atomic_write(&c->ext, data, bytes);
     }
-    memset(c->ext + c->ext_size, 0, start - c->ext_size);
-    memcpy(c->ext + start, data, bytes);
     c->ext_size = start + bytes;
-    *offset = start;
-    return SC_OK;
+    *offset = (size_t)start;
 }
 
 static void set_external(const save_ctx *c, Onnx__TensorProto *t, external_ref *r, size_t offset, size_t bytes) {
@@ -153,7 +181,7 @@ static sc_status swap_in(save_ctx *c, Onnx__TensorProto *t, external_ref *r, voi
     t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
     if (c->threshold > 0 && bytes > (uint64_t)c->threshold) {
         size_t offset = 0;
-        SC_TRY(ext_append(c, data, bytes, &offset));
+        ext_place(c, data, bytes, &offset);
         set_external(c, t, r, offset, bytes);
     } else {
         t->has_raw_data = 1;
@@ -174,57 +202,92 @@ static sc_status initializer_write(save_ctx *c, const onnx_wire_field *f) {
     sc_status st = swap_in(c, t, &ref, &owned);
     if (!st) {
         size_t size = onnx__tensor_proto__get_packed_size(t);
-        if (!onnx_buf_put_len_header(&c->out, c->initializer_field, size) || !onnx_buf_reserve(&c->out, size))
-            st = sc_errorf("out of memory packing initializer '%s'", t->name ? t->name : "");
-        else
-            c->out.n += onnx__tensor_proto__pack(t, c->out.p + c->out.n);
+        st = emit_len_header(c, c->initializer_field, size);
+        file_sink sink = {.base = {.append = file_sink_append}, .c = c};
+        if (!st && c->writing) {
+            uint64_t before = c->out_n;
+            protobuf_c_message_pack_to_buffer(&t->base, &sink.base);
+            if (c->out_n - before != size)
+                st = sc_errorf("internal: initializer '%s' packed to %llu bytes, %zu expected", t->name ? t->name : "",
+                               (unsigned long long)(c->out_n - before), size);
+        } else if (!st) {
+            c->out_n += size;
+        }
     }
     fields_restore(t, &saved);
     free(owned);
     onnx__tensor_proto__free_unpacked(t, NULL);
+    onnx_bytes_drop(c->m, f->data, f->size);
     return st;
 }
 
-/* Copies the fields of [p, end) to c->out, rewriting the initializers (wire 2, field `number`). */
+/* The graph field: its length is measured by the first pass (its contents change size) and
+ * written before it by the second. */
+static sc_status fields_write(save_ctx *c, const uint8_t *p, const uint8_t *end, bool graph);
+
+static sc_status graph_write(save_ctx *c, const onnx_wire_field *f) {
+    if (!c->writing) {
+        uint64_t at = c->out_n;
+        SC_TRY(fields_write(c, f->data, f->data + f->size, true));
+        size_t len = (size_t)(c->out_n - at), *l = realloc(c->graph_len, (c->n_graph_len + 1) * sizeof *l);
+        if (!l) return sc_errorf("out of memory");
+        c->graph_len = l;
+        l[c->n_graph_len++] = len;
+        c->out_n = at;
+        SC_TRY(emit_len_header(c, c->graph_field, len));
+        c->out_n += len;
+        return SC_OK;
+    }
+    SC_ASSERT(c->graph_at < c->n_graph_len);
+    size_t len = c->graph_len[c->graph_at++];
+    SC_TRY(emit_len_header(c, c->graph_field, len));
+    uint64_t at = c->out_n;
+    SC_TRY(fields_write(c, f->data, f->data + f->size, true));
+    if (c->out_n - at != len)
+        return sc_errorf("internal: the graph took %llu bytes writing, %zu measuring", (unsigned long long)(c->out_n - at),
+                         len);
+    return SC_OK;
+}
+
+/* Copies the fields of [p, end) to the model, rewriting the initializers (wire 2, field `number`). */
 static sc_status fields_write(save_ctx *c, const uint8_t *p, const uint8_t *end, bool graph) {
     onnx_wire_field f;
     while (onnx_wire_next(&p, end, &f)) {
-        sc_status st = SC_OK;
-        if (f.wire == 2 && !graph && f.number == c->graph_field) {
-            /* The graph's length changes: written after a placeholder, then moved up behind its
-             * real header (one memmove of the graph, not a second buffer). */
-            size_t at = c->out.n;
-            uint8_t room[16] = {0};
-            if (!onnx_buf_put(&c->out, room, sizeof room)) return sc_errorf("out of memory");
-            SC_TRY(fields_write(c, f.data, f.data + f.size, true));
-            size_t len = c->out.n - at - sizeof room;
-            onnx_buf head = {0};
-            if (!onnx_buf_put_len_header(&head, c->graph_field, len)) return sc_errorf("out of memory");
-            memcpy(c->out.p + at, head.p, head.n);
-            memmove(c->out.p + at + head.n, c->out.p + at + sizeof room, len);
-            c->out.n = at + head.n + len;
-            free(head.p);
-        } else if (f.wire == 2 && graph && f.number == c->initializer_field) {
-            st = initializer_write(c, &f);
-        } else if (!onnx_buf_put(&c->out, f.start, (size_t)(f.end - f.start))) {
-            st = sc_errorf("out of memory");
-        }
-        SC_TRY(st);
+        if (f.wire == 2 && !graph && f.number == c->graph_field) SC_TRY(graph_write(c, &f));
+        else if (f.wire == 2 && graph && f.number == c->initializer_field) SC_TRY(initializer_write(c, &f));
+        else emit(c, f.start, (size_t)(f.end - f.start));
     }
     return p == end ? SC_OK : sc_errorf("the model's kept bytes do not parse");
 }
 
+/* The second pass: the data file (when there is one) and the model, each committed when whole. */
 static sc_status files_write(save_ctx *c, const char *path) {
-    if (c->ext_size) {
+    bool ext = c->ext_size > 0;
+    uint64_t ext_bytes = c->ext_size, out_bytes = c->out_n;
+    c->writing = true;
+    c->ext_size = c->out_n = 0;
+    c->graph_at = 0;
+    if (ext) {
         size_t len = strlen(path) + 6;
         char *data_path = malloc(len);
         if (!data_path) return sc_errorf("out of memory");
         snprintf(data_path, len, "%s.data", path);
-        sc_status st = sc_write_file_atomic(data_path, c->ext, c->ext_size);
+        sc_status st = sc_atomic_open(&c->ext, data_path);
         free(data_path);
         SC_TRY(st);
     }
-    return sc_write_file_atomic(path, c->out.p, c->out.n);
+    sc_status st = sc_atomic_open(&c->out, path);
+    const uint8_t *p = c->m->proto_bytes;
+    if (!st) st = fields_write(c, p, p + c->m->proto_size, false);
+    if (!st && (c->ext_size != ext_bytes || c->out_n != out_bytes))
+        st = sc_errorf("internal: the second pass wrote %llu + %llu bytes, the first counted %llu + %llu",
+                       (unsigned long long)c->out_n, (unsigned long long)c->ext_size, (unsigned long long)out_bytes,
+                       (unsigned long long)ext_bytes);
+    if (!st && ext) st = sc_atomic_commit(&c->ext);
+    else if (ext) sc_atomic_abort(&c->ext);
+    if (!st) return sc_atomic_commit(&c->out);
+    sc_atomic_abort(&c->out);
+    return st;
 }
 
 sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_threshold) {
@@ -235,18 +298,19 @@ sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_th
     save_ctx c = {.m = m,
                   .threshold = external_threshold,
                   .graph_field = onnx_field_number(&onnx__model_proto__descriptor, "graph"),
-                  .initializer_field = onnx_field_number(&onnx__graph_proto__descriptor, "initializer")};
+                  .initializer_field = onnx_field_number(&onnx__graph_proto__descriptor, "initializer"),
+                  .out = {.fd = -1},
+                  .ext = {.fd = -1}};
     size_t len = strlen(base) + 6;
     c.location = malloc(len);
-    sc_status st = c.location && onnx_buf_reserve(&c.out, m->proto_size + 64) ? SC_OK : sc_errorf("out of memory");
+    sc_status st = c.location ? SC_OK : sc_errorf("out of memory");
     if (!st) {
         snprintf(c.location, len, "%s.data", base);
         const uint8_t *p = m->proto_bytes;
         st = fields_write(&c, p, p + m->proto_size, false);
     }
     if (!st) st = files_write(&c, path);
-    free(c.out.p);
-    free(c.ext);
+    free(c.graph_len);
     free(c.location);
     return sc_status_prefix(st, "%s: ", path);
 }

@@ -342,9 +342,15 @@ def cli():
     must(base + ["--steps", "2", "--state", "st", "--save-every", "2", "-o", "half.onnx"])
     must(base + ["--steps", "4", "--resume", "st", "-o", "resumed.onnx"] + plan_opts)
     same_weights(initializers("full.onnx"), initializers("resumed.onnx"), "resume under a dc plan")
+    # without the rollback copy: the state is checked, then read into the live values
+    must(base + ["--steps", "4", "--resume", "st", "--rollback", "off", "-o", "resumed_nr.onnx"] + plan_opts)
+    same_weights(initializers("full.onnx"), initializers("resumed_nr.onnx"), "resume under a dc plan, rollback off")
     p = run(base + ["--steps", "3", "--lr", "1e30", "-o", "nan.onnx"] + plan_opts)
     if p.returncode != 1 or "non-finite" not in p.stderr or os.path.exists("nan.onnx"):
         fail("NaN under a plan: exit %d, stderr %s" % (p.returncode, p.stderr))
+    p = run(base + ["--steps", "3", "--lr", "1e30", "--rollback", "off", "-o", "nan.onnx"] + plan_opts)
+    if p.returncode != 1 or "rollback is off" not in p.stderr or os.path.exists("nan.onnx"):
+        fail("NaN under a plan without rollback: exit %d, stderr %s" % (p.returncode, p.stderr))
     # bench
     p = must(["bench", path, "--batch", "4", "--memories", "100%,50%", "--strategies", "none,dc", "--steps", "1",
               "--csv", "bench.csv", "--svg", "bench.svg"] + THREADS)

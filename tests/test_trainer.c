@@ -227,7 +227,9 @@ static const void *param_data(sc_trainer *t, const char *name) {
 
 /* ---- tests ---- */
 
-static void test_resume(sc_optim_kind optim, sc_lr_schedule sched) {
+/* rollback: of the resumed session (without its copy the state is checked in a first pass and then
+ * read into the live values: the same weights either way). */
+static void test_resume(sc_optim_kind optim, sc_lr_schedule sched, sc_rollback rollback) {
     sc_trainer_config c = base_config();
     c.train.optim = optim;
     c.schedule = sched;
@@ -238,7 +240,7 @@ static void test_resume(sc_optim_kind optim, sc_lr_schedule sched) {
         c.train.weight_decay = 0.01f;
     }
     char sdir[300];
-    snprintf(sdir, sizeof sdir, "%s/state_%d_%d", dir, (int)optim, (int)sched);
+    snprintf(sdir, sizeof sdir, "%s/state_%d_%d_%d", dir, (int)optim, (int)sched, (int)rollback);
     sc_trainer *a = create(&c);
     run_steps(a, 10);
     blob ba = state_blob(a);
@@ -251,7 +253,10 @@ static void test_resume(sc_optim_kind optim, sc_lr_schedule sched) {
 
     sc_trainer_config cr = c;
     cr.resume_dir = sdir;
+    cr.rollback = rollback;
     sc_trainer *r = create(&cr);
+    CHECK(sc_trainer_rollback(r) == (rollback != SC_ROLLBACK_OFF), "rollback %s not honoured",
+          sc_rollback_name(rollback));
     CHECK(sc_trainer_step_count(r) == 5, "resumed at step %lld, not 5", (long long)sc_trainer_step_count(r));
     run_steps(r, 5);
     CHECK(sc_trainer_done(r), "resumed run not done after 5 more steps");
@@ -288,10 +293,13 @@ static void copy_truncated(const char *src, const char *dst_dir, long keep, long
     free(buf);
 }
 
-static void test_truncated_state(void) {
+/* A damaged state loads nothing, with or without the rollback copy (without it a first pass checks
+ * the whole file before anything is overwritten). */
+static void test_truncated_state(sc_rollback rollback) {
     sc_trainer_config c = base_config();
+    c.rollback = rollback;
     char sdir[300], src[400], bad[400];
-    snprintf(sdir, sizeof sdir, "%s/state_trunc", dir);
+    snprintf(sdir, sizeof sdir, "%s/state_trunc_%d", dir, (int)rollback);
     sc_trainer *t = create(&c);
     run_steps(t, 3);
     sc_status st = sc_trainer_save_state(t, sdir);
@@ -306,7 +314,7 @@ static void test_truncated_state(void) {
     blob before = state_blob(u);
     long cuts[] = {0, 7, 56, n / 2, n - 9, n - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0] + 2; i++) {
-        snprintf(bad, sizeof bad, "%s/bad%zu", dir, i);
+        snprintf(bad, sizeof bad, "%s/bad%zu_%d", dir, i, (int)rollback);
         bool flip = i >= sizeof cuts / sizeof cuts[0];
         copy_truncated(src, bad, flip ? -1 : cuts[i], flip ? (i % 2 ? n / 3 : n - 20) : -1);
         st = sc_trainer_load_state(u, bad);
@@ -365,6 +373,39 @@ static void test_nan(void) {
         CHECK(sc_trainer_step_count(t) == failed_at - 1, "step count moved past the failure");
     }
     free(good.bytes);
+    sc_trainer_free(t);
+}
+
+/* Without the rollback copy a non-finite step cannot be undone: the status says so and names the
+ * value, and the session refuses to step or save afterwards (its weights are the failed step's). */
+static void test_nan_no_rollback(void) {
+    sc_trainer_config c = base_config();
+    c.lr = 1e30f;
+    c.train.momentum = 0;
+    c.rollback = SC_ROLLBACK_OFF;
+    sc_trainer *t = create(&c);
+    CHECK(!sc_trainer_rollback(t), "rollback off kept a copy");
+    sc_status st = SC_OK;
+    for (int i = 0; i < 10 && !st; i++) st = sc_trainer_step(t, NULL);
+    CHECK(st, "lr 1e30 trained 10 steps without a non-finite value");
+    if (!st) {
+        sc_trainer_free(t);
+        return;
+    }
+    const char *m = sc_status_message(st);
+    CHECK(strstr(m, "rollback is off") && (strstr(m, "non-finite") || strstr(m, "the loss is")),
+          "message does not say the step could not be undone: %s", m);
+    fprintf(stderr, "nan message without rollback: %s\n", m);
+    sc_status_free(st);
+    char path[400];
+    snprintf(path, sizeof path, "%s/spent.onnx", dir);
+    sc_status again[3] = {sc_trainer_step(t, NULL), sc_trainer_save_model(t, path), sc_trainer_save_state(t, path)};
+    for (int i = 0; i < 3; i++) {
+        CHECK(again[i] && strstr(sc_status_message(again[i]), "cannot continue"),
+              "call %d after the unrecoverable step: %s", i, again[i] ? sc_status_message(again[i]) : "succeeded");
+        sc_status_free(again[i]);
+    }
+    CHECK(access(path, F_OK) != 0, "a spent session wrote %s", path);
     sc_trainer_free(t);
 }
 
@@ -450,10 +491,13 @@ int main(void) {
     snprintf(model_path, sizeof model_path, "%s/tiny.onnx", dir);
     write_model(model_path);
     test_schedule();
-    test_resume(SC_OPTIM_SGD, SC_LR_CONSTANT);
-    test_resume(SC_OPTIM_ADAMW, SC_LR_COSINE);
-    test_truncated_state();
+    test_resume(SC_OPTIM_SGD, SC_LR_CONSTANT, SC_ROLLBACK_AUTO);
+    test_resume(SC_OPTIM_ADAMW, SC_LR_COSINE, SC_ROLLBACK_AUTO);
+    test_resume(SC_OPTIM_ADAMW, SC_LR_COSINE, SC_ROLLBACK_OFF);
+    test_truncated_state(SC_ROLLBACK_AUTO);
+    test_truncated_state(SC_ROLLBACK_OFF);
     test_nan();
+    test_nan_no_rollback();
     test_freeze();
     test_bad_labels();
     char cmd[400];

@@ -207,14 +207,29 @@ def data_case():
 
 
 def hostmem_case():
-    must(GEN_GPT)
+    params = int(must(GEN_GPT).stdout.split(" parameters")[0].split()[-1])
     if os.path.exists("hm.onnx"):
         os.remove("hm.onnx")  # left by an earlier run in this folder
-    args = ["train", "g.onnx", "--seq", "8", "--steps", "2", "--optimizer", "adamw", "-o", "hm.onnx"] + TRAIN
+    common = ["train", "g.onnx", "--seq", "8", "--steps", "2", "--optimizer", "adamw"] + TRAIN
+    args = common + ["-o", "hm.onnx"]
     env = dict(os.environ, SCORCH_TEST_MEMAVAILABLE="1000")
     refuse(args, ["g.onnx", "host memory", "bytes more", "but 1000 bytes", "available"], env=env)
     if os.path.exists("hm.onnx"):
         fail("a run refused for host memory wrote its model")
+    # rollback: auto keeps the copy only when the state and the copy take half of what is available;
+    # asked for, a copy that does not fit is refused with the way out
+    sizes = must(common + ["-o", "probe.onnx"]).stderr
+    if "rollback off" in sizes:
+        fail("rollback is off with the machine's own memory for a tiny model:\n" + sizes)
+    # f32 parameters P bytes, AdamW state 2P, the copy 3P: 3P + 4 KiB fits the state (2P) but not
+    # the state and the copy (5P)
+    env["SCORCH_TEST_MEMAVAILABLE"] = str(3 * 4 * params + 4096)
+    p = must(common + ["-o", "probe.onnx"], env=env)
+    if "rollback off" not in p.stderr:
+        fail("rollback stayed on with too little memory for the copy:\n" + p.stderr)
+    refuse(args + ["--rollback", "on"], ["host memory", "rollback copy", "--rollback off"], env=env)
+    if os.path.exists("hm.onnx"):
+        fail("a run refused for its rollback copy wrote its model")
     env["SCORCH_TEST_MEMAVAILABLE"] = str(1 << 40)
     p = must(args, env=env)
     if not os.path.exists("hm.onnx"):

@@ -14,7 +14,9 @@
  * Checkpoints: --save-every N --state DIR saves DIR/state.bin every N steps and after the last step;
  * --resume DIR continues from DIR/state.bin (and keeps saving there unless --state says otherwise).
  * On a NaN/Inf the run stops with the step and the first tensor where it appeared; nothing is
- * written then: neither the model nor a state, so the last checkpoint stays as it was.
+ * written then: neither the model nor a state, so the last checkpoint stays as it was. --rollback
+ * (trainer.h, sc_rollback) says whether a copy of the state is kept to undo the step and locate the
+ * origin; without it ("rollback off" on the first line) the message names the first non-finite value.
  * SIGINT / SIGTERM (train/train_signal.h): the step in flight finishes, the training state is saved to
  * --state DIR (or --resume DIR, else MODEL.state/ next to the model), the model is not written, and
  * the process exits 130 / 143; --resume DIR continues bit-identically. A second signal kills at once.
@@ -215,6 +217,7 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
     fprintf(stderr, "training %s on %s: %d trainable parameter tensors, data %s, %lld steps", cfg->model_path,
             sc_device_name(sc_trainer_device(t)), tg->n_params, sc_trainer_data_desc(t), (long long)total);
     if (done) fprintf(stderr, " (resuming after step %lld)", (long long)done);
+    if (!sc_trainer_rollback(t)) fprintf(stderr, ", rollback off");
     fputc('\n', stderr);
     const sc_plan *pl = sc_trainer_plan(t);
     if (pl) {
@@ -312,6 +315,11 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
     if ((a = args_get(s, "device"))->set && (k = device_parse(a->s)) < 0) return "--device must be cpu, cuda or auto";
     if (a->set) c->device = (sc_device)k;
     c->tf32 = args_get(s, "tf32")->set;
+    static const char *const rollbacks[] = {"auto", "on", "off"};
+    if ((a = args_get(s, "rollback"))->set) {
+        if ((k = pick(a->s, rollbacks, 3)) < 0) return "--rollback must be auto, on or off";
+        c->rollback = (sc_rollback)k;
+    }
     return NULL;
 }
 
@@ -346,6 +354,9 @@ int cmd_train(int argc, char **argv) {
         {.name = "dump-grads", .kind = ARG_STR, .metavar = "DIR", .help = "write step 1's gradients and loss as .npy"},
         {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where to train (default auto: the GPU when present)"},
         {.name = "tf32", .kind = ARG_FLAG, .help = "allow TF32 for f32 products and convolutions (CUDA)"},
+        {.name = "rollback", .kind = ARG_STR, .metavar = "auto|on|off",
+         .help = "keep a copy of the state to undo a NaN/Inf step and find its origin (default auto: when it fits "
+                 "in half the free host memory)"},
         PLAN_CLI_OPTS,
         PLAN_CALIBRATE_OPT,
     };
@@ -355,7 +366,7 @@ int cmd_train(int argc, char **argv) {
                  "[--warmup N] [--clip X] [--seed N] [--freeze REGEX] [--loss auto|ce|mse] "
                  "[--data X.npy --labels Y.npy | --tokens FILE [--token-dtype uint16|int32]] "
                  "[--save-every N --state DIR] [--resume DIR] [--log FILE.csv] [--threads N] [--dump-grads DIR] "
-                 "[--device cpu|cuda|auto] [--tf32] [--memory SIZE] [--strategy none|sqrt|dc|optimal|auto] [--offload O] [--slots S] [--calibrate]",
+                 "[--device cpu|cuda|auto] [--tf32] [--rollback auto|on|off] [--memory SIZE] [--strategy none|sqrt|dc|optimal|auto] [--offload O] [--slots S] [--calibrate]",
         .summary = "Trains the model on the CPU or an NVIDIA GPU (forward, loss, backward, optimizer update) and writes it back as ONNX.\n"
                    "Without --data or --tokens it trains on seeded synthetic data shaped for the model.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};

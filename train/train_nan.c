@@ -81,6 +81,7 @@ bool train_state_finite(const sc_trainer *t, int *bad) {
 
 void train_snapshot_take(sc_trainer *t) {
     const sc_graph *g = &t->model->graph;
+    if (!t->snapshot) return;
     for (int i = 0; i < t->n_state; i++) {
         const sc_value *v = &g->values[t->state_ids[i]];
         copy_parallel(t->snapshot[i], v->data, (size_t)sc_desc_bytes(&v->desc));
@@ -89,6 +90,7 @@ void train_snapshot_take(sc_trainer *t) {
 
 void train_snapshot_restore(sc_trainer *t) {
     sc_graph *g = &t->model->graph;
+    if (!t->snapshot) return;
     for (int i = 0; i < t->n_state; i++) {
         sc_value *v = &g->values[t->state_ids[i]];
         copy_parallel(v->data, t->snapshot[i], (size_t)sc_desc_bytes(&v->desc));
@@ -218,7 +220,18 @@ static sc_status locate(sc_trainer *t, int64_t step, const char *trigger) {
     return st;
 }
 
+sc_status train_spent(sc_trainer *t, sc_status st) {
+    if (!t->spent) t->spent = strdup(sc_status_message(st));
+    return st;
+}
+
 sc_status train_nan_locate(sc_trainer *t, int64_t step, const char *trigger) {
+    if (!t->snapshot)
+        return train_spent(t, sc_errorf("step %lld: %s; rollback is off (no copy of the state before the step), so "
+                                        "the weights were not restored and the step was not re-run to find where "
+                                        "the value first appeared; nothing was written: resume from the last "
+                                        "checkpoint (--save-every), with --rollback on to name the origin",
+                                        (long long)step, trigger));
     train_snapshot_restore(t);
     cpu_params_changed();
     sc_status st = locate(t, step, trigger);

@@ -158,6 +158,7 @@ static sc_status state_write_file(sc_trainer *t, const char *tmp) {
 }
 
 sc_status train_state_write(sc_trainer *t, const char *dir) {
+    if (t->spent) return sc_errorf("the session cannot continue: %s", t->spent);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return sc_errorf("%s: cannot create the state folder: %s", dir, strerror(errno));
     char *tmp = path_join(dir, "state.bin.tmp"), *path = path_join(dir, "state.bin");
@@ -186,6 +187,17 @@ static sc_status get(reader *r, void *p, size_t n) {
     return SC_OK;
 }
 
+/* Reads and checksums n bytes without keeping them (the verifying pass). */
+static sc_status skip(reader *r, size_t n) {
+    uint8_t buf[1 << 16];
+    while (n) {
+        size_t k = n < sizeof buf ? n : sizeof buf;
+        SC_TRY(get(r, buf, k));
+        n -= k;
+    }
+    return SC_OK;
+}
+
 static sc_status header_read(reader *r, uint64_t file_size, uint32_t *n_tensors, uint64_t hdr[5]) {
     char magic[8];
     uint32_t version;
@@ -203,8 +215,9 @@ static sc_status header_read(reader *r, uint64_t file_size, uint32_t *n_tensors,
     return SC_OK;
 }
 
-/* Reads one record into the snapshot slot of the state value of the same name. */
-static sc_status record_read(sc_trainer *t, reader *r, bool *seen) {
+/* Reads one record into dst[k], k the state value of the same name, or only checks it when dst is
+ * NULL. */
+static sc_status record_read(sc_trainer *t, reader *r, bool *seen, void *const *dst) {
     const sc_graph *g = &t->model->graph;
     uint32_t len, dtype, rank;
     char name[4096];
@@ -231,19 +244,19 @@ static sc_status record_read(sc_trainer *t, reader *r, bool *seen) {
         return sc_errorf("%s: '%s' is %s in the state but %s in the model", r->path, name, sc_desc_str(&d, a, sizeof a),
                          sc_desc_str(want, b, sizeof b));
     }
-    SC_TRY(get(r, t->snapshot[k], (size_t)nbytes));
+    SC_TRY(dst ? get(r, dst[k], (size_t)nbytes) : skip(r, (size_t)nbytes));
     seen[k] = true;
     return SC_OK;
 }
 
-static sc_status state_read_file(sc_trainer *t, reader *r, uint64_t file_size, uint64_t hdr[5]) {
+static sc_status state_read_file(sc_trainer *t, reader *r, uint64_t file_size, uint64_t hdr[5], void *const *dst) {
     const sc_graph *g = &t->model->graph;
     uint32_t n_tensors;
     SC_TRY(header_read(r, file_size, &n_tensors, hdr));
     bool *seen = calloc((size_t)t->n_state + 1, 1);
     if (!seen) return sc_errorf("out of memory");
     sc_status st = SC_OK;
-    for (uint32_t i = 0; !st && i < n_tensors; i++) st = record_read(t, r, seen);
+    for (uint32_t i = 0; !st && i < n_tensors; i++) st = record_read(t, r, seen, dst);
     uint64_t want = ck_final(&r->ck), got = 0;
     if (!st && fread(&got, 1, 8, r->f) != 8) st = sc_errorf("%s: truncated (no checksum)", r->path);
     if (!st && got != want) st = sc_errorf("%s: checksum mismatch: the file is corrupt or was cut short", r->path);
@@ -254,26 +267,46 @@ static sc_status state_read_file(sc_trainer *t, reader *r, uint64_t file_size, u
     return st;
 }
 
+/* One pass over DIR's state.bin: into dst (per state value), or a check only (dst NULL). */
+static sc_status state_pass(sc_trainer *t, const char *path, void *const *dst, uint64_t hdr[5]) {
+    reader r = {.f = fopen(path, "rb"), .path = path};
+    if (!r.f) return sc_errorf("%s: cannot open the training state: %s", path, strerror(errno));
+    struct stat sb;
+    sc_status st = fstat(fileno(r.f), &sb) == 0 ? SC_OK : sc_errorf("%s: cannot stat: %s", path, strerror(errno));
+    if (!st) st = state_read_file(t, &r, (uint64_t)sb.st_size, hdr, dst);
+    fclose(r.f);
+    return st;
+}
+
+/* With a rollback copy the state is read into it and restored from it only when the whole file
+ * checked out. Without one a first pass checks the file (sizes, names, checksum) before the
+ * second overwrites the live values; a file that changes between the two passes leaves the
+ * session spent. */
+static sc_status state_load(sc_trainer *t, const char *path, uint64_t hdr[5]) {
+    if (t->snapshot) {
+        sc_status st = state_pass(t, path, t->snapshot, hdr);
+        if (st) train_snapshot_take(t); /* undo the partly overwritten snapshot */
+        else train_snapshot_restore(t);
+        return st;
+    }
+    SC_TRY(state_pass(t, path, NULL, hdr));
+    void **live = malloc(sizeof(void *) * ((size_t)t->n_state + 1));
+    if (!live) return sc_errorf("out of memory");
+    for (int i = 0; i < t->n_state; i++) live[i] = t->model->graph.values[t->state_ids[i]].data;
+    sc_status st = state_pass(t, path, live, hdr);
+    free(live);
+    return st ? train_spent(t, sc_status_prefix(st, "loading the state after checking it: ")) : SC_OK;
+}
+
 sc_status train_state_read(sc_trainer *t, const char *dir) {
     char *path = path_join(dir, "state.bin");
     if (!path) return sc_errorf("out of memory");
-    reader r = {.f = fopen(path, "rb"), .path = path};
-    if (!r.f) {
-        sc_status st = sc_errorf("%s: cannot open the training state: %s", path, strerror(errno));
-        free(path);
-        return st;
-    }
-    struct stat sb;
     uint64_t hdr[5] = {0};
-    sc_status st = fstat(fileno(r.f), &sb) == 0 ? SC_OK : sc_errorf("%s: cannot stat: %s", path, strerror(errno));
-    if (!st) st = state_read_file(t, &r, (uint64_t)sb.st_size, hdr);
-    fclose(r.f);
+    sc_status st = state_load(t, path, hdr);
     if (st) {
-        train_snapshot_take(t); /* undo the partly overwritten snapshot */
         free(path);
         return st;
     }
-    train_snapshot_restore(t);
     t->step = (int64_t)hdr[0];
     t->sample = hdr[1];
     if (hdr[2] != t->cfg.seed) {

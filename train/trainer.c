@@ -107,10 +107,14 @@ static int64_t host_available(void) {
     return kb < 0 ? -1 : (int64_t)kb * 1024;
 }
 
-/* Fails before training when the host memory the run is about to touch does not fit what the
- * machine has available, instead of being killed by the kernel some steps in: the snapshot of every
- * parameter and state value (taken each step for the NaN restore, train_nan.c) and the optimizer
- * state, whose zeroed pages are not touched until the first update. */
+const char *sc_rollback_name(sc_rollback r) { return r == SC_ROLLBACK_ON ? "on" : r == SC_ROLLBACK_OFF ? "off" : "auto"; }
+
+/* Resolves cfg.rollback and fails before training when the host memory the run is about to touch
+ * does not fit what the machine has available, instead of being killed by the kernel some steps
+ * in: the optimizer state, whose zeroed pages are not touched until the first update, and the
+ * rollback copy of every parameter and state value (train_nan.c). AUTO keeps the copy when both
+ * take at most half of what is available, so the rest is left to activations, transfers and the
+ * system; a model whose state fills the machine trains without it. */
 static sc_status host_memory_check(sc_trainer *t) {
     const sc_graph *g = &t->model->graph;
     int64_t snapshot = 0, state = 0;
@@ -121,12 +125,22 @@ static sc_status host_memory_check(sc_trainer *t) {
         if (x->kind == SC_VALUE_PARAM || x->kind == SC_VALUE_OPT_STATE) snapshot += b;
         if (x->kind == SC_VALUE_OPT_STATE) state += b;
     }
-    int64_t avail = host_available(), need = snapshot + state;
+    int64_t avail = host_available();
+    if (t->cfg.rollback == SC_ROLLBACK_AUTO)
+        t->cfg.rollback = avail < 0 || state + snapshot <= avail / 2 ? SC_ROLLBACK_ON : SC_ROLLBACK_OFF;
+    bool copy = t->cfg.rollback == SC_ROLLBACK_ON;
+    int64_t need = state + (copy ? snapshot : 0);
     if (avail < 0 || need <= avail) return SC_OK;
-    return sc_errorf("host memory: training needs about %lld bytes more (%.1f MiB: a snapshot of parameters and "
-                     "optimizer state %lld bytes, optimizer state %lld bytes) but %lld bytes (%.1f MiB) are available "
-                     "(MemAvailable); use a smaller model or batch, or free memory",
-                     (long long)need, (double)need / 1048576.0, (long long)snapshot, (long long)state, (long long)avail,
+    if (copy && state <= avail)
+        return sc_errorf("host memory: training needs about %lld bytes more (%.1f MiB: optimizer state %lld bytes and "
+                         "the rollback copy of parameters and state %lld bytes) but %lld bytes (%.1f MiB) are "
+                         "available (MemAvailable); --rollback off trains without the copy",
+                         (long long)need, (double)need / 1048576.0, (long long)state, (long long)snapshot,
+                         (long long)avail, (double)avail / 1048576.0);
+    return sc_errorf("host memory: training needs about %lld bytes more (%.1f MiB: optimizer state %lld bytes%s) but "
+                     "%lld bytes (%.1f MiB) are available (MemAvailable); use a smaller model or batch, or free memory",
+                     (long long)need, (double)need / 1048576.0, (long long)state,
+                     copy ? " and the rollback copy of parameters and state" : "", (long long)avail,
                      (double)avail / 1048576.0);
 }
 
@@ -147,6 +161,7 @@ static sc_status state_collect(sc_trainer *t) {
             t->state_ids[t->n_state++] = v;
     }
     free(in);
+    if (t->cfg.rollback != SC_ROLLBACK_ON) return SC_OK;
     t->snapshot = calloc((size_t)t->n_state + 1, sizeof *t->snapshot);
     if (!t->snapshot) return sc_errorf("out of memory");
     for (int i = 0; i < t->n_state; i++) {
@@ -223,6 +238,7 @@ void sc_trainer_free(sc_trainer *t) {
         for (int i = 0; i < t->model->graph.n_inputs; i++) free(t->feeds[i].data);
     for (int i = 0; t->snapshot && i < t->n_state; i++) free(t->snapshot[i]);
     free(t->snapshot);
+    free(t->spent);
     free(t->state_ids);
     free(t->feeds);
     free(t->outs);
@@ -269,7 +285,15 @@ static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *second
     return st;
 }
 
+/* A session whose state a failed step left behind (no rollback copy) cannot go on or save it. */
+static sc_status spent_check(const sc_trainer *t) {
+    return t->spent ? sc_errorf("the session cannot continue: %s", t->spent) : SC_OK;
+}
+
+bool sc_trainer_rollback(const sc_trainer *t) { return t->snapshot != NULL; }
+
 sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
+    SC_TRY(spent_check(t));
     if (t->step >= t->total) return sc_errorf("the run is complete (%lld steps)", (long long)t->total);
     sc_graph *g = &t->model->graph;
     int64_t step = t->step + 1;
@@ -282,9 +306,11 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
     double exec_time;
     sc_status st = step_execute(t, &peak_bytes, &exec_time, &h2d, &d2h);
     if (st) {
-        train_snapshot_restore(t); /* updates before the failing node already ran in place */
+        st = sc_status_prefix(st, "step %lld: ", (long long)step);
+        if (!t->snapshot) return train_spent(t, st); /* updates before the failing node ran in place */
+        train_snapshot_restore(t);
         sc_status_free(train_plan_reload(t));
-        return sc_status_prefix(st, "step %lld: ", (long long)step);
+        return st;
     }
     writebacks_apply(t);
     double loss = train_loss_value(&t->outs[t->loss_out]);
@@ -324,6 +350,7 @@ const sc_training_graph *sc_trainer_graph(const sc_trainer *t) { return &t->tg; 
 /* ---- output files ---- */
 
 sc_status sc_trainer_save_model(sc_trainer *t, const char *path) {
+    SC_TRY(spent_check(t));
     const sc_graph *g = &t->model->graph;
     int64_t bytes = 0;
     for (int v = 0; v < g->n_values; v++)
@@ -358,6 +385,7 @@ static sc_status npy_save(const char *dir, const char *name, const sc_tensor *te
 
 sc_status sc_trainer_dump_grads(sc_trainer *t, const char *dir) {
     const sc_graph *g = &t->model->graph;
+    SC_TRY(spent_check(t));
     if (!t->outs[t->loss_out].data) return sc_errorf("no step has run yet: no gradients to write");
     if (!t->cfg.train.keep_grads) return sc_errorf("gradients were not kept (set train.keep_grads)");
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) return sc_errorf("%s: cannot create folder: %s", dir, strerror(errno));

@@ -17,10 +17,12 @@
  *   cosine  : lr_t = lr * 0.5 * (1 + cos(pi * (t - warmup) / max(1, T - warmup)))   for t >= warmup
  *
  * Non-finite values: after every step the loss and every updated parameter and optimizer state are
- * checked. Before each step the session keeps a copy of the parameters and states, so on a failure it
- * restores them and re-runs the step node by node to name the first tensor where a NaN appeared, or
- * an Inf appeared from finite inputs. The status names the step and that tensor; the parameters are
- * left as they were before the failing step, and nothing is written.
+ * checked. With rollback (cfg.rollback, see sc_rollback) the session keeps a copy of the parameters
+ * and states taken before each step, so on a failure it restores them and re-runs the step node by
+ * node to name the first tensor where a NaN appeared, or an Inf appeared from finite inputs. The
+ * status names the step and that tensor; the parameters are left as they were before the failing
+ * step, and nothing is written. Without rollback the status names the step and the first non-finite
+ * value, and the session refuses further steps and saves (its weights are those the failed step left).
  */
 #ifndef SC_TRAINER_H
 #define SC_TRAINER_H
@@ -33,6 +35,14 @@
 #include "schedule/plan.h"
 
 typedef enum { SC_LR_CONSTANT, SC_LR_COSINE } sc_lr_schedule;
+
+/* The copy of parameters and optimizer state kept to undo a failed step (one more byte per byte of
+ * state: a 1.4B-parameter AdamW model's 17 GB would need 17 GB more). AUTO keeps it when the state
+ * plus that copy take at most half the host memory available at setup; OFF is what lets a model
+ * whose state fills the machine train at all (issue 13). A failed step then cannot be undone:
+ * resume from the last checkpoint. */
+typedef enum { SC_ROLLBACK_AUTO, SC_ROLLBACK_ON, SC_ROLLBACK_OFF } sc_rollback;
+const char *sc_rollback_name(sc_rollback r); /* "auto", "on", "off" */
 
 /* Where the steps run (issue 5). CPU: the store-everything executor, or with use_plan the plan on
  * the CPU backend. CUDA: always the plan (strategy none when no budget is given) on the CUDA backend
@@ -70,6 +80,7 @@ typedef struct {
     sc_plan_options plan;
     sc_device device;       /* default CPU (the CLI's default is AUTO); resolved by sc_trainer_create */
     bool tf32;              /* CUDA: let cuBLAS/cuDNN use TF32 for f32 products (no effect on the CPU) */
+    sc_rollback rollback;   /* default AUTO */
 } sc_trainer_config;
 
 /* Defaults: batch 1, lr 0.01, constant schedule, seed 0, sc_train_options_default, u16 tokens, CPU. */
@@ -92,8 +103,11 @@ sc_status sc_trainer_create(const sc_trainer_config *cfg, sc_trainer **out);
 void sc_trainer_free(sc_trainer *t);
 
 /* Runs the next step. On a non-finite loss or update the status names the step and the first
- * tensor where the value appeared, and the weights are restored to their state before the step. */
+ * tensor where the value appeared, and the weights are restored to their state before the step
+ * (with rollback; without it the session is spent: later steps and saves fail, naming the step). */
 sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r);
+/* Whether this session keeps the rollback copy (cfg.rollback resolved at setup). */
+bool sc_trainer_rollback(const sc_trainer *t);
 bool sc_trainer_done(const sc_trainer *t);
 int64_t sc_trainer_step_count(const sc_trainer *t);  /* steps done so far (including resumed ones) */
 int64_t sc_trainer_total_steps(const sc_trainer *t);

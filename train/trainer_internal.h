@@ -20,10 +20,14 @@ struct sc_trainer {
     int loss_out;     /* index of the loss in outs */
     int *wb_out;      /* per writeback: index of wb_src in outs */
     /* State: every value a step may change or a checkpoint holds (PARAM, OPT_STATE and writeback
-     * targets), with a copy taken before each step (the last good values). */
+     * targets), with a copy taken before each step (the last good values) when rollback is on
+     * (snapshot NULL when off). */
     int n_state;
     int *state_ids;
     void **snapshot;
+    /* Set when a step or a state load failed without a snapshot to undo it: the host state is not
+     * one any step produced, so steps and saves refuse (the message names what happened). */
+    char *spent;
     /* With cfg.use_plan (train_plan.c): the plan, its modelled device and the executing session.
      * The session's device copy of parameters and optimizer state is the truth during a step; after
      * every step it is copied back to the graph's host data, so snapshots, checks, checkpoints and
@@ -42,8 +46,10 @@ bool train_state_finite(const sc_trainer *t, int *bad);
 /* Restores the snapshot, re-runs the step's feeds node by node and returns the status naming the
  * step and the first tensor where a NaN (or an Inf from finite inputs) appeared; restores again. */
 sc_status train_nan_locate(sc_trainer *t, int64_t step, const char *trigger);
-void train_snapshot_restore(sc_trainer *t);
+void train_snapshot_restore(sc_trainer *t); /* both no-ops without a snapshot */
 void train_snapshot_take(sc_trainer *t);
+/* Marks the session spent (t->spent) with the reason why; returns st. */
+sc_status train_spent(sc_trainer *t, sc_status st);
 
 /* train_plan.c: builds cfg.plan's plan and its session (after the state is loaded); runs one step of
  * it into t->outs and applies the writebacks on the device; pushes host state to the device again
