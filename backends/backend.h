@@ -20,6 +20,8 @@ typedef struct {
     int64_t capacity;   /* device bytes the backend may hand out (the budget); 0 = unlimited */
     int64_t arena_bytes;/* size of the current arena, 0 when none */
     int64_t copied_h2d, copied_d2h; /* bytes moved since creation */
+    int64_t staged;     /* of those, bytes that went through the backend's own staging buffers
+                           (host memory it could not copy from or to directly) */
 } sc_backend_memory;
 
 typedef struct {
@@ -42,6 +44,15 @@ typedef struct {
     /* Parameter data changed in place (an optimizer step, weights loaded): caches keyed by weight
      * pointers (oneDNN's reordered weights) must not be trusted any more. May be NULL. */
     void (*params_changed)(sc_backend *b);
+    /* Host memory the link copies to and from directly (pinned, on CUDA), all four may be NULL.
+     * host_pin: the executor's session pins a streamed value's home (its graph data) for its
+     * lifetime; false when that range cannot be pinned (it shares a page with a pinned one, or the
+     * system refuses), and copies of it are then staged. host_alloc: the session's own host copies
+     * (NULL when out of memory); host_free gives one back. */
+    bool (*host_pin)(sc_backend *b, void *host, int64_t bytes);
+    void (*host_unpin)(sc_backend *b, void *host);
+    void *(*host_alloc)(sc_backend *b, int64_t bytes);
+    void (*host_free)(sc_backend *b, void *p);
     void (*destroy)(sc_backend *b);
 } sc_backend_i;
 

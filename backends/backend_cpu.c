@@ -148,6 +148,7 @@ static void cpu_memory(sc_backend *b, sc_backend_memory *m) {
     m->arena_bytes = c->arena_bytes;
     m->copied_h2d = c->h2d;
     m->copied_d2h = c->d2h;
+    m->staged = 0; /* host memory is the device's own: nothing to stage */
 }
 
 static void cpu_params_changed_hook(sc_backend *b) {

@@ -54,6 +54,7 @@ struct sc_plan_session {
     int64_t *xfer;       /* plan transfer id -> backend transfer id */
     int n_xfer;
     bool *streamed;      /* per value: persistent, home in host memory (no fixed interval) */
+    bool *pinned;        /* per value: its home was pinned by the backend (host_pin), to unpin */
     int *feed_of;        /* per value: its index among the graph inputs, -1 */
     int *last_xfer;      /* per value: plan transfer id of its latest OFFLOAD or PREFETCH this step, -1 */
     int *release_at;     /* per value: the HOST_RUN step after which its host copy returns to the pool, -1 */
@@ -62,6 +63,7 @@ struct sc_plan_session {
         size_t bytes;
     } *pool;             /* released host copies */
     int n_pool, cap_pool;
+    int64_t host_made;   /* bytes of host copies allocated (sc_plan_stats.host_bytes) */
     pthread_mutex_t pool_mu; /* the pool: the executor takes, the host worker gives back */
     /* host worker (HOST_RUN): a FIFO of queued updates, drained at the end of every step */
     struct host_job {
@@ -92,16 +94,48 @@ static void worker_stop(sc_plan_session *s);
 static sc_status worker_start(sc_plan_session *s, int n_host_runs);
 static bool force_host_worker; /* plan_exec_force_host_worker */
 
+static int64_t value_bytes(const sc_graph *g, int v) {
+    int64_t b = sc_desc_bytes(&g->values[v].desc);
+    return b < 0 ? 0 : b;
+}
+
+/* The session's host copies: pinned by the backend when it can (CUDA copies them directly, without
+ * staging), else plain 64-byte aligned memory. */
+static void *host_copy_alloc(const sc_plan_session *s, size_t bytes) {
+    if (sc_alloc_fail_now()) return NULL;
+    return s->be && s->be->iface->host_alloc ? s->be->iface->host_alloc(s->be, (int64_t)bytes) : aligned_alloc(64, bytes);
+}
+
+static void host_copy_free(const sc_plan_session *s, void *p) {
+    if (p && s->be && s->be->iface->host_free) s->be->iface->host_free(s->be, p);
+    else free(p);
+}
+
+/* Pins every streamed home (the parameters and state the link reads and writes every step). */
+static void homes_pin(sc_plan_session *s) {
+    if (!s->be->iface->host_pin) return;
+    for (int v = 0; v < s->g->n_values; v++)
+        if (s->streamed[v] && s->g->values[v].data)
+            s->pinned[v] = s->be->iface->host_pin(s->be, s->g->values[v].data, value_bytes(s->g, v));
+}
+
+static void homes_unpin(sc_plan_session *s) {
+    for (int v = 0; s->pinned && v < s->g->n_values; v++)
+        if (s->pinned[v]) s->be->iface->host_unpin(s->be, s->g->values[v].data);
+}
+
 void plan_session_free(sc_plan_session *s) {
     if (!s) return;
     worker_stop(s);
     if (s->be) {
         s->be->iface->synchronize(s->be);
         if (s->base) s->be->iface->arena_destroy(s->be);
+        homes_unpin(s);
     }
     if (s->host)
-        for (int v = 0; v < s->g->n_values; v++) free(s->host[v]);
+        for (int v = 0; v < s->g->n_values; v++) host_copy_free(s, s->host[v]);
     free(s->host);
+    free(s->pinned);
     free(s->host_step);
     free(s->root);
     free(s->fixed_iv);
@@ -113,7 +147,7 @@ void plan_session_free(sc_plan_session *s) {
     free(s->waited);
     free(s->release_at);
     free(s->taken);
-    for (int i = 0; i < s->n_pool; i++) free(s->pool[i].p);
+    for (int i = 0; i < s->n_pool; i++) host_copy_free(s, s->pool[i].p);
     free(s->pool);
     free(s->jobs);
     sc_status_free(s->worker_err);
@@ -142,11 +176,6 @@ static sc_status copy_sync(sc_plan_session *s, bool to_device, void *dev, void *
     s->n_fly = k;
 #endif
     return SC_OK;
-}
-
-static int64_t value_bytes(const sc_graph *g, int v) {
-    int64_t b = sc_desc_bytes(&g->values[v].desc);
-    return b < 0 ? 0 : b;
 }
 
 static void *dev_ptr(const sc_plan_session *s, int interval) { return s->base + s->plan->intervals[interval].offset; }
@@ -202,30 +231,7 @@ sc_status plan_exec_sync_params_to_host(sc_plan_session *s) {
     return SC_OK;
 }
 
-static size_t host_bytes(int64_t bytes) { return (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64); }
-
-/* release_at: for a computed value read by HOST_RUNs, the last of them, when no later step
- * prefetches it and it is no graph output (whose host copy the step's end hands out). */
-static void host_releases_find(sc_plan_session *s) {
-    const sc_graph *g = s->g;
-    const sc_plan *p = s->plan;
-    for (int v = 0; v < g->n_values; v++) s->release_at[v] = -1;
-    for (int i = 0; i < p->n_steps; i++) {
-        const sc_step *sp = &p->steps[i];
-        if (sp->kind == SC_STEP_PREFETCH) s->release_at[sp->value] = -2; /* brought back: keep */
-        if (sp->kind != SC_STEP_HOST_RUN) continue;
-        const sc_node *n = &g->nodes[sp->node];
-        for (int k = 0; k < n->n_in; k++) {
-            int v = n->in[k] >= 0 ? s->root[n->in[k]] : -1;
-            if (v < 0 || g->values[v].producer < 0 || g->values[v].is_output || s->release_at[v] == -2) continue;
-            s->release_at[v] = i;
-        }
-    }
-    for (int i = 0; i < p->n_steps; i++) /* a prefetch after the last host read keeps it too */
-        if (p->steps[i].kind == SC_STEP_PREFETCH && s->release_at[p->steps[i].value] >= 0 &&
-            i > s->release_at[p->steps[i].value])
-            s->release_at[p->steps[i].value] = -1;
-}
+static size_t host_bytes(int64_t bytes) { return (size_t)plan_host_buffer_bytes(bytes); }
 
 sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, sc_plan_session **out) {
     *out = NULL;
@@ -246,6 +252,7 @@ sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, 
     s->n_xfer = max_xfer;
     s->xfer = calloc((size_t)max_xfer + 1, sizeof(int64_t));
     s->streamed = calloc(nv, 1);
+    s->pinned = calloc(nv, 1);
     s->feed_of = malloc(sizeof(int) * nv);
     s->last_xfer = malloc(sizeof(int) * nv);
     s->release_at = malloc(sizeof(int) * nv);
@@ -256,34 +263,28 @@ sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, 
     s->fly = calloc((size_t)max_xfer + 2, sizeof *s->fly);
     fly_ok = s->fly != NULL;
 #endif
-    if (!s->root || !s->fixed_iv || !s->cur || !s->host || !s->host_step || !s->step_time || !s->xfer || !s->streamed ||
+    if (!s->root || !s->fixed_iv || !s->cur || !s->host || !s->host_step || !s->step_time || !s->xfer || !s->streamed || !s->pinned ||
         !s->feed_of || !s->last_xfer || !s->waited || !s->release_at || !s->taken || !fly_ok) {
         plan_session_free(s);
         return sc_errorf("out of memory creating a plan session");
     }
-    for (int v = 0; v < g->n_values; v++) s->root[v] = v, s->fixed_iv[v] = -1, s->cur[v] = -1, s->feed_of[v] = -1;
+    for (int v = 0; v < g->n_values; v++) s->fixed_iv[v] = -1, s->cur[v] = -1, s->feed_of[v] = -1;
     for (int i = 0; i < g->n_inputs; i++) s->feed_of[g->inputs[i]] = i;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const sc_node *n = &g->nodes[i];
-        for (int o = 0; o < n->n_out; o++) {
-            int a = sc_op_inplace_input(n->op, o);
-            if (n->out[o] >= 0 && a >= 0 && a < n->n_in && n->in[a] >= 0) s->root[n->out[o]] = s->root[n->in[a]];
-        }
-    }
-    host_releases_find(s);
+    plan_value_roots(g, s->root);
+    plan_host_release_steps(g, plan, s->root, s->release_at); /* schedule/host_copies.c: the policy */
     for (int i = 0; plan->iv_from && i < plan->n_intervals; i++)
         if (plan->iv_from[i] >= 0) s->taken[plan->iv_from[i]] = true;
     for (int i = 0; i < plan->n_fixed_intervals; i++) s->fixed_iv[plan->intervals[i].value] = i;
     /* streamed persistent values (no fixed interval) live in their host data */
-    for (int i = 0; i < plan->n_steps; i++) {
-        int v = plan->steps[i].value;
-        if (plan->steps[i].kind != SC_STEP_PREFETCH || g->values[v].producer >= 0 || s->fixed_iv[v] >= 0) continue;
-        if (!g->values[v].data) {
+    if (!plan_host_homes(g, plan, s->streamed)) {
+        plan_session_free(s);
+        return sc_errorf("out of memory creating a plan session");
+    }
+    for (int v = 0; v < g->n_values; v++)
+        if (s->streamed[v] && !g->values[v].data) {
             plan_session_free(s);
             return sc_errorf("plan: streamed value '%s' has no host data", g->values[v].name);
         }
-        s->streamed[v] = true;
-    }
     int n_host_runs = 0;
     for (int i = 0; i < plan->n_steps; i++) n_host_runs += plan->steps[i].kind == SC_STEP_HOST_RUN;
     pthread_mutex_init(&s->pool_mu, NULL);
@@ -302,6 +303,7 @@ sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, 
         plan_session_free(s);
         return st;
     }
+    homes_pin(s);
     st = plan_session_load_params(s);
     if (st) {
         plan_session_free(s);
@@ -386,8 +388,9 @@ static void *host_of(sc_plan_session *s, int v, int64_t bytes, sc_status *st) {
         if (s->pool[i].bytes == host_bytes(bytes)) s->host[v] = s->pool[i].p, s->pool[i] = s->pool[--s->n_pool];
     if (s->worker_started) pthread_mutex_unlock(&s->pool_mu);
     if (!s->host[v]) {
-        s->host[v] = (sc_alloc_fail_now() ? NULL : aligned_alloc(64, host_bytes(bytes)));
+        s->host[v] = host_copy_alloc(s, host_bytes(bytes));
         if (!s->host[v]) *st = sc_errorf("out of memory for the host copy of '%s'", s->g->values[v].name);
+        else s->host_made += (int64_t)host_bytes(bytes);
     }
     return s->host[v];
 }
@@ -681,4 +684,7 @@ void *plan_session_value(sc_plan_session *s, int value) {
     return iv >= 0 ? dev_ptr(s, iv) : NULL;
 }
 
-void plan_session_stats(const sc_plan_session *s, sc_plan_stats *st) { *st = s->stats; }
+void plan_session_stats(const sc_plan_session *s, sc_plan_stats *st) {
+    *st = s->stats;
+    st->host_bytes = s->host_made;
+}

@@ -33,6 +33,8 @@ typedef struct {
     double step_seconds;     /* wall time of the last step */
     const double *step_time; /* [plan->n_steps] seconds of each plan step in the last step */
     int64_t bytes_h2d, bytes_d2h; /* moved by the last step (inputs and outputs included) */
+    int64_t host_bytes;      /* host copies the session has made since it was created (pooled ones
+                                reused): the plan's host_bytes with inline host updates */
 } sc_plan_stats;
 
 /* g and plan must outlive the session; the backend too (the session does not own it). */

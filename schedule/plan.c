@@ -109,11 +109,21 @@ typedef struct {
     sc_plan best;
     bool have;
     int64_t smallest, smallest_fixed; /* the smallest arena seen (fitting or not) */
+    const sc_graph *g;
+    int64_t host_budget;              /* opt->host_budget */
+    int64_t host_short;               /* the least host_bytes of a plan that fit the device but not
+                                         host_budget; INT64_MAX when none */
 } stream_pick;
 
+/* A candidate fits when its arena fits the device budget and its host copies the host budget. */
 static void pick_offer(stream_pick *k, sc_plan *cand, int64_t budget) {
     if (cand->arena_bytes < k->smallest) k->smallest = cand->arena_bytes, k->smallest_fixed = cand->fixed_bytes;
     bool fits = budget <= 0 || cand->arena_bytes <= budget;
+    cand->host_bytes = plan_host_copy_bytes(k->g, cand);
+    if (fits && k->host_budget > 0 && cand->host_bytes > k->host_budget) {
+        if (cand->host_bytes < k->host_short) k->host_short = cand->host_bytes;
+        fits = false;
+    }
     if (fits && (!k->have || plan_better(cand, &k->best))) {
         if (k->have) plan_free(&k->best);
         k->best = *cand;
@@ -235,6 +245,9 @@ static sc_status build_streaming(const sc_graph *g, const sc_training_graph *tg,
     stream_pick k;
     memset(&k, 0, sizeof k);
     k.smallest = INT64_MAX;
+    k.g = g;
+    k.host_budget = opt->host_budget;
+    k.host_short = INT64_MAX;
     sc_status err = SC_OK;
     for (int i = 0; i < n_modes; i++) {
         sc_status st = SC_OK;
@@ -260,6 +273,14 @@ static sc_status build_streaming(const sc_graph *g, const sc_training_graph *tg,
         sc_status_free(err);
         *plan = k.best;
         return SC_OK;
+    }
+    if (k.host_short != INT64_MAX) {
+        sc_status_free(err);
+        return sc_errorf("offload %s: host memory: every plan that fits the device budget keeps copies of moved "
+                         "values in host memory, the least of them %lld bytes (%.1f MiB), but %lld bytes (%.1f MiB) "
+                         "are left for them; a larger device budget needs fewer, or free host memory",
+                         plan_offload_name(opt->offload), (long long)k.host_short, (double)k.host_short / 1048576.0,
+                         (long long)opt->host_budget, (double)opt->host_budget / 1048576.0);
     }
     if (k.smallest != INT64_MAX) {
         sc_status_free(err);
@@ -304,5 +325,6 @@ sc_status plan_build(const sc_graph *g, const sc_training_graph *tg, const sc_pl
     cost_model_default(&m, opt->link_bandwidth, opt->node_time);
     sc_status st = opt->offload == SC_OFFLOAD_NONE ? build_plain(g, tg, opt, &m, plan) : build_streaming(g, tg, opt, &m, plan);
     if (!st && plan->update_on == SC_UPDATE_AUTO) plan->update_on = SC_UPDATE_DEVICE; /* no streamed parameter */
+    if (!st) plan->host_bytes = plan_host_copy_bytes(g, plan);
     return st;
 }

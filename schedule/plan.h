@@ -75,6 +75,8 @@ typedef struct {
                                 nodes, SC_PLAN_DEFAULT_SEGMENTS); `none` always uses one segment */
     int window_max;          /* streaming (added by offload): the largest look-ahead tried, in RUN steps;
                                 0 = no limit (widened while the plan fits and stalls remain) */
+    int64_t host_budget;     /* host bytes the plan's copies (host_bytes) may take; 0 = unlimited. A
+                                plan over it is not chosen, as one over `budget` is not */
 } sc_plan_options;
 
 #define SC_PLAN_DEFAULT_SEGMENTS 1024
@@ -109,6 +111,8 @@ typedef struct {
     double host_time;      /* predicted seconds of host updates (on the host worker, overlapping
                               the device; what is left at the end of the step is part of
                               predicted_time and stall_time) */
+    int64_t host_bytes;    /* host memory of the session's copies of moved values (plan_host_copy_bytes);
+                              streamed parameters and state live in their own host data, not counted */
 } sc_plan;
 
 const char *plan_update_name(sc_update_place u);
@@ -124,5 +128,17 @@ sc_status plan_build(const sc_graph *g, const sc_training_graph *tg, const sc_pl
 void plan_free(sc_plan *plan);
 
 const char *plan_strategy_name(sc_strategy s);
+
+/* Host copies (schedule/host_copies.c; the executor's policy, replayed). root[v]: the value whose
+ * storage v shares (in-place outputs chained to their input). release_at[v]: the HOST_RUN step
+ * after which v's host copy returns to the pool (read only by host updates, never brought back,
+ * not a graph output), else -1. home[v]: v's host side is its graph data (a streamed parameter or
+ * state). plan_host_buffer_bytes: the size of the buffer the executor makes for `bytes`.
+ * plan_host_copy_bytes: the host bytes a session's copies take (-1 when out of memory). */
+void plan_value_roots(const sc_graph *g, int *root);
+void plan_host_release_steps(const sc_graph *g, const sc_plan *p, const int *root, int *release_at);
+bool plan_host_homes(const sc_graph *g, const sc_plan *p, bool *home); /* false: out of memory */
+int64_t plan_host_buffer_bytes(int64_t bytes);
+int64_t plan_host_copy_bytes(const sc_graph *g, const sc_plan *p);
 
 #endif

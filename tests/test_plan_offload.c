@@ -148,6 +148,8 @@ static float loss_of(const pt_model *m, const sc_tensor *outs) {
 }
 
 static bool on_cuda; /* --cuda: every plan (and the reference) runs on the CUDA backend */
+static bool worker_forced; /* the last backend_open put host updates on the worker */
+static int64_t cuda_moved, cuda_staged; /* --cuda: bytes copied in all, and through staging */
 
 /* The backend a plan runs on, with `capacity` device bytes. On the CPU, every other backend
  * copies inline while nothing is pending (backend_cpu_set_inline_copies), the rest through the
@@ -159,7 +161,8 @@ static sc_status backend_open(int64_t capacity, sc_backend **be) {
 #endif
     static int runs;
     sc_status st = backend_cpu_create(capacity, be);
-    plan_exec_force_host_worker(runs % 3 != 0);
+    worker_forced = runs % 3 != 0;
+    plan_exec_force_host_worker(worker_forced);
     if (!st) backend_cpu_set_inline_copies(*be, runs++ % 2 ? INT64_MAX : 0);
     return st;
 }
@@ -275,6 +278,12 @@ static void run_plan(const char *what, pt_model *m, const sc_plan *p, int64_t ca
         plan_session_stats(s, &ps);
         CHECK(ps.peak_bytes == p->arena_bytes, "%s: step %d measured peak %lld, planned %lld", what, step,
               (long long)ps.peak_bytes, (long long)p->arena_bytes);
+        /* host copies: exactly the planned bytes with inline updates; with the worker an update still
+         * queued can hold a copy the executor would have reused */
+        int64_t want = plan_host_copy_bytes(&m->g, p);
+        bool host_ok = worker_forced || on_cuda ? ps.host_bytes >= want : ps.host_bytes == want;
+        CHECK(host_ok, "%s: step %d host copies %lld bytes, planned %lld%s", what, step, (long long)ps.host_bytes,
+              (long long)want, worker_forced ? " (host worker)" : "");
         *h2d = ps.bytes_h2d, *d2h = ps.bytes_d2h;
         /* writebacks (BatchNorm statistics in bnorm) and the host copy, as the trainer does */
         for (int i = 0; !st && i < m->tg.n_writebacks; i++)
@@ -282,6 +291,12 @@ static void run_plan(const char *what, pt_model *m, const sc_plan *p, int64_t ca
     }
     if (!st) st = plan_exec_sync_params_to_host(s);
     CHECK(!st, "%s: %s", what, st ? sc_status_message(st) : "");
+    if (be) {
+        sc_backend_memory bm;
+        be->iface->memory(be, &bm);
+        cuda_moved += on_cuda ? bm.copied_h2d + bm.copied_d2h : 0;
+        cuda_staged += on_cuda ? bm.staged : 0;
+    }
     if (!st) compare_state(what, &ref->m, m);
     sc_status_free(st);
     plan_session_free(s);
@@ -318,6 +333,8 @@ static bool build_and_run(int kind, const sc_plan_options *o, const reference *r
         graph_free(&m.g);
         return false;
     }
+    CHECK(p.host_bytes == plan_host_copy_bytes(&m.g, &p), "%s: plan_build's host_bytes %lld, replayed %lld", what,
+          (long long)p.host_bytes, (long long)plan_host_copy_bytes(&m.g, &p));
     int64_t h2d = 0, d2h = 0;
     run_plan(what, &m, &p, o->budget, ref, &h2d, &d2h);
     int64_t out_d2h = outputs_d2h(&m.g, &p);
@@ -452,6 +469,48 @@ static void test_windows(int kind, const reference *ref) {
         }
 }
 
+/* The host budget (sc_plan_options.host_budget): a plan's copies of moved values must fit it. With
+ * activations offloaded the copies are not zero; one byte less than the chosen plan's must give a
+ * plan within it (run and checked like every plan) or a refusal that names host memory; with one
+ * byte, offloading activations is refused outright. */
+static void test_host_budget(int kind, const reference *ref) {
+    for (int pass = 0; pass < 2; pass++) {
+        pt_model m;
+        model_build(&m, kind);
+        sc_plan_options o = {0};
+        o.strategy = SC_STRATEGY_AUTO;
+        o.segments = m.tg.n_forward_nodes;
+        o.offload = pass ? SC_OFFLOAD_ACTIVATIONS : SC_OFFLOAD_BOTH;
+        sc_plan p;
+        sc_status st = plan_build(&m.g, &m.tg, &o, &p);
+        CHECK(!st, "%s: %s", model_name(kind), st ? sc_status_message(st) : "");
+        int64_t h = st ? 0 : p.host_bytes;
+        if (!st) plan_free(&p);
+        sc_status_free(st);
+        graph_free(&m.g);
+        if (h <= 0) continue;
+        o.host_budget = pass ? 1 : h - 1;
+        char what[128];
+        snprintf(what, sizeof what, "%s/host budget %lld/offload-%s", model_name(kind), (long long)o.host_budget,
+                 plan_offload_name(o.offload));
+        model_build(&m, kind);
+        st = plan_build(&m.g, &m.tg, &o, &p);
+        if (st) {
+            CHECK(strstr(sc_status_message(st), "host memory"), "%s: refused without naming host memory: %s", what,
+                  sc_status_message(st));
+            printf("%s: refused (%s)\n", what, sc_status_message(st));
+            sc_status_free(st);
+        } else {
+            CHECK(!pass, "%s: offloading activations with a 1-byte host budget was planned", what);
+            CHECK(p.host_bytes <= o.host_budget, "%s: host copies %lld over the host budget", what,
+                  (long long)p.host_bytes);
+            plan_free(&p);
+            if (build_and_run(kind, &o, ref, what, &p)) plan_free(&p);
+        }
+        graph_free(&m.g);
+    }
+}
+
 /* A budget below parameters + optimizer state: infeasible unless weights are streamed (refused
  * on every graph; met with weights streaming on the parameter-heavy one). */
 static void test_budget(int kind, const reference *ref) {
@@ -583,9 +642,14 @@ int main(int argc, char **argv) {
         if (!model_adamw) test_modes(kinds[k], &ref);
         test_windows(kinds[k], &ref);
         if (!model_adamw) test_budget(kinds[k], &ref);
+        if (!model_adamw) test_host_budget(kinds[k], &ref);
         graph_free(&ref.m.g);
     }
     if (!on_cuda) test_inflight_assert(); /* forks: a CUDA context does not survive fork() */
+    if (on_cuda) { /* the session's host copies are pinned (host_alloc), so some copies must be direct */
+        printf("cuda: %lld bytes copied, %lld of them through staging\n", (long long)cuda_moved, (long long)cuda_staged);
+        CHECK(cuda_staged < cuda_moved, "every copy went through staging: nothing was pinned");
+    }
     if (failures) printf("%d failures\n", failures);
     else printf("ok\n");
     return failures ? 1 : 0;

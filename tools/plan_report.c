@@ -440,6 +440,9 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     double per = s->params > 0 ? (double)s->params : 1;
     fprintf(f, "moved          h2d %s (%.2f B/param), d2h %s (%.2f B/param) per step\n", fmt_bytes(p->bytes_h2d, a, sizeof a),
             (double)p->bytes_h2d / per, fmt_bytes(p->bytes_d2h, b, sizeof b), (double)p->bytes_d2h / per);
+    if (p->host_bytes > 0)
+        fprintf(f, "host copies    %s of host memory for moved values (offloaded activations, gradients for host "
+                   "updates), beside the parameters and state\n", fmt_bytes(p->host_bytes, a, sizeof a));
     fprintf(f, "resources      device compute %.4g s, link %.4g s, host updates %.4g s: bound by %s\n", s->compute_time,
             s->link_time, p->host_time, s->bound);
     fprintf(f, "updates        %s", p->update_on == SC_UPDATE_HOST ? "streamed parameters update on the host" : "on the device");
@@ -484,7 +487,8 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
             (long long)p->bytes_h2d, (long long)p->bytes_d2h, p->stall_time, p->predicted_time, s->timeline_time);
     fprintf(f, "\"params\": %lld, \"update_on\": \"%s\", \"host_updates\": %d, \"host_time\": %.17g, ", (long long)s->params,
             plan_update_name(p->update_on), p->n_host_updates, p->host_time);
-    fprintf(f, "\"link_time\": %.17g, \"bound\": \"%s\", ", s->link_time, s->bound);
+    fprintf(f, "\"link_time\": %.17g, \"bound\": \"%s\", \"host_bytes\": %lld, ", s->link_time, s->bound,
+            (long long)p->host_bytes);
     fprintf(f, "\"calibrated\": %s, \"model_time\": %.17g, \"measured_time\": %.17g, \"measured_kernel_time\": %.17g, "
                "\"measured_steps\": %d}\n",
             s->calibrated ? "true" : "false", s->model_time, s->measured_time, s->measured_kernel_time,

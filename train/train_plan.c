@@ -152,6 +152,7 @@ static sc_status gpu_fit(sc_trainer *t) {
 
 sc_status train_plan_open(sc_trainer *t) {
     budget_cap(t, &t->cfg.plan);
+    if (!t->cfg.plan.host_budget) t->cfg.plan.host_budget = t->host_room; /* copies must fit the host too */
     SC_TRY(plan_build(&t->model->graph, &t->tg, &t->cfg.plan, &t->plan));
     sc_status fit = gpu_fit(t);
     if (fit) {

@@ -130,6 +130,11 @@ static sc_status host_memory_check(sc_trainer *t) {
         t->cfg.rollback = avail < 0 || state + snapshot <= avail / 2 ? SC_ROLLBACK_ON : SC_ROLLBACK_OFF;
     bool copy = t->cfg.rollback == SC_ROLLBACK_ON;
     int64_t need = state + (copy ? snapshot : 0);
+    if (avail >= 0 && need <= avail) {
+        /* what a plan's host copies may take (train_plan.c): on the CPU the device arena is host memory too */
+        int64_t arena = t->cfg.device == SC_DEVICE_CPU && t->cfg.use_plan ? t->cfg.plan.budget : 0;
+        t->host_room = avail - need - arena > 0 ? avail - need - arena : 1;
+    }
     if (avail < 0 || need <= avail) return SC_OK;
     if (copy && state <= avail)
         return sc_errorf("host memory: training needs about %lld bytes more (%.1f MiB: optimizer state %lld bytes and "

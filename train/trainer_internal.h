@@ -28,6 +28,9 @@ struct sc_trainer {
     /* Set when a step or a state load failed without a snapshot to undo it: the host state is not
      * one any step produced, so steps and saves refuse (the message names what happened). */
     char *spent;
+    /* Host bytes left for a plan's copies of moved values (sc_plan_options.host_budget) after the
+     * optimizer state, the rollback copy and, on the CPU, the device arena; 0 when unknown. */
+    int64_t host_room;
     /* With cfg.use_plan (train_plan.c): the plan, its modelled device and the executing session.
      * The session's device copy of parameters and optimizer state is the truth during a step; after
      * every step it is copied back to the graph's host data, so snapshots, checks, checkpoints and

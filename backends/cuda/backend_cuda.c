@@ -7,10 +7,15 @@
  * offloads is computed; the memory it prefetches into is no longer read). wait(t) makes the compute
  * stream wait for transfers <= t and blocks the host until they finished, as the contract says.
  *
- * Pinned memory: the plan executor hands us pageable host buffers, which the driver can only copy
- * synchronously. Every transfer therefore goes through pinned staging buffers (cudaHostAlloc, kept
- * in a pool and reused): H2D copies the host data into staging before the async copy; D2H copies
- * from staging into the host buffer when the transfer is waited for (or at synchronize).
+ * Pinned memory: the driver copies pageable memory only synchronously, through its own bounce
+ * buffers. The executor therefore pins what it streams: each streamed parameter's and state's home
+ * is registered (host_pin: cudaHostRegister) for the session's life, and its own host copies are
+ * cudaHostAlloc'd (host_alloc). A copy whose host range lies inside a pinned range is one
+ * cudaMemcpyAsync, host to device or back, overlapping compute. Anything else (feeds, outputs, a
+ * small tensor sharing a page with a pinned one, which the driver refuses to register twice) goes
+ * through pinned staging buffers (cudaHostAlloc, pooled): H2D copies the host data into staging
+ * before the async copy; D2H copies from staging into the host buffer when the transfer is waited
+ * for (or at synchronize). sc_backend_memory.staged counts those bytes.
  *
  * Memory: one cudaMalloc per plan arena, refused with the bytes asked and free when it exceeds the
  * capacity or the device's free memory (cudaMemGetInfo). Kernels' scratch (cu_scratch) is separate,
@@ -37,9 +42,16 @@ typedef struct {
     cudaEvent_t done;
     bool d2h;
     void *host_dst;   /* D2H: the caller's buffer, filled from staging on completion */
-    int staging;      /* index into the pinned pool */
+    int staging;      /* index into the pinned pool; -1 for a direct copy */
     int64_t bytes;
 } transfer;
+
+/* A pinned host range: registered (host_pin) or allocated (host_alloc). */
+typedef struct {
+    uintptr_t base;
+    int64_t bytes;
+    bool allocated;
+} pinned_range;
 
 typedef struct {
     cu_ctx cu;
@@ -53,7 +65,9 @@ typedef struct {
     transfer *pend; /* started and not yet completed, in id order */
     int n_pend, cap_pend;
     int64_t issued;
-    int64_t h2d, d2h;
+    int64_t h2d, d2h, staged;
+    pinned_range *pins; /* sorted by base */
+    int n_pins, cap_pins;
     bool sync_each_node;
     bool math_tf32; /* the math mode cuBLAS was last set to (cu.tf32 is the wanted one) */
 } cuda_backend;
@@ -220,6 +234,78 @@ static sc_status pool_get(cuda_backend *c, int64_t bytes, int *idx) {
     return SC_OK;
 }
 
+/* Index of the first pin whose base is above p. */
+static int pin_upper(const cuda_backend *c, uintptr_t p) {
+    int lo = 0, hi = c->n_pins;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (c->pins[mid].base <= p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Whether [p, p + bytes) lies inside one pinned range. */
+static bool host_pinned(const cuda_backend *c, const void *p, int64_t bytes) {
+    int i = pin_upper(c, (uintptr_t)p) - 1;
+    return i >= 0 && (uintptr_t)p + (uint64_t)bytes <= c->pins[i].base + (uint64_t)c->pins[i].bytes;
+}
+
+static bool pin_add(cuda_backend *c, void *p, int64_t bytes, bool allocated) {
+    if (c->n_pins == c->cap_pins) {
+        int cap = c->cap_pins ? 2 * c->cap_pins : 64;
+        pinned_range *q = realloc(c->pins, sizeof *q * (size_t)cap);
+        if (!q) return false;
+        c->pins = q, c->cap_pins = cap;
+    }
+    int at = pin_upper(c, (uintptr_t)p);
+    memmove(c->pins + at + 1, c->pins + at, sizeof *c->pins * (size_t)(c->n_pins - at));
+    c->pins[at] = (pinned_range){(uintptr_t)p, bytes, allocated};
+    c->n_pins++;
+    return true;
+}
+
+/* Removes the pin at base p; its kind, or -1 when there is none. */
+static int pin_remove(cuda_backend *c, const void *p) {
+    int i = pin_upper(c, (uintptr_t)p) - 1;
+    if (i < 0 || c->pins[i].base != (uintptr_t)p) return -1;
+    int allocated = c->pins[i].allocated;
+    memmove(c->pins + i, c->pins + i + 1, sizeof *c->pins * (size_t)(c->n_pins - i - 1));
+    c->n_pins--;
+    return allocated;
+}
+
+static bool cuda_host_pin(sc_backend *b, void *host, int64_t bytes) {
+    cuda_backend *c = b->ctx;
+    if (bytes <= 0) return false;
+    if (cudaHostRegister(host, (size_t)bytes, cudaHostRegisterDefault) != cudaSuccess) {
+        cudaGetLastError(); /* a page shared with a pinned range, or the system's limit: staged instead */
+        return false;
+    }
+    if (pin_add(c, host, bytes, false)) return true;
+    cudaHostUnregister(host);
+    return false;
+}
+
+static void cuda_host_unpin(sc_backend *b, void *host) {
+    if (pin_remove(b->ctx, host) == 0) cudaHostUnregister(host);
+}
+
+static void *cuda_host_alloc(sc_backend *b, int64_t bytes) {
+    void *p = NULL;
+    if (cudaHostAlloc(&p, (size_t)(bytes > 0 ? bytes : 1), cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    if (pin_add(b->ctx, p, bytes, true)) return p;
+    cudaFreeHost(p);
+    return NULL;
+}
+
+static void cuda_host_free(sc_backend *b, void *p) {
+    if (pin_remove(b->ctx, p) == 1) cudaFreeHost(p);
+}
+
 static sc_status copy_start(cuda_backend *c, bool d2h, void *dst, const void *src, int64_t bytes, int64_t *id) {
     if (c->n_pend == c->cap_pend) {
         int cap = c->cap_pend ? 2 * c->cap_pend : 64;
@@ -229,10 +315,12 @@ static sc_status copy_start(cuda_backend *c, bool d2h, void *dst, const void *sr
         c->cap_pend = cap;
     }
     int st_idx = -1;
-    SC_TRY(pool_get(c, bytes, &st_idx));
-    void *staging = c->pool[st_idx].p;
+    bool direct = host_pinned(c, d2h ? dst : src, bytes);
+    if (!direct) SC_TRY(pool_get(c, bytes, &st_idx));
+    void *staging = direct ? NULL : c->pool[st_idx].p;
     cudaStream_t s = d2h ? c->d2h_stream : c->h2d_stream;
-    transfer t = {.id = c->issued + 1, .d2h = d2h, .host_dst = d2h ? dst : NULL, .staging = st_idx, .bytes = bytes};
+    transfer t = {.id = c->issued + 1, .d2h = d2h, .host_dst = d2h && !direct ? dst : NULL, .staging = st_idx,
+                  .bytes = bytes};
     const cu_call *nc = NULL;
     sc_status st = SC_OK;
 #define XF_CHECK(expr)                                                                                     \
@@ -241,16 +329,16 @@ static sc_status copy_start(cuda_backend *c, bool d2h, void *dst, const void *sr
         if (e_ != cudaSuccess && !st) st = cu_fail(nc, "CUDA", #expr, __FILE__, __LINE__, cudaGetErrorString(e_)); \
     } while (0)
     XF_CHECK(cudaEventCreateWithFlags(&t.done, cudaEventDisableTiming));
-    if (!d2h && bytes > 0) memcpy(staging, src, (size_t)bytes);
+    if (!direct && !d2h && bytes > 0) memcpy(staging, src, (size_t)bytes);
     XF_CHECK(cudaEventRecord(c->compute_mark, c->cu.stream));
     XF_CHECK(cudaStreamWaitEvent(s, c->compute_mark, 0));
-    if (bytes > 0)
-        XF_CHECK(cudaMemcpyAsync(d2h ? staging : dst, d2h ? src : staging, (size_t)bytes,
-                                 d2h ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s));
+    void *to = d2h && !direct ? staging : dst;
+    const void *from = !d2h && !direct ? staging : src;
+    if (bytes > 0) XF_CHECK(cudaMemcpyAsync(to, from, (size_t)bytes, d2h ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s));
     XF_CHECK(cudaEventRecord(t.done, s));
 #undef XF_CHECK
     if (st) {
-        c->pool[st_idx].busy = false;
+        if (st_idx >= 0) c->pool[st_idx].busy = false;
         if (t.done) cudaEventDestroy(t.done);
         return sc_status_prefix(st, "copy of %lld bytes: ", (long long)bytes);
     }
@@ -258,6 +346,7 @@ static sc_status copy_start(cuda_backend *c, bool d2h, void *dst, const void *sr
     *id = ++c->issued;
     if (d2h) c->d2h += bytes;
     else c->h2d += bytes;
+    if (!direct) c->staged += bytes;
     return SC_OK;
 }
 
@@ -282,8 +371,9 @@ static sc_status cuda_wait(sc_backend *b, int64_t t) {
         if (e != cudaSuccess && !st)
             st = sc_errorf("cuda backend: transfer %lld of %lld bytes failed: %s", (long long)x->id, (long long)x->bytes,
                            cudaGetErrorString(e));
-        if (!st && x->d2h && x->bytes > 0) memcpy(x->host_dst, c->pool[x->staging].p, (size_t)x->bytes);
-        c->pool[x->staging].busy = false;
+        if (!st && x->d2h && x->staging >= 0 && x->bytes > 0)
+            memcpy(x->host_dst, c->pool[x->staging].p, (size_t)x->bytes);
+        if (x->staging >= 0) c->pool[x->staging].busy = false;
         cudaEventDestroy(x->done);
     }
     memmove(c->pend, c->pend + k, sizeof *c->pend * (size_t)(c->n_pend - k));
@@ -327,6 +417,7 @@ static void cuda_memory(sc_backend *b, sc_backend_memory *m) {
     m->arena_bytes = c->arena_bytes;
     m->copied_h2d = c->h2d;
     m->copied_d2h = c->d2h;
+    m->staged = c->staged;
 }
 
 static void cuda_destroy(sc_backend *b) {
@@ -346,6 +437,10 @@ static void cuda_destroy(sc_backend *b) {
         if (c->cu.stream) cudaStreamDestroy(c->cu.stream);
         if (c->h2d_stream) cudaStreamDestroy(c->h2d_stream);
         if (c->d2h_stream) cudaStreamDestroy(c->d2h_stream);
+        for (int i = 0; i < c->n_pins; i++) /* the sessions give theirs back first; this is a backstop */
+            if (c->pins[i].allocated) cudaFreeHost((void *)c->pins[i].base);
+            else cudaHostUnregister((void *)c->pins[i].base);
+        free(c->pins);
         free(c->pool);
         free(c->pend);
         free(c);
@@ -364,6 +459,10 @@ static const sc_backend_i cuda_iface = {
     .synchronize = cuda_synchronize,
     .memory = cuda_memory,
     .params_changed = NULL, /* no cache depends on parameter values */
+    .host_pin = cuda_host_pin,
+    .host_unpin = cuda_host_unpin,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .destroy = cuda_destroy,
 };
 

@@ -11,14 +11,17 @@
  *   instead (seeded by SCORCH_CUDA_EMU_SEED), =eager runs everything as soon as it can run.
  * - Fresh device memory is filled with 0xff bytes (NaN in f32 / f64, -1 in integers), so reading
  *   what nothing wrote shows.
- * - Every pointer is classified (device: cudaMalloc; pinned: cudaHostAlloc; else pageable host):
+ * - Every pointer is classified (device: cudaMalloc; pinned: cudaHostAlloc or cudaHostRegister;
+ *   else pageable host):
  *   a copy whose direction does not match its pointers, a range that leaves its allocation, or a
  *   kernel argument in pageable memory is an error, with a message (SCORCH_CUDA_EMU_VERBOSE=1
  *   prints argument errors too).
  * - Device memory is SCORCH_CUDA_EMU_MEMORY bytes (K/M/G suffixes; default 16G): cudaMalloc fails
  *   beyond it and cudaMemGetInfo reports what is left, so out-of-memory paths can be tested.
  * Semantics kept from CUDA: copies from pageable memory are staged at the call; copies into
- *   pageable memory return when done; cudaFree and cudaFreeHost synchronise the device; a fault
+ *   pageable memory return when done; cudaFree, cudaFreeHost and cudaHostUnregister synchronise the
+ *   device; cudaHostRegister pins whole pages, so a range sharing a page with a pinned one is
+ *   refused (cudaErrorHostMemoryAlreadyRegistered), as the driver does; a fault
  *   during a kernel is sticky (later work is dropped, every call returns the error).
  * Not emulated: the legacy default stream's implicit synchronisation (streams created without
  *   cudaStreamNonBlocking behave as non-blocking ones, which is stricter), timing, multiple devices.
@@ -74,6 +77,7 @@ namespace {
 struct state {
     std::recursive_mutex mu;
     std::map<uintptr_t, size_t> device, pinned; /* base -> bytes */
+    std::set<uintptr_t> registered;             /* the pinned bases that cudaHostRegister made */
     size_t capacity = 0, used = 0;
     std::set<CUstream_st *> streams;
     std::set<CUevent_st *> events;
@@ -381,6 +385,8 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
+    case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
     }
     return "unrecognized error code";
 }
@@ -486,12 +492,50 @@ cudaError_t cudaFreeHost(void *p) {
     if (!p) return cudaSuccess;
     sync_all(s, "cudaFreeHost");
     auto it = s.pinned.find((uintptr_t)p);
-    if (it == s.pinned.end()) {
+    if (it == s.pinned.end() || s.registered.count((uintptr_t)p)) {
         emu::note("cudaFreeHost(%p): not a pinned allocation", p);
         return fail(s, cudaErrorInvalidValue);
     }
     s.pinned.erase(it);
     free(p);
+    return s.sticky;
+}
+
+/* Whether [lo, hi) (page-rounded) meets a pinned range's pages. Pinned ranges never share a page,
+ * so walking down from hi stops at the first range that ends at or below lo. */
+static bool pages_pinned(state &s, uintptr_t lo, uintptr_t hi) {
+    auto it = s.pinned.lower_bound(hi);
+    while (it != s.pinned.begin()) {
+        --it;
+        uintptr_t a = it->first & ~(uintptr_t)4095, b = (it->first + it->second + 4095) & ~(uintptr_t)4095;
+        if (b <= lo) break;
+        if (a < hi) return true;
+    }
+    return false;
+}
+
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned int flags) {
+    guard g;
+    if (g.s.sticky) return g.s.sticky;
+    if (flags != cudaHostRegisterDefault || !p || !bytes) return fail(g.s, cudaErrorInvalidValue);
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes + 4095) & ~(uintptr_t)4095;
+    if (pages_pinned(g.s, lo, hi)) return fail(g.s, cudaErrorHostMemoryAlreadyRegistered);
+    if (in_map(g.s.device, p, 1)) return fail(g.s, cudaErrorInvalidValue);
+    g.s.pinned[(uintptr_t)p] = bytes;
+    g.s.registered.insert((uintptr_t)p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *p) {
+    guard g;
+    state &s = g.s;
+    if (!s.registered.count((uintptr_t)p)) {
+        emu::note("cudaHostUnregister(%p): not a registered range", p);
+        return fail(s, cudaErrorHostMemoryNotRegistered);
+    }
+    sync_all(s, "cudaHostUnregister");
+    s.pinned.erase((uintptr_t)p);
+    s.registered.erase((uintptr_t)p);
     return s.sticky;
 }
 
