@@ -4,7 +4,7 @@
  * node with tensors that already point into the arena.
  *
  * A CPU backend (backend_cpu.c) models a device with a capped arena (one malloc, the cap checked)
- * and a copy thread, so budgets and copy/compute overlap are exercised without a GPU.
+ * and a copy thread per link direction, so budgets and copy/compute overlap are exercised without a GPU.
  */
 #ifndef SC_BACKEND_H
 #define SC_BACKEND_H

@@ -1,11 +1,14 @@
 /* The CPU backend of the plan executor (contract in backend.h).
  *
  * The "device" is one aligned malloc of the plan's arena, refused when it exceeds the capacity.
- * Copies go through a FIFO served by one copy thread (pthread, mutex + condition variable), so an
- * OFFLOAD or PREFETCH overlaps the RUN steps that follow it until its WAIT. Transfers complete in
- * the order they were started, so "transfer t finished" is "done >= t". A small copy with nothing
- * pending may be done at once by the caller (backend_cpu_set_inline_copies); it completes in order
- * too. run_node is cpu_run_node.
+ * The link has two directions, as a PCIe link (full duplex, a copy engine each way on a GPU) and
+ * the planner's timeline model (schedule/timeline.c) have: host-to-device copies go through one
+ * FIFO served by one copy thread and device-to-host copies through another (pthreads, one mutex,
+ * condition variables), so an OFFLOAD and a PREFETCH proceed side by side and both overlap the RUN
+ * steps that follow them until their WAIT. Transfer ids increase over both directions; each FIFO
+ * completes in order, so "every transfer <= t finished" is "no queued job with id <= t" in either.
+ * A small copy with nothing pending in its direction may be done at once by the caller
+ * (backend_cpu_set_inline_copies). run_node is cpu_run_node.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -19,40 +22,59 @@
 typedef struct {
     void *dst;
     const void *src;
-    int64_t bytes;
+    int64_t bytes, id;
 } copy_job;
 
+struct cpu_ctx;
+
+/* One direction of the link: a ring of pending jobs [head, tail) and the thread that serves it. */
 typedef struct {
+    struct cpu_ctx *c;
+    pthread_t thread;
+    pthread_cond_t cv_work;
+    copy_job *q;
+    int64_t q_cap, q_head, q_tail;
+    bool started;
+} copy_lane;
+
+typedef struct cpu_ctx {
     int64_t capacity;
     void *arena;
     int64_t arena_bytes;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_work, cv_done;
-    copy_job *q;
-    int64_t q_cap, q_head, q_tail; /* ring buffer of pending jobs: [head, tail) */
-    int64_t issued, done;
+    pthread_mutex_t mu; /* both lanes' rings, issued, stop */
+    pthread_cond_t cv_done;
+    copy_lane lane[2];  /* 0 host to device, 1 device to host */
+    int64_t issued;
     int64_t h2d, d2h;
     int64_t inline_max; /* backend_cpu_set_inline_copies */
     bool stop;
 } cpu_ctx;
 
 static void *copy_thread(void *arg) {
-    cpu_ctx *c = arg;
+    copy_lane *l = arg;
+    cpu_ctx *c = l->c;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (c->q_head == c->q_tail && !c->stop) pthread_cond_wait(&c->cv_work, &c->mu);
-        if (c->q_head == c->q_tail && c->stop) break;
-        copy_job j = c->q[c->q_head % c->q_cap];
+        while (l->q_head == l->q_tail && !c->stop) pthread_cond_wait(&l->cv_work, &c->mu);
+        if (l->q_head == l->q_tail && c->stop) break;
+        copy_job j = l->q[l->q_head % l->q_cap];
         pthread_mutex_unlock(&c->mu);
         memcpy(j.dst, j.src, (size_t)j.bytes);
         pthread_mutex_lock(&c->mu);
-        c->q_head++;
-        c->done++;
+        l->q_head++;
         pthread_cond_broadcast(&c->cv_done);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
+}
+
+/* Every transfer with id <= t has finished: no lane still holds one (each lane is in id order). */
+static bool finished_upto(const cpu_ctx *c, int64_t t) {
+    for (int d = 0; d < 2; d++) {
+        const copy_lane *l = &c->lane[d];
+        if (l->q_head != l->q_tail && l->q[l->q_head % l->q_cap].id <= t) return false;
+    }
+    return true;
 }
 
 static sc_status cpu_arena_create(sc_backend *b, int64_t bytes, void **base) {
@@ -76,31 +98,31 @@ static void cpu_arena_destroy(sc_backend *b) {
     c->arena_bytes = 0;
 }
 
-static sc_status copy_start(cpu_ctx *c, void *dst, const void *src, int64_t bytes, int64_t *transfer) {
+static sc_status copy_start(cpu_ctx *c, int d, void *dst, const void *src, int64_t bytes, int64_t *transfer) {
+    copy_lane *l = &c->lane[d];
     pthread_mutex_lock(&c->mu);
-    if (bytes <= c->inline_max && c->q_head == c->q_tail) { /* the thread is idle: no handoff */
+    if (bytes <= c->inline_max && l->q_head == l->q_tail) { /* the lane is idle: no handoff */
         memcpy(dst, src, (size_t)bytes);
         *transfer = ++c->issued;
-        c->done++;
         pthread_mutex_unlock(&c->mu);
         return SC_OK;
     }
-    if (c->q_tail - c->q_head == c->q_cap) {
-        int64_t cap = c->q_cap * 2;
+    if (l->q_tail - l->q_head == l->q_cap) {
+        int64_t cap = l->q_cap * 2;
         copy_job *q = malloc(sizeof *q * (size_t)cap);
         if (!q) {
             pthread_mutex_unlock(&c->mu);
             return sc_errorf("cpu backend: out of memory queueing a copy");
         }
-        for (int64_t i = c->q_head; i < c->q_tail; i++) q[i % cap] = c->q[i % c->q_cap];
-        free(c->q);
-        c->q = q;
-        c->q_cap = cap;
+        for (int64_t i = l->q_head; i < l->q_tail; i++) q[i % cap] = l->q[i % l->q_cap];
+        free(l->q);
+        l->q = q;
+        l->q_cap = cap;
     }
-    c->q[c->q_tail % c->q_cap] = (copy_job){dst, src, bytes};
-    c->q_tail++;
     *transfer = ++c->issued;
-    pthread_cond_signal(&c->cv_work);
+    l->q[l->q_tail % l->q_cap] = (copy_job){dst, src, bytes, *transfer};
+    l->q_tail++;
+    pthread_cond_signal(&l->cv_work);
     pthread_mutex_unlock(&c->mu);
     return SC_OK;
 }
@@ -108,13 +130,13 @@ static sc_status copy_start(cpu_ctx *c, void *dst, const void *src, int64_t byte
 static sc_status cpu_copy_h2d(sc_backend *b, void *dev, const void *host, int64_t bytes, int64_t *transfer) {
     cpu_ctx *c = b->ctx;
     c->h2d += bytes;
-    return copy_start(c, dev, host, bytes, transfer);
+    return copy_start(c, 0, dev, host, bytes, transfer);
 }
 
 static sc_status cpu_copy_d2h(sc_backend *b, void *host, const void *dev, int64_t bytes, int64_t *transfer) {
     cpu_ctx *c = b->ctx;
     c->d2h += bytes;
-    return copy_start(c, host, dev, bytes, transfer);
+    return copy_start(c, 1, host, dev, bytes, transfer);
 }
 
 static sc_status cpu_wait(sc_backend *b, int64_t transfer) {
@@ -124,7 +146,7 @@ static sc_status cpu_wait(sc_backend *b, int64_t transfer) {
         pthread_mutex_unlock(&c->mu);
         return sc_errorf("cpu backend: wait for transfer %lld, which was never started", (long long)transfer);
     }
-    while (c->done < transfer) pthread_cond_wait(&c->cv_done, &c->mu);
+    while (!finished_upto(c, transfer)) pthread_cond_wait(&c->cv_done, &c->mu);
     pthread_mutex_unlock(&c->mu);
     return SC_OK;
 }
@@ -156,20 +178,26 @@ static void cpu_params_changed_hook(sc_backend *b) {
     cpu_params_changed();
 }
 
-static void cpu_destroy(sc_backend *b) {
-    cpu_ctx *c = b->ctx;
-    cpu_synchronize(b);
+/* Stops and joins the lanes' threads (those started) and frees the context. */
+static void ctx_free(cpu_ctx *c) {
     pthread_mutex_lock(&c->mu);
     c->stop = true;
-    pthread_cond_signal(&c->cv_work);
+    for (int d = 0; d < 2; d++) pthread_cond_signal(&c->lane[d].cv_work);
     pthread_mutex_unlock(&c->mu);
-    pthread_join(c->thread, NULL);
+    for (int d = 0; d < 2; d++) {
+        if (c->lane[d].started) pthread_join(c->lane[d].thread, NULL);
+        pthread_cond_destroy(&c->lane[d].cv_work);
+        free(c->lane[d].q);
+    }
     pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv_work);
     pthread_cond_destroy(&c->cv_done);
     free(c->arena);
-    free(c->q);
     free(c);
+}
+
+static void cpu_destroy(sc_backend *b) {
+    cpu_synchronize(b);
+    ctx_free(b->ctx);
     free(b);
 }
 
@@ -199,23 +227,29 @@ sc_status backend_cpu_create(int64_t capacity, sc_backend **out) {
     *out = NULL;
     sc_backend *b = calloc(1, sizeof *b);
     cpu_ctx *c = calloc(1, sizeof *c);
-    if (c) c->q = malloc(sizeof *c->q * 64);
-    if (!b || !c || !c->q) {
-        if (c) free(c->q);
+    if (!b || !c) {
         free(b);
         free(c);
         return sc_errorf("cpu backend: out of memory");
     }
     c->capacity = capacity;
-    c->q_cap = 64;
     pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv_work, NULL);
     pthread_cond_init(&c->cv_done, NULL);
-    if (pthread_create(&c->thread, NULL, copy_thread, c) != 0) {
-        free(c->q);
-        free(c);
+    sc_status st = SC_OK;
+    for (int d = 0; d < 2; d++) {
+        copy_lane *l = &c->lane[d];
+        l->c = c;
+        l->q_cap = 64;
+        pthread_cond_init(&l->cv_work, NULL);
+        l->q = malloc(sizeof *l->q * (size_t)l->q_cap);
+        if (!l->q && !st) st = sc_errorf("cpu backend: out of memory");
+        if (!st) l->started = pthread_create(&l->thread, NULL, copy_thread, l) == 0;
+        if (!st && !l->started) st = sc_errorf("cpu backend: cannot start a copy thread");
+    }
+    if (st) {
+        ctx_free(c);
         free(b);
-        return sc_errorf("cpu backend: cannot start the copy thread");
+        return st;
     }
     b->iface = &cpu_iface;
     b->ctx = c;

@@ -21,7 +21,7 @@
  * strategies trade; absolute seconds come from calibration. */
 #define SC_COST_CPU_PEAK_FLOPS 40e9
 #define SC_COST_CPU_MEM_BANDWIDTH 8e9
-/* Host <-> device link: the CPU backend's modelled "device" (a memcpy on a copy thread), and a PCIe
+/* Host <-> device link: the CPU backend's modelled "device" (a memcpy on a copy thread per direction), and a PCIe
  * 4/5 x16 GPU host link with pinned memory. */
 #define SC_COST_LINK_CPU 12e9
 #define SC_COST_LINK_GPU 50e9

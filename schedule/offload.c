@@ -44,13 +44,8 @@
  * the update rewrites. Per parameter and step that moves the fp32 weight in once per cluster of
  * device reads and the gradient out once, whatever the optimizer's state.
  *
- * Prediction (plan_predict): the compute stream advances by cost_node_time per RUN; a HOST_RUN
- * occupies the host worker (plan_exec.c) for its cost_node_time, FIFO, from when it is issued, so
- * host updates overlap the device steps after them (as on a GPU; the CPU backend runs them inline,
- * where the prediction is short by up to host_time); transfers run
- * on one FIFO link (the CPU backend's copy thread) starting when issued or when the link frees up,
- * bytes / link_bandwidth each; a WAIT advances the compute stream to the transfer's end (a stall
- * when it is later). The step ends when both are idle.
+ * Prediction (plan_predict): the timeline model of schedule/timeline.c under cost_node_time:
+ * compute, the link's two directions and the host worker, each a FIFO.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -555,46 +550,17 @@ sc_status plan_offload_ex(const sc_graph *g, const sc_plan *in, bool weights, bo
 }
 
 sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan) {
-    int n_tr = 0;
-    for (int s = 0; s < plan->n_steps; s++)
-        if (plan->steps[s].transfer + 1 > n_tr) n_tr = plan->steps[s].transfer + 1;
-    double *done = calloc((size_t)n_tr + 1, sizeof *done);
     double *nt = malloc(sizeof(double) * ((size_t)g->n_nodes + 1)); /* per node: recomputed runs repeat it */
-    if (!done || !nt) {
-        free(done);
-        free(nt);
-        return sc_errorf("out of memory predicting a plan's time");
-    }
+    if (!nt) return sc_errorf("out of memory predicting a plan's time");
     for (int i = 0; i < g->n_nodes; i++) nt[i] = cost_node_time(m, g, i);
-    double t = 0, link = 0, stall = 0, host = 0, host_end = 0;
-    int64_t h2d = 0, d2h = 0;
-    for (int s = 0; s < plan->n_steps; s++) {
-        const sc_step *sp = &plan->steps[s];
-        if (sp->kind == SC_STEP_RUN) {
-            t += nt[sp->node];
-        } else if (sp->kind == SC_STEP_HOST_RUN) { /* the host worker, FIFO, from when it is queued */
-            host_end = (host_end > t ? host_end : t) + nt[sp->node];
-            host += nt[sp->node];
-        } else if (sp->kind == SC_STEP_PREFETCH || sp->kind == SC_STEP_OFFLOAD) {
-            int64_t b = sc_desc_bytes(&g->values[sp->value].desc);
-            if (b < 0) b = 0;
-            if (sp->kind == SC_STEP_PREFETCH) h2d += b;
-            else d2h += b;
-            link = (link > t ? link : t) + cost_transfer_time(m, b);
-            done[sp->transfer] = link;
-        } else if (sp->kind == SC_STEP_WAIT && done[sp->transfer] > t) {
-            stall += done[sp->transfer] - t;
-            t = done[sp->transfer];
-        }
-    }
-    if (link > t) stall += link - t, t = link; /* the step ends when the link is idle */
-    if (host_end > t) stall += host_end - t, t = host_end; /* and the host updates are done */
-    free(done);
+    sc_timeline tl;
+    sc_status st = plan_timeline(g, plan, nt, m->link_bandwidth, false, &tl);
     free(nt);
-    plan->predicted_time = t;
-    plan->stall_time = stall;
-    plan->host_time = host;
-    plan->bytes_h2d = h2d;
-    plan->bytes_d2h = d2h;
+    SC_TRY(st);
+    plan->predicted_time = tl.total;
+    plan->stall_time = tl.stall;
+    plan->host_time = tl.host_busy;
+    plan->bytes_h2d = tl.bytes_h2d;
+    plan->bytes_d2h = tl.bytes_d2h;
     return SC_OK;
 }

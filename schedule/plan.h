@@ -129,6 +129,26 @@ void plan_free(sc_plan *plan);
 
 const char *plan_strategy_name(sc_strategy s);
 
+/* The timeline model of one step (schedule/timeline.c has the rules): four FIFO resources, the
+ * device's compute stream, the link's two directions and the host worker. node_time: seconds per
+ * node (cost_node_time, or calibrated); with arrays, per step its track (SC_TRACK_*, -1 for steps
+ * that take no time) and its start and end. */
+enum { SC_TRACK_COMPUTE, SC_TRACK_H2D, SC_TRACK_D2H, SC_TRACK_HOST, SC_N_TRACKS };
+typedef struct {
+    double *t0, *t1;     /* [n_steps] with arrays, else NULL */
+    int *track;
+    double total;        /* the step: when all four resources are idle */
+    double stall;        /* of it, time the compute stream waits on transfers and host updates */
+    double compute_busy, host_busy, link_busy[2]; /* busy seconds: compute, host, h2d and d2h */
+    int64_t bytes_h2d, bytes_d2h;
+} sc_timeline;
+sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_time, double link_bandwidth,
+                        bool arrays, sc_timeline *tl);
+void plan_timeline_free(sc_timeline *tl);
+/* The resource with the most busy time: "device compute", "link (host to device)", "link (device
+ * to host)" or "host updates". */
+const char *plan_timeline_bound(const sc_timeline *tl);
+
 /* Host copies (schedule/host_copies.c; the executor's policy, replayed). root[v]: the value whose
  * storage v shares (in-place outputs chained to their input). release_at[v]: the HOST_RUN step
  * after which v's host copy returns to the pool (read only by host updates, never brought back,

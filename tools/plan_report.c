@@ -208,18 +208,6 @@ static sc_status memory_by_step(const sc_graph *g, const sc_training_graph *tg, 
     return SC_OK;
 }
 
-/* The timeline model: t0/t1 of every step on its stream, and per transfer its finish time. */
-typedef struct {
-    double *t0, *t1;   /* [n_steps]; NULL when only the total is wanted */
-    int *stream;       /* 0 compute, 1 h2d, 2 d2h, 3 host updates, -1 none (FREE) */
-    double total;
-} timeline;
-
-static int64_t value_bytes(const sc_graph *g, int v) {
-    int64_t b = sc_desc_bytes(&g->values[v].desc);
-    return b < 0 ? 0 : b;
-}
-
 /* Seconds of every node under m, evaluated once: a checkpointed plan runs each forward node several
  * times (32M RUN steps over 5M nodes at depth 250000), and the same doubles summed in the same
  * order keep every figure bit-identical to evaluating the model per step. */
@@ -230,72 +218,10 @@ static double *node_times(const sc_graph *g, const sc_cost_model *m) {
     return t;
 }
 
-/* With arrays false only tl->total is computed (no per-step arrays: 20 bytes a step). */
-static sc_status timeline_build(const sc_graph *g, const sc_plan *p, const sc_cost_model *m, const double *nt,
-                                bool arrays, timeline *tl) {
-    int n = p->n_steps, n_tr = 0;
-    for (int s = 0; s < n; s++)
-        if (p->steps[s].transfer + 1 > n_tr) n_tr = p->steps[s].transfer + 1;
-    if (arrays) {
-        tl->t0 = malloc(((size_t)n + 1) * sizeof *tl->t0);
-        tl->t1 = malloc(((size_t)n + 1) * sizeof *tl->t1);
-        tl->stream = malloc(((size_t)n + 1) * sizeof *tl->stream);
-    }
-    double *done = calloc((size_t)n_tr + 1, sizeof *done);
-    if ((arrays && (!tl->t0 || !tl->t1 || !tl->stream)) || !done) {
-        free(done);
-        return sc_errorf("out of memory");
-    }
-    double compute = 0, link = 0, host = 0; /* one FIFO link for both directions, as plan_predict models it */
-    for (int s = 0; s < n; s++) {
-        const sc_step *st = &p->steps[s];
-        int stream = -1;
-        double t0 = compute, t1 = compute;
-        switch (st->kind) {
-        case SC_STEP_RUN:
-            stream = 0;
-            compute += nt[st->node];
-            t1 = compute;
-            break;
-        case SC_STEP_PREFETCH:
-        case SC_STEP_OFFLOAD: {
-            double start = link > compute ? link : compute;
-            link = start + cost_transfer_time(m, value_bytes(g, st->value));
-            stream = st->kind == SC_STEP_PREFETCH ? 1 : 2;
-            t0 = start, t1 = link;
-            if (st->transfer >= 0) done[st->transfer] = link;
-            break;
-        }
-        case SC_STEP_WAIT:
-            if (st->transfer >= 0 && st->transfer < n_tr && done[st->transfer] > compute) compute = done[st->transfer];
-            t1 = compute;
-            break;
-        case SC_STEP_HOST_RUN: /* the host worker, FIFO, as plan_predict models it */
-            stream = 3;
-            t0 = host > compute ? host : compute;
-            host = t1 = t0 + nt[st->node];
-            break;
-        case SC_STEP_FREE:
-            break;
-        }
-        if (arrays) tl->stream[s] = stream, tl->t0[s] = t0, tl->t1[s] = t1;
-    }
-    tl->total = compute > link ? compute : link; /* the step ends when the link is idle too */
-    if (host > tl->total) tl->total = host;      /* and the host updates are done */
-    free(done);
-    return SC_OK;
-}
-
-static void timeline_free(timeline *tl) {
-    free(tl->t0);
-    free(tl->t1);
-    free(tl->stream);
-}
-
 static sc_status timeline_total(const sc_graph *g, const sc_plan *p, const sc_cost_model *m, const double *nt,
                                 double *seconds) {
-    timeline tl = {0};
-    SC_TRY(timeline_build(g, p, m, nt, false, &tl));
+    sc_timeline tl;
+    SC_TRY(plan_timeline(g, p, nt, m->link_bandwidth, false, &tl));
     *seconds = tl.total;
     return SC_OK;
 }
@@ -384,13 +310,14 @@ sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, cons
         }
     }
     free(ran);
-    s->link_time = cost_transfer_time(m, p->bytes_h2d) + cost_transfer_time(m, p->bytes_d2h);
-    s->bound = s->link_time > s->compute_time && s->link_time > p->host_time ? "link"
-               : p->host_time > s->compute_time                            ? "host updates"
-                                                                          : "device compute";
-    sc_status st = timeline_total(g, p, m, nt, &s->timeline_time);
+    sc_timeline tl;
+    sc_status st = plan_timeline(g, p, nt, m->link_bandwidth, false, &tl);
     free(nt);
     SC_TRY(st);
+    s->timeline_time = tl.total;
+    s->link_time[0] = tl.link_busy[0];
+    s->link_time[1] = tl.link_busy[1];
+    s->bound = plan_timeline_bound(&tl);
     sc_cost_model model;
     cost_model_default(&model, 0, NULL);
     s->calibrated = m->node_time != NULL;
@@ -443,8 +370,8 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     if (p->host_bytes > 0)
         fprintf(f, "host copies    %s of host memory for moved values (offloaded activations, gradients for host "
                    "updates), beside the parameters and state\n", fmt_bytes(p->host_bytes, a, sizeof a));
-    fprintf(f, "resources      device compute %.4g s, link %.4g s, host updates %.4g s: bound by %s\n", s->compute_time,
-            s->link_time, p->host_time, s->bound);
+    fprintf(f, "resources      device compute %.4g s, link %.4g s host to device and %.4g s back, host updates %.4g s: "
+               "bound by %s\n", s->compute_time, s->link_time[0], s->link_time[1], p->host_time, s->bound);
     fprintf(f, "updates        %s", p->update_on == SC_UPDATE_HOST ? "streamed parameters update on the host" : "on the device");
     if (p->n_host_updates) fprintf(f, " (%d host updates, %.4g s predicted)", p->n_host_updates, p->host_time);
     fputc('\n', f);
@@ -487,8 +414,8 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
             (long long)p->bytes_h2d, (long long)p->bytes_d2h, p->stall_time, p->predicted_time, s->timeline_time);
     fprintf(f, "\"params\": %lld, \"update_on\": \"%s\", \"host_updates\": %d, \"host_time\": %.17g, ", (long long)s->params,
             plan_update_name(p->update_on), p->n_host_updates, p->host_time);
-    fprintf(f, "\"link_time\": %.17g, \"bound\": \"%s\", \"host_bytes\": %lld, ", s->link_time, s->bound,
-            (long long)p->host_bytes);
+    fprintf(f, "\"link_time_h2d\": %.17g, \"link_time_d2h\": %.17g, \"bound\": \"%s\", \"host_bytes\": %lld, ",
+            s->link_time[0], s->link_time[1], s->bound, (long long)p->host_bytes);
     fprintf(f, "\"calibrated\": %s, \"model_time\": %.17g, \"measured_time\": %.17g, \"measured_kernel_time\": %.17g, "
                "\"measured_steps\": %d}\n",
             s->calibrated ? "true" : "false", s->model_time, s->measured_time, s->measured_kernel_time,
@@ -519,14 +446,14 @@ static const char *step_label(const sc_graph *g, const sc_step *st, char *buf, s
 
 sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_training_graph *tg, const sc_plan *p,
                            const sc_cost_model *m) {
-    timeline tl = {0};
+    sc_timeline tl = {0};
     double *nt = node_times(g, m);
-    sc_status st = nt ? timeline_build(g, p, m, nt, true, &tl) : sc_errorf("out of memory");
+    sc_status st = nt ? plan_timeline(g, p, nt, m->link_bandwidth, true, &tl) : sc_errorf("out of memory");
     free(nt);
     int64_t *mem[N_KINDS] = {0};
     if (!st) st = memory_by_step(g, tg, p, mem);
     if (st) {
-        timeline_free(&tl);
+        plan_timeline_free(&tl);
         return st;
     }
     static const char *const tracks[4] = {"compute", "h2d", "d2h", "host"};
@@ -543,7 +470,7 @@ sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_trainin
     for (int s = 0; s < p->n_steps && !b.oom; s++) {
         const sc_step *sp = &p->steps[s];
         char label[600];
-        if (tl.stream[s] >= 0) {
+        if (tl.track[s] >= 0) {
             const char *cat = sp->kind == SC_STEP_HOST_RUN ? "host update" : "transfer";
             if (sp->kind == SC_STEP_RUN) {
                 bool fwd = sp->node < tg->n_forward_nodes;
@@ -552,7 +479,7 @@ sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_trainin
             }
             sb_printf(&b, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": %d, \"ts\": %.3f, "
                           "\"dur\": %.3f, \"args\": {\"step\": %d",
-                      step_label(g, sp, label, sizeof label), cat, tl.stream[s] + 1, tl.t0[s] * 1e6,
+                      step_label(g, sp, label, sizeof label), cat, tl.track[s] + 1, tl.t0[s] * 1e6,
                       (tl.t1[s] - tl.t0[s]) * 1e6, s);
             if (sp->kind == SC_STEP_RUN) sb_printf(&b, ", \"op\": \"%s\"", sc_op_name(g->nodes[sp->node].op));
             sb_printf(&b, "}}");
@@ -569,7 +496,7 @@ sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_trainin
     sb_printf(&b, "\n]}\n");
     free(ran);
     for (int k = 0; k < N_KINDS; k++) free(mem[k]);
-    timeline_free(&tl);
+    plan_timeline_free(&tl);
     return sb_write(&b, path);
 }
 

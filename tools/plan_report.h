@@ -3,11 +3,9 @@
  * plot of a bench sweep. Nothing here executes a plan; every figure comes from the plan and the cost
  * model (schedule/cost.h).
  *
- * Timeline model (trace and summary), plan_predict's (schedule/offload.c): one compute stream runs
- * RUN steps back to back, each lasting its node's predicted time; OFFLOAD (d2h) and PREFETCH (h2d)
- * go through one FIFO link, starting when issued or when the link frees up, and last bytes / link
- * bandwidth (the trace shows them on an h2d and a d2h track); WAIT holds the compute stream until
- * its transfer has finished; the step ends when both are idle. Device memory at step s is the fixed region plus every
+ * Timeline model (trace and summary): plan_timeline (schedule/timeline.c), the planner's own: the
+ * compute stream, the link's host-to-device and device-to-host directions and the host worker, each
+ * a FIFO (the trace has a track for each). Device memory at step s is the fixed region plus every
  * interval with begin <= s <= end, split by value kind: "fixed" (the fixed region and intervals of
  * persistent values that are streamed in), "activations" (values of forward nodes, recomputations
  * included) and "gradients" (values of backward and optimizer nodes).
@@ -72,10 +70,11 @@ typedef struct {
     double recompute_time;      /* of RUNs of forward nodes run before in the step */
     int64_t recompute_runs;
     double timeline_time;       /* step time of the timeline model (transfers overlapping compute) */
-    double link_time;           /* predicted seconds the host<->device link is busy (both directions:
-                                   the modelled link, as the CPU backend's copy thread, is one FIFO) */
-    const char *bound;          /* the busiest of the step's three resources: "device compute" (RUNs),
-                                   "link" (transfers), "host updates" (HOST_RUNs) */
+    double link_time[2];        /* predicted seconds the link is busy host to device and device to host
+                                   (the two directions are independent FIFOs) */
+    const char *bound;          /* the busiest of the step's resources (plan_timeline_bound): "device
+                                   compute" (RUNs), "link (host to device)" or "link (device to host)"
+                                   (transfers), "host updates" (HOST_RUNs) */
     int64_t peak_live;          /* max over steps of the sum of resident bytes (<= arena_bytes) */
     int64_t peak_activations;   /* arena_bytes - fixed_bytes */
     double model_time;          /* the uncalibrated cost model's timeline_time of the same plan */
