@@ -26,7 +26,7 @@
 
 #include "import/onnx.h"
 #include "onnx/onnx.pb-c.h"
-#include "scorch.h"
+#include "tools/stages.h"
 
 static int failures;
 static char tmpdir[256];

@@ -32,6 +32,7 @@
 #include "import/onnx.h"
 #include "schedule/cost.h"
 #include "tools/cmd.h"
+#include "core/units.h"
 #include "tools/plan_report.h"
 #include "train/trainer.h"
 
@@ -257,7 +258,7 @@ static sc_status bench_run(sc_trainer_config *cfg, const sc_plan_options *base_i
             const char *m = a->memories[j];
             size_t len = strlen(m);
             if (len > 1 && m[len - 1] == '%') r->budget = (int64_t)(atof(m) / 100.0 * (double)none.planned_peak);
-            else r->budget = parse_size(m);
+            else r->budget = sc_parse_size(m);
             st = bench_point_run(t, base, r, a->steps, fwd);
             if (!st)
                 fprintf(stderr, "bench: %s at %s: %s\n", r->strategy, m,
@@ -314,7 +315,7 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
     for (int i = 0; i < a->n_memories; i++) {
         size_t len = strlen(a->memories[i]);
         bool pct = len > 1 && a->memories[i][len - 1] == '%' && atof(a->memories[i]) > 0;
-        if (!pct && parse_size(a->memories[i]) <= 0) return "--memories takes sizes (256MiB, 1.5GiB, bytes) or N%";
+        if (!pct && sc_parse_size(a->memories[i]) <= 0) return "--memories takes sizes (256MiB, 1.5GiB, bytes) or N%";
     }
     bool given;
     const char *sn, *on;

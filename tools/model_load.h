@@ -3,7 +3,7 @@
 #ifndef SC_MODEL_LOAD_H
 #define SC_MODEL_LOAD_H
 
-#include "scorch.h"
+#include "tools/stages.h"
 #include "tools/args.h"
 
 #define MODEL_LOAD_OPTS                                                                               \

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "import/onnx.h" /* sc_write_file_atomic */
+#include "core/units.h"
 #include "tools/plan_report.h"
 #include "train/trainer.h" /* sc_device */
 
@@ -74,27 +75,6 @@ const char *fmt_bytes(int64_t b, char *buf, size_t n) {
     return buf;
 }
 
-int64_t parse_size(const char *s) {
-    if (!s || !*s) return -1;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !(v >= 0) || !isfinite(v)) return -1;
-    while (*end == ' ') end++;
-    static const struct {
-        const char *suffix;
-        double mul;
-    } units[] = {{"", 1},         {"B", 1},           {"K", 1024.0},         {"KiB", 1024.0},     {"kB", 1e3},
-                 {"KB", 1e3},     {"M", 1048576.0},   {"MiB", 1048576.0},   {"MB", 1e6},         {"G", 1073741824.0},
-                 {"GiB", 1073741824.0}, {"GB", 1e9},  {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (!strcmp(end, units[i].suffix)) {
-            double b = v * units[i].mul;
-            if (b >= 9.2e18) return -1;
-            return (int64_t)(b + 0.5);
-        }
-    return -1;
-}
-
 /* ---- command-line options ---- */
 
 int plan_strategy_parse(const char *name) {
@@ -122,7 +102,7 @@ const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *giv
     arg_opt *mem = args_get(spec, "memory"), *strat = args_get(spec, "strategy"), *off = args_get(spec, "offload"),
             *slots = args_get(spec, "slots"), *upd = args_get(spec, "optimizer-on");
     *given = mem->set || strat->set || off->set || slots->set;
-    if (mem->set && (o->budget = parse_size(mem->s)) <= 0)
+    if (mem->set && (o->budget = sc_parse_size(mem->s)) <= 0)
         return "--memory takes a positive size such as 256MiB, 1.5GiB, 500MB or a byte count";
     *strategy_name = strat->set ? strat->s : mem->set ? "auto" : "none";
     int k = plan_strategy_parse(*strategy_name);

@@ -124,8 +124,5 @@ sc_status bench_svg_write(const char *path, const char *title, const bench_point
 
 /* "1.50 GiB" style (static buffer per call site: pass one). */
 const char *fmt_bytes(int64_t b, char *buf, size_t n);
-/* Parses 256MiB, 1.5GiB, 500MB, 1e9, plain bytes (KiB/MiB/GiB/TiB binary, kB/MB/GB/TB decimal,
- * K/M/G/T binary, B bytes). Returns -1 on a malformed size. */
-int64_t parse_size(const char *s);
 
 #endif

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "scorch.h"
+#include "tools/stages.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
 
