@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu.h"
 #include "scorch.h"
 
 #include "backends/executor.h"
@@ -94,6 +95,7 @@ scorch_error *scorch_model_set_dim(scorch_model *m, const char *name, int64_t va
 static sc_status model_ready(scorch_model *m) {
     if (m->prepared) return SC_OK;
     m->bind.inference = true;
+    m->bind.eval = cpu_evaluator();
     SC_TRY(sc_status_prefix(graph_prepare(&m->m->graph, &m->bind), "%s: ", m->m->path));
     m->prepared = true;
     return SC_OK;

@@ -1,4 +1,4 @@
-/* Training graphs (DESIGN.md, autodiff/): forward + loss head + backward + optimizer updates, all
+/* Training graphs (docs/DESIGN.md, autodiff/): forward + loss head + backward + optimizer updates, all
  * as nodes of the one graph, so the planner sees everything.
  *
  * autodiff_build_training turns a prepared forward graph (graph_prepare done, static shapes) into a

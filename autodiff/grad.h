@@ -1,4 +1,4 @@
-/* Gradient rules: one per differentiable op, emitting ordinary graph nodes (DESIGN.md, autodiff/;
+/* Gradient rules: one per differentiable op, emitting ordinary graph nodes (docs/DESIGN.md, autodiff/;
  * ONNX Runtime's gradient_builder.cc is the model).
  *
  * A rule reads the forward node through I(c,i) (input value id), O(c,i) (output value id) and

@@ -1,4 +1,4 @@
-/* The gradient-rule table: one designated initializer per differentiable op (STYLE.md habit 2), and
+/* The gradient-rule table: one designated initializer per differentiable op (docs/STYLE.md habit 2), and
  * the reason for every op without one. tests/test_grad_tables.c fails on an op with neither.
  * Sections belong to the file that defines the rules; add entries only in your own. */
 #include "autodiff/grad_rules.h"

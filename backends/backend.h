@@ -1,4 +1,4 @@
-/* The backend vtable (DESIGN.md, backends/; after ggml's ggml_backend_i): what the plan executor
+/* The backend vtable (docs/DESIGN.md, backends/; after ggml's ggml_backend_i): what the plan executor
  * (backends/plan_exec.h) needs from a device. One device arena per backend, allocated once; copies
  * between host and device are asynchronous and identified by transfer ids; run_node computes one
  * node with tensors that already point into the arena.

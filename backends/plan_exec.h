@@ -1,4 +1,4 @@
-/* The plan executor (DESIGN.md, backends/): runs an sc_plan (schedule/plan.h) verbatim on any
+/* The plan executor (docs/DESIGN.md, backends/): runs an sc_plan (schedule/plan.h) verbatim on any
  * backend (backends/backend.h). Shared by every backend; today's training step is the `none` plan.
  *
  * A session lives across training steps: the device arena (plan->arena_bytes) is allocated once,

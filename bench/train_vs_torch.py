@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU training-step time of `scorch-run train` against PyTorch, same model, threads and optimizer.
 
-Models (issue 3's speed targets):
+Models (the CPU speed targets):
   resnet18: `scorch-run gen resnet --depth 18 --image 64` (torchvision's ResNet-18 layout, 1000
             classes) against torchvision.models.resnet18(); batch 8, 3x64x64, batch norm training.
   gpt:      `scorch-run gen gpt --layers 4 --heads 4 --dim 256 --seq 128 --vocab 8192` against the

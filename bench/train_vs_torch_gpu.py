@@ -3,7 +3,7 @@
 
 Same model, batch, precision (fp32) and TF32 setting on both sides, SGD lr 0.01 momentum 0.9, one
 optimizer step per batch, synthetic seeded data, softmax cross-entropy (next-token for the GPT,
-per-pixel for DRANet). Models (issue 5's speed targets):
+per-pixel for DRANet). Models (the GPU speed targets):
   resnet50   `gen resnet --depth 50`, batch 64, 3x224x224   vs torchvision.models.resnet50()
   gpt2       `gen gpt --preset small` (12 layers, 12 heads, 768, vocab 50257), batch 8, seq 1024
              vs the same architecture written below (pre-LayerNorm blocks, exact-erf GELU, explicit

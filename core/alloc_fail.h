@@ -1,4 +1,4 @@
-/* Allocation-failure injection for tests (issue 6: "host allocation failure, tested by injection:
+/* Allocation-failure injection for tests ("host allocation failure, tested by injection:
  * a status, no crash, no leak"). Compiled in always, off by default; the cost per counted
  * allocation is one relaxed atomic increment and load (allocation sites, not kernel loops).
  *

@@ -1,4 +1,4 @@
-/* A bump arena: many small allocations freed at once (STYLE.md habit 4).
+/* A bump arena: many small allocations freed at once (docs/STYLE.md habit 4).
  * Allocations are zeroed and 64-byte aligned (so tensor data can be loaded with aligned vectors),
  * except where a smaller alignment is asked for: strings (1) and id lists (4) are most of a large
  * graph's arena, and padding each to 64 bytes tripled it (13M values at depth 250000). 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "import/onnx.h" /* sc_write_file_atomic */
+#include "core/atomic_write.h" /* sc_write_file_atomic */
 
 typedef struct {
     const char *descr; /* without the byte-order character */

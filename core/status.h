@@ -1,4 +1,4 @@
-/* Two tiers of errors (STYLE.md habit 5).
+/* Two tiers of errors (docs/STYLE.md habit 5).
  *
  * sc_status: anything input can cause (malformed ONNX, unsupported op, out of memory). NULL means
  * success; a non-NULL status owns a heap message that the caller frees with sc_status_free.

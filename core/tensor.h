@@ -1,4 +1,4 @@
-/* Tensor descriptors and views (STYLE.md habit 3): a descriptor (dtype, rank, dims in ONNX order,
+/* Tensor descriptors and views (docs/STYLE.md habit 3): a descriptor (dtype, rank, dims in ONNX order,
  * outermost first) is separate from its storage. All tensors are dense and row-major. */
 #ifndef SC_TENSOR_H
 #define SC_TENSOR_H

@@ -1,4 +1,4 @@
-/* Typed attribute structs, one per op family, parsed once at import (STYLE.md habit 3).
+/* Typed attribute structs, one per op family, parsed once at import (docs/STYLE.md habit 3).
  *
  * The importer fills every field, applying ONNX defaults for absent attributes, so kernels and shape
  * functions never look at raw ONNX attributes. Each member's comment names the ops

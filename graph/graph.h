@@ -1,4 +1,4 @@
-/* The graph IR (DESIGN.md, graph/).
+/* The graph IR (docs/DESIGN.md, graph/).
  *
  * Values (tensors) and nodes live in arrays addressed by integer ids. A value knows its producer and
  * its consumers (graph_link recomputes both). Names, id arrays and constant data live in the graph's

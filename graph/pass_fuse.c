@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/cpu.h"
 #include "graph/pass_internal.h"
 
 #define SC_FUSE_FOLD_MAX_ELEMS ((int64_t)1 << 28)
@@ -54,8 +53,8 @@ static bool value_is_f32(const sc_graph *g, int v) { return v >= 0 && g->values[
 
 /* ---- 1. parameter folding ---- */
 
-static bool fold_wanted(const sc_graph *g, const sc_node *n) {
-    if (!sc_cpu_kernels[n->op] || n->op == SC_OP_DROPOUT) return false;
+static bool fold_wanted(const sc_graph *g, const sc_node *n, const sc_node_evaluator *eval) {
+    if (!eval || !eval->can_run(n->op) || n->op == SC_OP_DROPOUT) return false;
     int present = 0;
     for (int k = 0; k < n->n_in; k++) {
         if (n->in[k] < 0) continue;
@@ -74,7 +73,7 @@ static bool fold_wanted(const sc_graph *g, const sc_node *n) {
     return elems <= SC_FUSE_FOLD_MAX_ELEMS;
 }
 
-static sc_status fold_run(sc_graph *g, const sc_node *n) {
+static sc_status fold_run(sc_graph *g, const sc_node *n, const sc_node_evaluator *eval) {
     sc_tensor in[16], out[8];
     if (n->n_in > 16 || n->n_out > 8) return SC_OK;
     for (int k = 0; k < n->n_in; k++) {
@@ -88,16 +87,16 @@ static sc_status fold_run(sc_graph *g, const sc_node *n) {
         SC_TRY(graph_alloc_data(g, n->out[k]));
         out[k].data = g->values[n->out[k]].data;
     }
-    SC_TRY(sc_status_prefix(cpu_run_node(n, in, n->n_in, out, n->n_out), "folding parameters: "));
+    SC_TRY(sc_status_prefix(eval->run(n, in, n->n_in, out, n->n_out), "folding parameters: "));
     for (int k = 0; k < n->n_out; k++)
         if (n->out[k] >= 0) g->values[n->out[k]].kind = SC_VALUE_CONST;
     return SC_OK;
 }
 
-static sc_status fuse_fold_params(sc_graph *g, bool *keep, int *count) {
+static sc_status fuse_fold_params(sc_graph *g, const sc_node_evaluator *eval, bool *keep, int *count) {
     for (int i = 0; i < g->n_nodes; i++) {
-        if (!keep[i] || !fold_wanted(g, &g->nodes[i]) || g->nodes[i].n_in > 16 || g->nodes[i].n_out > 8) continue;
-        SC_TRY(fold_run(g, &g->nodes[i]));
+        if (!keep[i] || !fold_wanted(g, &g->nodes[i], eval) || g->nodes[i].n_in > 16 || g->nodes[i].n_out > 8) continue;
+        SC_TRY(fold_run(g, &g->nodes[i], eval));
         keep[i] = false;
         (*count)++;
     }
@@ -386,13 +385,13 @@ static sc_status fuse_compact(sc_graph *g, bool *keep) {
     return st;
 }
 
-sc_status graph_fuse_inference(sc_graph *g) {
+sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     SC_TRY(graph_link(g));
     bool *keep = malloc(sizeof *keep * (size_t)(g->n_nodes + 1));
     if (!keep) return sc_errorf("out of memory fusing the graph");
     for (int i = 0; i < g->n_nodes; i++) keep[i] = true;
     int folded = 0, bn = 0, sum = 0, relu = 0, gelu = 0, cl = 0;
-    sc_status st = fuse_fold_params(g, keep, &folded);
+    sc_status st = fuse_fold_params(g, eval, keep, &folded);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_bn(g, keep, &bn);
     if (!st) st = fuse_compact(g, keep);

@@ -15,7 +15,6 @@
  */
 #include <stdlib.h>
 
-#include "backends/cpu/cpu.h"
 #include "graph/pass_internal.h"
 #include "graph/shape.h"
 
@@ -52,8 +51,8 @@ static int64_t fold_work(const sc_graph *g, const sc_node *n, int64_t out_elems)
     return reduce > INT64_MAX - work ? INT64_MAX : work + reduce;
 }
 
-static bool fold_wanted(const sc_graph *g, const sc_node *n, const bool *is_out) {
-    if (!sc_cpu_kernels[n->op]) return false;
+static bool fold_wanted(const sc_graph *g, const sc_node *n, const bool *is_out, const sc_node_evaluator *eval) {
+    if (!eval || !eval->can_run(n->op)) return false;
     if (n->op == SC_OP_DROPOUT && node_has_input(n, 2)) return false;
     bool all_const = true;
     for (int k = 0; k < n->n_in; k++) {
@@ -73,7 +72,7 @@ static bool fold_wanted(const sc_graph *g, const sc_node *n, const bool *is_out)
     return elems <= SC_FOLD_MAX_ELEMS && fold_work(g, n, elems) <= SC_FOLD_MAX_WORK;
 }
 
-static sc_status fold_node(sc_graph *g, const sc_node *n) {
+static sc_status fold_node(sc_graph *g, const sc_node *n, const sc_node_evaluator *eval) {
     sc_tensor *in = calloc((size_t)n->n_in + 1, sizeof *in), *out = calloc((size_t)n->n_out + 1, sizeof *out);
     sc_status st = SC_OK;
     if (!in || !out) st = sc_errorf("out of memory folding node '%s'", n->name);
@@ -88,7 +87,7 @@ static sc_status fold_node(sc_graph *g, const sc_node *n) {
         out[k].desc = g->values[n->out[k]].desc;
         out[k].data = g->values[n->out[k]].data;
     }
-    if (!st) st = cpu_run_node(n, in, n->n_in, out, n->n_out);
+    if (!st) st = eval->run(n, in, n->n_in, out, n->n_out);
     for (int k = 0; !st && k < n->n_out; k++)
         if (n->out[k] >= 0) g->values[n->out[k]].kind = SC_VALUE_CONST;
     free(in);
@@ -142,7 +141,7 @@ static sc_status infer_check_node(const sc_graph *g, const sc_node *n) {
     return SC_OK;
 }
 
-sc_status graph_infer_shapes(sc_graph *g) {
+sc_status graph_infer_shapes(sc_graph *g, const sc_node_evaluator *eval) {
     int bad;
     if (!graph_is_topo_sorted(g, &bad)) SC_TRY(graph_topo_sort(g));
     SC_TRY(graph_link(g)); /* producers name unfolded shape inputs in error messages */
@@ -162,8 +161,8 @@ sc_status graph_infer_shapes(sc_graph *g) {
         st = infer_check_node(g, n);
         if (!st) st = sc_shape_fns[n->op](g, n);
         if (!st) st = infer_check_outputs(g, n);
-        if (!st && fold_wanted(g, n, is_out)) {
-            st = fold_node(g, n);
+        if (!st && fold_wanted(g, n, is_out, eval)) {
+            st = fold_node(g, n, eval);
             keep[i] = false;
             folded++;
         }

@@ -1,4 +1,4 @@
-/* Graph passes, run in this order by graph_prepare after import (DESIGN.md, graph/). */
+/* Graph passes, run in this order by graph_prepare after import (docs/DESIGN.md, graph/). */
 #ifndef SC_PASSES_H
 #define SC_PASSES_H
 
@@ -9,6 +9,13 @@ typedef struct {
     int64_t value;
 } sc_dim_binding;
 
+/* What constant folding runs nodes with: the caller's kernels (the CPU backend's, cpu_evaluator()
+ * in backends/cpu/cpu.h), so graph/ needs no backend. can_run: a kernel exists for op. */
+typedef struct {
+    bool (*can_run)(sc_op op);
+    sc_status (*run)(const sc_node *n, const sc_tensor *in, int n_in, sc_tensor *out, int n_out);
+} sc_node_evaluator;
+
 typedef struct {
     int64_t batch; /* binds a symbolic dim 0 of every graph input; 0 = default 1 */
     int64_t seq;   /* binds a symbolic dim 1 of integer (token id) inputs; 0 = unset */
@@ -17,20 +24,23 @@ typedef struct {
     /* Added (perf helper): the graph will only run forward with frozen parameters, so
      * graph_prepare may run graph_fuse_inference. Never set for a graph that trains. */
     bool inference;
+    /* Constant folding's kernels; NULL: nothing is folded, so a graph that needs folding to get
+     * static shapes (PyTorch's Shape/Gather/Concat chains) does not prepare. */
+    const sc_node_evaluator *eval;
 } sc_bind_options;
 
 /* Binds symbolic input dims; fails naming the input and dim that stays unbound. */
 sc_status graph_bind_dims(sc_graph *g, const sc_bind_options *opt);
 /* Infers every value's desc in topological order, folding nodes whose inputs are all constant
  * (and Shape of a static value) into constant values, so PyTorch's shape subgraphs disappear. */
-sc_status graph_infer_shapes(sc_graph *g);
+sc_status graph_infer_shapes(sc_graph *g, const sc_node_evaluator *eval);
 /* Removes Identity nodes (and Dropout outside training) by rewiring their consumers. */
 sc_status graph_remove_identity(sc_graph *g);
 /* Removes nodes and values that no graph output depends on. */
 sc_status graph_eliminate_dead_code(sc_graph *g);
 /* Added (perf helper, graph/pass_fuse.c): inference-only rewrites (parameter folding, Conv+BN,
  * Conv+Relu, GELU from Erf). Invalid for a graph that trains. */
-sc_status graph_fuse_inference(sc_graph *g);
+sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval);
 /* All of the above, in order (graph_fuse_inference only with opt->inference), then links and
  * checks the graph. */
 sc_status graph_prepare(sc_graph *g, const sc_bind_options *opt);

@@ -169,7 +169,7 @@ bool shape_is_const(const sc_graph *g, int value_id) {
 }
 
 /* A shape-carrying input must be known at load: static shapes are what make static planning
- * possible (DESIGN.md). Names the producer when the value is computed at run time. */
+ * possible (docs/DESIGN.md). Names the producer when the value is computed at run time. */
 static sc_status shape_need_const(const sc_graph *g, const sc_node *n, int input, const char *what) {
     if (!node_has_input(n, input)) return shape_errorf(n, "%s (input %d) is missing", what, input);
     const sc_value *v = &g->values[n->in[input]];

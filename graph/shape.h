@@ -22,7 +22,7 @@ sc_status shape_broadcast(const sc_node *n, const sc_desc *a, const sc_desc *b, 
 /* Reads a constant 1-D integer input (i32 or i64) into dst; fails if the input is not constant. */
 sc_status shape_const_ints(const sc_graph *g, const sc_node *n, int input, int64_t *dst, int max, int *count);
 
-/* Added for issue 6 (fuzzing): the largest dim, element count, window attribute or shape-input value
+/* Added for fuzzing: the largest dim, element count, window attribute or shape-input value
  * shape inference accepts, 2^40 as the importer's tensor limit. graph_infer_shapes refuses inputs and
  * outputs past it, and shape functions check values read from attributes or constant inputs against
  * it, so sums and products of a few such operands cannot overflow int64. */

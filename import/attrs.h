@@ -1,4 +1,4 @@
-/* The attribute parser table (STYLE.md habits 2 and 3): one parse function per op family, indexed
+/* The attribute parser table (docs/STYLE.md habits 2 and 3): one parse function per op family, indexed
  * by sc_op with designated initializers. Each parser fills the op's typed struct of graph/attrs.h
  * from the ONNX node, applying the defaults of the model's opset. Ops without attributes use
  * attrs_parse_none (explicitly, so a table that misses an op is visible). A NULL entry has a reason in

@@ -1,4 +1,4 @@
-/* ONNX import and export (DESIGN.md, import/).
+/* ONNX import and export (docs/DESIGN.md, import/).
  *
  * sc_model_load parses and validates a .onnx file into the graph IR (symbolic dims still unbound;
  * call graph_prepare next). The serialized model is kept, not the unpacked ModelProto: sc_model_save
@@ -10,6 +10,7 @@
 #ifndef SC_ONNX_H
 #define SC_ONNX_H
 
+#include "core/atomic_write.h"
 #include "graph/graph.h"
 
 #define SC_MIN_OPSET 11
@@ -36,23 +37,6 @@ void sc_model_free(sc_model *m);
  * is malloc'd (free with free(t->data)). Same validation as initializers. */
 sc_status sc_load_tensor_pb(const char *path, sc_tensor *t, char **name_out);
 
-/* Writes bytes to path atomically: a temp file in the same folder, fsync, then rename. */
-sc_status sc_write_file_atomic(const char *path, const void *data, size_t size);
 
-/* The same, streamed: open, write any number of times (the first failure is kept and later writes
- * do nothing), then commit (flush, fsync, rename; the kept failure, if any, is returned and the temp
- * file removed) or abort (the temp file removed). */
-typedef struct {
-    char *path, *tmp;
-    int fd;
-    uint8_t *buf;
-    size_t n_buf;
-    uint64_t written; /* bytes passed to sc_atomic_write */
-    sc_status err;
-} sc_atomic_file;
-sc_status sc_atomic_open(sc_atomic_file *f, const char *path);
-void sc_atomic_write(sc_atomic_file *f, const void *data, size_t size);
-sc_status sc_atomic_commit(sc_atomic_file *f);
-void sc_atomic_abort(sc_atomic_file *f);
 
 #endif

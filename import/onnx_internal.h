@@ -50,7 +50,7 @@ uint32_t onnx_field_number(const ProtobufCMessageDescriptor *d, const char *name
 /* Gives the pages wholly inside [p, p + n) of a mapped model's kept bytes back to the page cache
  * (madvise DONTNEED): read again from the file when touched. No-op for a model in malloc'd memory.
  * The loader drops them once everything is decoded and saving drops each initializer after
- * writing it, so a model's file does not stay resident beside its decoded weights (issue 13). */
+ * writing it, so a model's file does not stay resident beside its decoded weights. */
 void onnx_bytes_drop(const sc_model *m, const void *p, size_t n);
 
 /* Serialized bytes appended to a growing buffer (malloc; free p). */

@@ -10,7 +10,7 @@
  * initializer that graph passes removed keeps its original data (decoded from the model, external
  * data included, and rewritten as raw bytes or into the new data file).
  *
- * Nothing the size of the model is held in memory (issue 13: a model whose weights and optimizer
+ * Nothing the size of the model is held in memory (a model whose weights and optimizer
  * state fill the host cannot afford a second copy of the weights at save). Two passes walk the
  * kept bytes: the first only counts, to learn the length of the graph field (written before the
  * graph) and the data file's offsets; the second streams both files to disk, each initializer

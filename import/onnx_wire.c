@@ -1,4 +1,4 @@
-/* Wire-format pre-scan of a serialized ModelProto, run before protobuf-c unpacks it (issue 6).
+/* Wire-format pre-scan of a serialized ModelProto, run before protobuf-c unpacks it.
  *
  * protobuf-c's unpack recurses once per nested message with no depth limit, so a crafted file of a
  * few hundred kilobytes (a GraphProto attribute holding a graph whose node holds a GraphProto ...,

@@ -1,4 +1,4 @@
-/* Static offsets for every interval of a plan (DESIGN.md, schedule/: "every device-resident value
+/* Static offsets for every interval of a plan (docs/DESIGN.md, schedule/: "every device-resident value
  * interval gets a static offset").
  *
  * The first n_fixed_intervals intervals (resident persistent values) are packed from 0 in value

@@ -1,4 +1,4 @@
-/* The chain view of a training graph that checkpointing strategies reason about (DESIGN.md,
+/* The chain view of a training graph that checkpointing strategies reason about (docs/DESIGN.md,
  * schedule/ 2-3).
  *
  * segment.c cuts the forward pass (nodes [0, n_forward_nodes) of a training graph, in topological

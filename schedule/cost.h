@@ -1,4 +1,4 @@
-/* The cost model of plans (DESIGN.md, schedule/ 1): per node FLOPs, bytes read + written and a time
+/* The cost model of plans (docs/DESIGN.md, schedule/ 1): per node FLOPs, bytes read + written and a time
  * estimate; per transfer bytes over the link bandwidth.
  *
  *   flops:  Conv, Gemm, MatMul: 2 * MACs; ConvGrad: 2 * forward MACs per present output (dX, dW;

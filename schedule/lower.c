@@ -1,4 +1,4 @@
-/* Lowering a chain schedule to plan steps with exact value liveness (DESIGN.md, schedule/).
+/* Lowering a chain schedule to plan steps with exact value liveness (docs/DESIGN.md, schedule/).
  *
  * 1. The actions become a sequence of node runs: FWD_DISCARD(i) / FWD_ALL(i) run segment i's forward
  *    nodes in order; BWD(i) runs the non-forward nodes of phase i (sched_phases) in graph order;

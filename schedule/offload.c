@@ -1,4 +1,4 @@
-/* Streaming plans (issue 4, "Streaming"; DESIGN.md schedule/): rewrites a lowered RUN/FREE plan so
+/* Streaming plans ("Streaming"; docs/DESIGN.md schedule/): rewrites a lowered RUN/FREE plan so
  * that parameters and optimizer state (weights) and long-lived activations live in host memory
  * between their uses. Contract in sched_internal.h (plan_offload, plan_predict).
  *

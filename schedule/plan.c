@@ -1,4 +1,4 @@
-/* plan_build: chain -> strategy -> lowering -> static offsets (DESIGN.md, schedule/).
+/* plan_build: chain -> strategy -> lowering -> static offsets (docs/DESIGN.md, schedule/).
  *
  * `none` uses a one-segment chain, so its steps run every node in graph order (today's executor).
  * The other strategies use a chain of opt->segments segments. Without streaming, schedule/search.c

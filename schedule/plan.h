@@ -1,4 +1,4 @@
-/* Plans: what a backend executes verbatim (DESIGN.md, schedule/).
+/* Plans: what a backend executes verbatim (docs/DESIGN.md, schedule/).
  *
  * A plan is a flat list of steps over one training (or inference) graph:
  *   RUN node       run the node; its outputs are placed at the offsets of the intervals it opens

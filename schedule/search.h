@@ -1,4 +1,4 @@
-/* Choosing a schedule by its lowered plan, not only by the chain estimate (DESIGN.md, schedule/ 3).
+/* Choosing a schedule by its lowered plan, not only by the chain estimate (docs/DESIGN.md, schedule/ 3).
  *
  * The chain numbers (schedule/chain.h) are estimates: cuts that share values count them twice, and
  * the allocator adds fragmentation, so a schedule can lower to more or less than its estimate.

@@ -1,4 +1,4 @@
-/* Building the chain view (schedule/chain.h) of a training graph (DESIGN.md, schedule/ 2).
+/* Building the chain view (schedule/chain.h) of a training graph (docs/DESIGN.md, schedule/ 2).
  *
  * For every position p of the forward order the cut is the set of computed values produced before p
  * and read by forward nodes at or after p; persistent values (parameters, constants, optimizer

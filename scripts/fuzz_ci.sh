@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded fuzzing of the ONNX importer for CI (issue 6): builds the libFuzzer configuration with clang
+# Bounded fuzzing of the ONNX importer for CI: builds the libFuzzer configuration with clang
 # (ASan + UBSan + -fsanitize=fuzzer, tests/fuzz.cmake) into build-fuzz/, builds the seed corpus
 # (tests/fuzz/make_corpus.sh: onnx node tests and tiny generated models) and runs fuzz_import for
 # FUZZ_SECONDS (default 120) on one core. Exits non-zero on any crash, leak, timeout or OOM; the

@@ -220,7 +220,7 @@ stage_test() {
   train_pair dranet-capped-vs-cuda "$TMPD/dranet.onnx" cuda capped 1e-4 --batch 8 || rc=1
   grep -h "^plan " "$TMPD"/*/b.out 2>/dev/null
   if [ "$dev" = cuda ]; then
-    # every strategy with offload on the GPU against none on the GPU, bit for bit (issue 5)
+    # every strategy with offload on the GPU against none on the GPU, bit for bit
     timeout 300 "$BUILD/tests/test_plan_offload" --cuda | tail -3
     [ "${PIPESTATUS[0]}" = 0 ] || { echo "FAIL test_plan_offload --cuda"; rc=1; }
     (mkdir -p "$TMPD/tc" && cd "$TMPD/tc" && timeout 400 "$PY" "$ROOT/tests/train_cuda_check.py" "$S") || rc=1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One short training run (2 steps) of each model family (resnet, dranet, gpt, densenet; tiny sizes)
-# under valgrind memcheck, on a Debug build without sanitizers (issue 6). Each model trains twice,
+# under valgrind memcheck, on a Debug build without sanitizers. Each model trains twice,
 # with the store-everything executor and through a plan (sqrt, activations streamed); every run must
 # report no invalid access, no use of uninitialised values and no definite leak (--error-exitcode=1
 # --errors-for-leak-kinds=definite). Over-reads by oneDNN's JIT code and by libcublasLt's start-up

@@ -1,4 +1,4 @@
-# `scorch-run train/run --device` end to end (tests/device_cli_check.py, issue 5): --device cuda
+# `scorch-run train/run --device` end to end (tests/device_cli_check.py): --device cuda
 # without a GPU (forced with CUDA_VISIBLE_DEVICES="") fails with exit 1 and the reason, auto and cpu
 # train on the CPU and say so, bad values are usage errors; on a machine with a GPU and the CUDA
 # backend built, --device cuda trains there with the CPU's losses.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`scorch-run train/run --device` end to end (issue 5; registered by tests/device_cli.cmake).
+"""`scorch-run train/run --device` end to end (registered by tests/device_cli.cmake).
 
 usage: device_cli_check.py SCORCH_RUN HAS_CUDA    (HAS_CUDA: 1 when the CUDA backend is built)
 

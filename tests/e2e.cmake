@@ -1,4 +1,4 @@
-# End-to-end training checks against PyTorch (issue 3 "Tests"; tests/e2e/, run by Debian's
+# End-to-end training checks against PyTorch ("Tests"; tests/e2e/, run by Debian's
 # /usr/bin/python3 with torch 1.13). Each test generates or exports its model and seeded data in its
 # own folder, trains it with `scorch-run train` and compares with tests/e2e/onnx_torch.py (the same
 # ONNX graph and weights under torch autograd, float64). Checks and tolerances: tests/e2e/e2e_common.py.

@@ -1,4 +1,4 @@
-# Importer fuzzing (issue 6; tests/fuzz/).
+# Importer fuzzing (tests/fuzz/).
 #   - test_fuzz_regressions (every build): loads and prepares each input under tests/fuzz/regressions/
 #     (crashes the fuzzer once found, minimised) and expects each to load or be refused with a status.
 #     Named test_* so that the ASan/UBSan stage of scripts/run_tests.sh runs it too.

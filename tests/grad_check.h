@@ -1,4 +1,4 @@
-/* Shared finite-difference gradient checker for every gradient rule (issue 3, STYLE.md "tests in
+/* Shared finite-difference gradient checker for every gradient rule (docs/STYLE.md "tests in
  * layers"; ggml's test-backend-ops is the model).
  *
  * A check builds a small graph in double precision: the inputs (random values from a seeded RNG, or

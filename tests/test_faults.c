@@ -1,4 +1,4 @@
-/* Host allocation failure by injection (core/alloc_fail.h; issue 6): for a small training graph
+/* Host allocation failure by injection (core/alloc_fail.h): for a small training graph
  * (Gemm, Relu, a skip Add and a Concat; SGD with momentum), the library path a training run takes
  * after import -- graph_link, autodiff_build_training, plan_build (sqrt with activation streaming
  * and the none plan), the CPU backend, a plan session, two plan steps, the parameter sync, and two

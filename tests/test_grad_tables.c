@@ -1,5 +1,5 @@
 /* Every op of graph/ops.def and graph/ops_train.def has a gradient rule or an explicit reason why
- * not (issue 3, STYLE.md habit 1), and never both: a rule with a "not differentiable" reason would
+ * not (docs/STYLE.md habit 1), and never both: a rule with a "not differentiable" reason would
  * be a contradiction. Also checks that a graph reaching the loss through an op without a rule fails
  * with a message naming the node. */
 #include <stdio.h>

@@ -704,7 +704,7 @@ static void test_canonical(void) {
     check_canonical(11, "Dropout", "ratio", 1, true);
 }
 
-/* Every op has an attribute parser or a stated reason (STYLE.md habit 1). */
+/* Every op has an attribute parser or a stated reason (docs/STYLE.md habit 1). */
 static void test_parser_table(void) {
     for (int op = 0; op < SC_OP_COUNT; op++)
         if (!sc_attr_parsers[op] && !attrs_parser_missing_reason((sc_op)op)) {

@@ -1,4 +1,4 @@
-/* Importer limits and external-data confinement (issue 6). Fails through the exit code.
+/* Importer limits and external-data confinement. Fails through the exit code.
  *
  * Hostile models, built here with the protobuf-c bindings or as raw wire bytes, must be refused with
  * a status naming the thing at fault, before anything large is allocated:
@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/cpu/cpu.h"
 #include "import/onnx.h"
 #include "onnx/onnx.pb-c.h"
 #include "tools/stages.h"
@@ -237,7 +238,7 @@ static void expect_prepare_fail(const mini *t, const char *name, const char *wor
         sc_status_free(st);
         return;
     }
-    sc_bind_options opt = {.batch = 1, .seq = 4};
+    sc_bind_options opt = {.batch = 1, .seq = 4, .eval = cpu_evaluator()};
     expect_error(graph_prepare(&m->graph, &opt), name, word1, word2);
     sc_model_free(m);
 }
@@ -604,7 +605,7 @@ static void fold_model(const char *name, const char *op, const int64_t *s1, int 
     sc_status_free(st);
     if (!m) return;
     double t0 = now_s();
-    sc_bind_options opt = {.batch = 1, .seq = 4};
+    sc_bind_options opt = {.batch = 1, .seq = 4, .eval = cpu_evaluator()};
     st = graph_prepare(&m->graph, &opt);
     double dt = now_s() - t0;
     printf("%s   %s: graph_prepare took %.2f s (%s)\n", dt < 5 ? "ok  " : "FAIL", name, dt,

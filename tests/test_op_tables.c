@@ -1,4 +1,4 @@
-/* Every table that must cover all ops of graph/ops.def (and ops_train.def) does, or says why not (STYLE.md habit 1).
+/* Every table that must cover all ops of graph/ops.def (and ops_train.def) does, or says why not (docs/STYLE.md habit 1).
  * Adding an op to ops.def without a shape function or CPU kernel fails here, naming the op. */
 #include <stdio.h>
 

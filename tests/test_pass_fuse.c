@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu.h"
 #include "backends/executor.h"
 #include "graph/passes.h"
 
@@ -181,7 +182,7 @@ static int count_channels_last(const sc_graph *g, int *in, int *out) {
 
 /* Prepares g (fused or not) and runs it on x; returns the malloc'd output. */
 static float *prepare_and_run(sc_graph *g, bool inference, const float *x) {
-    sc_bind_options opt = {.batch = 0, .inference = inference};
+    sc_bind_options opt = {.batch = 0, .inference = inference, .eval = cpu_evaluator()};
     sc_status st = graph_prepare(g, &opt);
     if (st) {
         fprintf(stderr, "FAIL prepare (inference=%d): %s\n", inference, sc_status_message(st));
@@ -227,7 +228,7 @@ static void check_case_cl(const char *what, void (*build)(sc_graph *), sc_op gon
                     cl_in, cl_out, min_cl_in, min_cl_out);
             failures++;
         }
-        sc_status st = graph_infer_shapes(&fused);
+        sc_status st = graph_infer_shapes(&fused, cpu_evaluator());
         if (st) {
             fprintf(stderr, "FAIL %s: shape inference of the fused graph: %s\n", what, sc_status_message(st));
             sc_status_free(st);

@@ -166,11 +166,11 @@ static void test_prepare_convnet(void) {
     T_NODE(SC_OP_IDENTITY, "out", L(y), L(yy));
     T_INPUTS(x);
     T_OUTPUTS(yy);
-    sc_status st = graph_infer_shapes(&G);
+    sc_status st = graph_infer_shapes(&G, cpu_evaluator());
     CHECK(st && strstr(sc_status_message(st), "node 'conv' (Conv): input 0 ('x') has no static shape"),
           "unbound input: %s", st ? sc_status_message(st) : "success");
     sc_status_free(st);
-    EXPECT_OK(graph_prepare(&G, &(sc_bind_options){.batch = 5}));
+    EXPECT_OK(graph_prepare(&G, &(sc_bind_options){.batch = 5, .eval = cpu_evaluator()}));
     CHECK_DESC(c, "f32[5,8,32,32]");
     CHECK_DESC(yy, "f32[5,10]");
     CHECK(G.n_nodes == 5, "want 5 nodes after identity removal, got %d", G.n_nodes);
@@ -207,7 +207,7 @@ static void test_fold_shape_chain(void) {
     T_NODE(SC_OP_RESHAPE, "reshape", L(x, shp), L(y));
     T_INPUTS(x);
     T_OUTPUTS(y);
-    EXPECT_OK(graph_prepare(&G, &(sc_bind_options){.batch = 7}));
+    EXPECT_OK(graph_prepare(&G, &(sc_bind_options){.batch = 7, .eval = cpu_evaluator()}));
     CHECK_DESC(y, "f32[7,60]");
     CHECK(G.n_nodes == 1 && G.nodes[0].op == SC_OP_RESHAPE, "want only Reshape left, got %d nodes", G.n_nodes);
     const sc_value *sv = &G.values[shp];
@@ -227,7 +227,7 @@ static void test_fold_params_never(void) {
     T_NODE(SC_OP_ADD, "const_add", L(c, c2), L(b));
     T_NODE(SC_OP_ADD, "out", L(a, b), L(y));
     T_OUTPUTS(y);
-    EXPECT_OK(graph_infer_shapes(&G));
+    EXPECT_OK(graph_infer_shapes(&G, cpu_evaluator()));
     CHECK(G.n_nodes == 2 && G.values[a].kind == SC_VALUE_ACT, "param node folded or const node kept (%d nodes)", G.n_nodes);
     CHECK(G.values[b].kind == SC_VALUE_CONST && ((float *)G.values[b].data)[1] == 22.0f, "const_add not folded to [11, 22]");
 }

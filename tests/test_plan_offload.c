@@ -22,7 +22,7 @@
  * Debug builds also run plan_exec's in-flight transfer assert on every step. Fails through the exit
  * code.
  *
- * `test_plan_offload --cuda` runs every plan on the CUDA backend instead (issue 5: every strategy
+ * `test_plan_offload --cuda` runs every plan on the CUDA backend instead (every strategy
  * with offload on the GPU gives the same weights as `none` on the GPU). The reference is then the
  * none plan run on the CUDA backend, and the comparison stays bit-exact: the same kernels run on
  * the same values in the same order whatever the plan (recomputation repeats a node exactly,

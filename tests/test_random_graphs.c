@@ -1,4 +1,4 @@
-/* Random-graph property test for the planner (issue 6).
+/* Random-graph property test for the planner.
  *
  * A seeded generator builds random valid training DAGs from supported ops: Gemm (with and without
  * bias), MatMul, Add/Mul with broadcasting ([N,d] with [N,d], [d], [1,d] or [N,1]), Relu, Tanh,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Training on the CUDA backend against the CPU, and every plan on it against `none` (issue 5).
+"""Training on the CUDA backend against the CPU, and every plan on it against `none`.
 
 usage: train_cuda_check.py SCORCH_RUN [--emulated-memory SIZE]   (tests/cuda.cmake, label cuda)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Faults during `scorch-run train` (issue 6; registered by tests/train_faults.cmake).
+"""Faults during `scorch-run train` (registered by tests/train_faults.cmake).
 
   train_faults.py SCORCH_RUN signal INT|TERM
       a run of 40 steps gets the signal after step 3 (read from its progress lines): it must finish

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu.h"
 #include "core/stats.h"
 #include "backends/profile.h"
 #include "graph/passes.h"
@@ -45,7 +46,7 @@ static sc_status plan_model_load(const plan_model_opts *o, plan_model *pm) {
     memset(pm, 0, sizeof *pm);
     SC_TRY(sc_model_load(o->path, &pm->model));
     sc_graph *g = &pm->model->graph;
-    sc_bind_options bo = {.batch = o->batch, .seq = o->seq};
+    sc_bind_options bo = {.batch = o->batch, .seq = o->seq, .eval = cpu_evaluator()};
     sc_train_options to;
     sc_train_options_default(&to); /* as sc_trainer_config_default + cmd_train's optimizer defaults */
     to.optim = o->adamw ? SC_OPTIM_ADAMW : SC_OPTIM_SGD;

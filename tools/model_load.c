@@ -1,4 +1,5 @@
 /* Model loading shared by `info` and `run` (see model_load.h). */
+#include "backends/cpu/cpu.h"
 #include "tools/model_load.h"
 
 #include <errno.h>
@@ -40,7 +41,7 @@ sc_status model_load_prepared_for(arg_spec *spec, bool inference, sc_model **out
     sc_model *m = NULL;
     if (!st) st = sc_model_load(spec->pos[0], &m);
     if (!st) {
-        sc_bind_options bo = {.batch = batch->set ? batch->i : 0, .seq = seq->set ? seq->i : 0, .dims = binds,
+        sc_bind_options bo = {.eval = cpu_evaluator(), .batch = batch->set ? batch->i : 0, .seq = seq->set ? seq->i : 0, .dims = binds,
                               .n_dims = dim->n_list, .inference = inference};
         st = sc_status_prefix(graph_prepare(&m->graph, &bo), "%s: ", spec->pos[0]);
     }

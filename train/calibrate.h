@@ -1,5 +1,5 @@
 /* Calibrating the planner's cost model with measured times (`--calibrate` of `scorch-run plan`,
- * `train` and `bench`; DESIGN.md, schedule/ 1: "calibrated from measured per-op times").
+ * `train` and `bench`; docs/DESIGN.md, schedule/ 1: "calibrated from measured per-op times").
  *
  * sc_trainer_calibrate runs the session's training graph with the store-everything plan (every node
  * exactly once, graph order) on its own CPU backend and plan session: `warmup` untimed steps, then

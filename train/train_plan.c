@@ -1,4 +1,4 @@
-/* Training steps through a plan (trainer.h, cfg.use_plan; issue 4). The plan is built under the
+/* Training steps through a plan (trainer.h, cfg.use_plan). The plan is built under the
  * configured budget for the session's training graph, run by the plan executor
  * (backends/plan_exec.h) on the CPU backend whose device arena is capped at the budget (or at the
  * plan's own size without one), so a plan that needed more than it claims could not run.
@@ -9,7 +9,7 @@
  * applied on both sides. Whenever host data changes (a restore after a failed step, a loaded state),
  * train_plan_reload copies it to the device again.
  *
- * Devices (issue 5): with cfg.device CUDA the backend is the CUDA one (built only with
+ * Devices: with cfg.device CUDA the backend is the CUDA one (built only with
  * SCORCH_HAVE_CUDA, backends/cuda/cuda.cmake), its plan budget capped at the GPU's free memory
  * (cudaMemGetInfo) before planning, so the plan fits the device it runs on. Without a budget the
  * plan is the configured one (none by default) when it fits the free memory less a reserve for the

@@ -1,4 +1,4 @@
-/* Graceful interruption of training (issue 6): SIGINT / SIGTERM ask the run to stop after the
+/* Graceful interruption of training: SIGINT / SIGTERM ask the run to stop after the
  * current step, so the caller can save the training state and exit 128 + signal (130 / 143).
  *
  * train_signals_install installs handlers that only record the signal (async-signal-safe: one

@@ -197,7 +197,7 @@ static sc_status trainer_build(sc_trainer *t) {
     if (t->cfg.threads > 0) cpu_set_num_threads(t->cfg.threads);
     SC_TRY(sc_model_load(t->cfg.model_path, &t->model));
     sc_graph *g = &t->model->graph;
-    sc_bind_options bo = {.batch = t->cfg.batch, .seq = t->cfg.seq};
+    sc_bind_options bo = {.batch = t->cfg.batch, .seq = t->cfg.seq, .eval = cpu_evaluator()};
     SC_TRY(sc_status_prefix(graph_prepare(g, &bo), "%s: ", t->cfg.model_path));
     SC_TRY(sc_status_prefix(autodiff_build_training(g, &t->cfg.train, &t->tg), "%s: ", t->cfg.model_path));
     if (t->tg.n_params == 0) sc_log(SC_LOG_WARN, "%s: no trainable parameters (all frozen?)", t->cfg.model_path);

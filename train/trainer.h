@@ -1,4 +1,4 @@
-/* A training session (issue 3, `scorch-run train`): one model, its training graph, a data source,
+/* A training session (`scorch-run train`): one model, its training graph, a data source,
  * the learning-rate schedule and the saved training state. Library code: it never prints (progress
  * is the caller's business, per step through sc_trainer_step's result) and reports every failure as
  * an sc_status.
@@ -39,12 +39,12 @@ typedef enum { SC_LR_CONSTANT, SC_LR_COSINE } sc_lr_schedule;
 /* The copy of parameters and optimizer state kept to undo a failed step (one more byte per byte of
  * state: a 1.4B-parameter AdamW model's 17 GB would need 17 GB more). AUTO keeps it when the state
  * plus that copy take at most half the host memory available at setup; OFF is what lets a model
- * whose state fills the machine train at all (issue 13). A failed step then cannot be undone:
+ * whose state fills the machine train at all. A failed step then cannot be undone:
  * resume from the last checkpoint. */
 typedef enum { SC_ROLLBACK_AUTO, SC_ROLLBACK_ON, SC_ROLLBACK_OFF } sc_rollback;
 const char *sc_rollback_name(sc_rollback r); /* "auto", "on", "off" */
 
-/* Where the steps run (issue 5). CPU: the store-everything executor, or with use_plan the plan on
+/* Where the steps run. CPU: the store-everything executor, or with use_plan the plan on
  * the CPU backend. CUDA: always the plan (strategy none when no budget is given) on the CUDA backend
  * (backends/cuda/backend_cuda.h), its budget capped at the GPU's free memory. AUTO: CUDA when this
  * build has the CUDA backend and a device is present, else CPU. */
@@ -73,7 +73,7 @@ typedef struct {
     sc_dtype token_dtype;
     const char *resume_dir; /* load DIR/state.bin after building the session */
     int threads;            /* 0 = library default */
-    /* Memory-budgeted plans (issue 4): with use_plan every step runs the plan built under `plan`
+    /* Memory-budgeted plans: with use_plan every step runs the plan built under `plan`
      * (schedule/plan.h) with the plan executor (backends/plan_exec.h) in an arena of exactly the
      * planned size, instead of sc_forward_cpu. The weights are bit-identical either way. */
     bool use_plan;

@@ -13,6 +13,7 @@
 #define SC_CPU_H
 
 #include "graph/graph.h"
+#include "graph/passes.h"
 
 typedef struct {
     const sc_node *node;
@@ -32,6 +33,8 @@ const char *cpu_kernel_missing_reason(sc_op op);
 
 /* Runs one node through the table; a NULL entry gives a clear "unsupported" status. */
 sc_status cpu_run_node(const sc_node *node, const sc_tensor *in, int n_in, sc_tensor *out, int n_out);
+/* The CPU kernels as graph/'s constant-folding evaluator (sc_bind_options.eval). */
+const sc_node_evaluator *cpu_evaluator(void);
 
 /* Threads used by the backend's parallel loops and oneDNN (OpenMP). 0 = library default. */
 void cpu_set_num_threads(int n);

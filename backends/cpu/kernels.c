@@ -1,4 +1,4 @@
-/* The CPU kernel table: one designated initializer per op (STYLE.md habit 2). Kernels are declared in
+/* The CPU kernel table: one designated initializer per op (docs/STYLE.md habit 2). Kernels are declared in
  * cpu_kernels.h and defined in one file per op family (cpu_<family>.c). tests/test_op_tables.c
  * fails if an op has neither an entry here nor a reason in cpu_kernel_missing_reason. */
 #include <omp.h>
@@ -138,4 +138,11 @@ sc_status cpu_errorf(const sc_kernel_call *call, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return sc_errorf("node '%s' (%s): %s", call->node->name, sc_op_name(call->node->op), msg);
+}
+
+static bool cpu_can_run(sc_op op) { return sc_cpu_kernels[op] != NULL; }
+
+const sc_node_evaluator *cpu_evaluator(void) {
+    static const sc_node_evaluator eval = {.can_run = cpu_can_run, .run = cpu_run_node};
+    return &eval;
 }

@@ -1,4 +1,4 @@
-/* The CUDA kernel table: one designated initializer per op (STYLE.md habit 2), launchers declared
+/* The CUDA kernel table: one designated initializer per op (docs/STYLE.md habit 2), launchers declared
  * in cu_kernels.h. A NULL entry is "not supported by the CUDA backend" with the reason below;
  * tests/cuda/test_cuda_ops.c fails on an op that has neither.
  */

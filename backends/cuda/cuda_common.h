@@ -9,7 +9,7 @@
  * Kernels (cu_<family>.cu and the cuBLAS / cuDNN wrappers) enqueue work on ctx->stream and return;
  * they never synchronise except to read a small input back (cu_read_i64 / cu_read_f64).
  *
- * Error checking (STYLE.md habit 7): every CUDA, cuBLAS and cuDNN call goes through CU_CHECK /
+ * Error checking (docs/STYLE.md habit 7): every CUDA, cuBLAS and cuDNN call goes through CU_CHECK /
  * CUBLAS_CHECK / CUDNN_CHECK, which return an sc_status naming the node, file, line and the
  * library's error text; every launch is followed by CU_LAUNCH_CHECK (in the launcher, after the
  * helper that picked a template instance). Not checked, on purpose: calls in teardown paths

@@ -10,7 +10,7 @@
  * defaults (onnx/backend/test/loader: rtol 1e-3, atol 1e-7), NaN equal to NaN, infinities equal only
  * to themselves; everything else bit-exact.
  *
- * Scorch needs static shapes (DESIGN.md): inputs that determine an output's shape (Reshape's shape,
+ * Scorch needs static shapes (docs/DESIGN.md): inputs that determine an output's shape (Reshape's shape,
  * Slice's starts, Resize's scales, ... and whatever those are computed from) must be constants known
  * at load. Many node tests feed them as graph inputs, with the value in input_<i>.pb; the runner
  * binds those as constants before graph_prepare, as a user binds a symbolic dim at load. All other
@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backends/cpu/cpu.h"
 #include "backends/executor.h"
 #include "graph/passes.h"
 #include "import/onnx.h"
@@ -322,7 +323,7 @@ static sc_status data_set_run(const char *case_dir, const char *set_dir, const t
     if ((st = shape_inputs_freeze(g, &in, feed))) goto done;
     if ((st = feed_map(g, &in, in_names, n_in_names, feed))) goto done;
     if ((st = dims_bind_from(g, &in, feed, binds, &n_binds))) goto done;
-    sc_bind_options opt = {.batch = 0, .seq = 0, .dims = binds, .n_dims = n_binds};
+    sc_bind_options opt = {.batch = 0, .seq = 0, .dims = binds, .n_dims = n_binds, .eval = cpu_evaluator()};
     if ((st = graph_prepare(g, &opt))) goto done;
 
     /* graph_prepare may drop inputs no output depends on: map again against the prepared graph. */

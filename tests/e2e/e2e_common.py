@@ -1,4 +1,4 @@
-"""Shared harness of the end-to-end training tests against PyTorch (tests/e2e.cmake, issue 3 "Tests").
+"""Shared harness of the end-to-end training tests against PyTorch (tests/e2e.cmake).
 
 Each model script (e2e_resnet18.py, e2e_dranet.py, e2e_gpt.py) writes an ONNX model and seeded data
 (x.npy, y.npy) into --workdir, then runs one check with `scorch-run train` on that data and with

@@ -1,4 +1,4 @@
-/* libFuzzer target: the ONNX importer and the passes that follow it (issue 6).
+/* libFuzzer target: the ONNX importer and the passes that follow it.
  *
  * Contract under test: any byte string given to sc_model_load_buffer either loads or is rejected with
  * a non-empty status, and a loaded model then either prepares (dims bound with batch 1, seq 4, shapes
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backends/cpu/cpu.h"
 #include "tools/stages.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -46,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     if (!m) abort();
-    sc_bind_options opt = {.batch = 1, .seq = 4};
+    sc_bind_options opt = {.batch = 1, .seq = 4, .eval = cpu_evaluator()};
     st = graph_prepare(&m->graph, &opt);
     if (st) check_rejection(st, "graph_prepare");
     sc_model_free(m);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu.h"
 #include "tools/stages.h"
 
 static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -23,7 +24,7 @@ static int check_file(const char *path, const char *name) {
     sc_status st = sc_model_load(path, &m);
     if (!st) {
         stage = "prepare";
-        sc_bind_options opt = {.batch = 1, .seq = 4};
+        sc_bind_options opt = {.batch = 1, .seq = 4, .eval = cpu_evaluator()};
         st = graph_prepare(&m->graph, &opt);
     }
     int bad = 0;

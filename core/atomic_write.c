@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "import/onnx.h"
+#include "core/atomic_write.h"
 
 static sc_status write_all(int fd, const void *data, size_t size, const char *tmp) {
     const char *p = data;
