@@ -53,6 +53,15 @@ uint32_t onnx_field_number(const ProtobufCMessageDescriptor *d, const char *name
  * writing it, so a model's file does not stay resident beside its decoded weights. */
 void onnx_bytes_drop(const sc_model *m, const void *p, size_t n);
 
+/* A bump allocator for unpacked messages (proto_pool.c), as a ProtobufCAllocator: alloc and free
+ * take a proto_block ** as their pool (free does nothing; release frees every block, reset keeps
+ * one shared block for the next message, so no page is faulted twice). */
+typedef struct proto_block proto_block;
+void *proto_pool_alloc(void *pool, size_t size);
+void proto_pool_free(void *pool, void *ptr);
+void proto_pool_release(proto_block *b);
+void proto_pool_reset(proto_block **head);
+
 /* Serialized bytes appended to a growing buffer (malloc; free p). */
 typedef struct {
     uint8_t *p;

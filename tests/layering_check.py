@@ -8,7 +8,8 @@ through the code:
 (core: errors, tensors, files; graph: the IR and its passes; import: ONNX to IR; autodiff: the
 training graph; schedule: plans; backends: executing them; train: the session; api: the public
 library; tools: scorch-run). So constant folding in graph/ takes its evaluator from the caller and
-the atomic write lives in core/. Fails listing every upward include.
+the atomic write lives in core/. Fails listing every upward include, and every library file over
+MAX_LINES lines (a file that long holds more than one idea: split it by what its parts do).
 
   layering_check.py SOURCE_DIR
 """
@@ -19,6 +20,7 @@ import sys
 ORDER = ["core", "graph", "import", "autodiff", "schedule", "backends", "train", "api", "tools"]
 RANK = {d: i for i, d in enumerate(ORDER)}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+MAX_LINES = 600
 
 
 def main():
@@ -32,7 +34,10 @@ def main():
                 path = os.path.join(dirpath, name)
                 files += 1
                 with open(path, errors="replace") as f:
-                    for line_no, line in enumerate(f, 1):
+                    lines = f.readlines()
+                    if len(lines) > MAX_LINES:
+                        bad.append("%s has %d lines, over %d" % (os.path.relpath(path, root), len(lines), MAX_LINES))
+                    for line_no, line in enumerate(lines, 1):
                         m = INCLUDE.match(line)
                         top = m.group(1).split("/")[0] if m else None
                         if top in RANK and RANK[top] > RANK[stage]:
@@ -45,7 +50,8 @@ def main():
         print("FAIL: " + b)
     if bad:
         return 1
-    print("layering: %d files, every include points to its own stage or an earlier one" % files)
+    print("layering: %d files, every include points to its own stage or an earlier one, none over %d lines" %
+          (files, MAX_LINES))
     return 0
 
 

@@ -288,7 +288,7 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
     if ((o = args_get(s, "batch"))->set && (cfg->batch = o->i) < 1) return "--batch must be at least 1";
     if ((o = args_get(s, "seq"))->set && (cfg->seq = o->i) < 1) return "--seq must be at least 1";
     if ((o = args_get(s, "threads"))->set && (cfg->threads = (int)o->i) < 1) return "--threads must be at least 1";
-    int k;
+    int k = 0;
     cfg->device = SC_DEVICE_AUTO; /* as train: the GPU when present */
     if ((o = args_get(s, "device"))->set && (k = device_parse(o->s)) < 0) return "--device must be cpu, cuda or auto";
     if (o->set) cfg->device = (sc_device)k;

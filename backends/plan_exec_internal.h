@@ -1,0 +1,83 @@
+/* Private to the plan executor's files (plan_exec.c, the device side; plan_exec_host.c, the host
+ * side): the session and the calls between the two halves. */
+#ifndef SC_PLAN_EXEC_INTERNAL_H
+#define SC_PLAN_EXEC_INTERNAL_H
+
+#include <pthread.h>
+
+#include "backends/plan_exec.h"
+
+struct sc_plan_session {
+    sc_backend *be;
+    sc_graph *g;
+    const sc_plan *plan;
+    char *base;          /* device arena */
+    int *root;           /* per value: storage root (in-place outputs resolved to their input) */
+    int *fixed_iv;       /* per value: its fixed interval, -1 if none */
+    int *cur;            /* per value (root): interval resident now, -1 when not resident */
+    void **host;         /* per value: host copy made by OFFLOAD (or streamed home), NULL if none */
+    int64_t *host_step;  /* per value: the step (n_step) whose OFFLOAD made host[v], 0 if none */
+    int64_t n_step;      /* steps started */
+    int64_t *xfer;       /* plan transfer id -> backend transfer id */
+    int n_xfer;
+    bool *streamed;      /* per value: persistent, home in host memory (no fixed interval) */
+    bool *pinned;        /* per value: its home was pinned by the backend (host_pin), to unpin */
+    int *feed_of;        /* per value: its index among the graph inputs, -1 */
+    int *last_xfer;      /* per value: plan transfer id of its latest OFFLOAD or PREFETCH this step, -1 */
+    int *release_at;     /* per value: the HOST_RUN step after which its host copy returns to the pool, -1 */
+    struct pooled {
+        void *p;
+        size_t bytes;
+    } *pool;             /* released host copies */
+    int n_pool, cap_pool;
+    int64_t host_made;   /* bytes of host copies allocated (sc_plan_stats.host_bytes) */
+    pthread_mutex_t pool_mu; /* the pool: the executor takes, the host worker gives back */
+    /* host worker (HOST_RUN): a FIFO of queued updates, drained at the end of every step */
+    struct host_job {
+        int step;             /* the HOST_RUN's plan step */
+        sc_tensor in[8], out[4];
+    } *jobs;
+    int n_jobs_cap, job_head, job_tail; /* [head, tail) waiting or running */
+    pthread_t worker;
+    pthread_mutex_t mu;
+    pthread_cond_t has_job, idle;
+    bool worker_started, worker_stop, pool_mu_ready;
+    sc_status worker_err; /* the first failed update of the step */
+    bool *waited;        /* per plan transfer id: its WAIT ran this step */
+    bool *taken;         /* per interval: a later interval took over its block (plan->iv_from) */
+    const sc_tensor *feeds; /* the inputs of the step in progress (HOST_RUN reads lr and step there) */
+#ifndef NDEBUG
+    struct inflight {
+        int64_t id, lo, hi; /* backend transfer id, device byte range [lo, hi) */
+        bool h2d;
+    } *fly;
+    int n_fly;
+#endif
+    double *step_time;
+    sc_plan_stats stats;
+};
+
+static inline int64_t value_bytes(const sc_graph *g, int v) {
+    int64_t b = sc_desc_bytes(&g->values[v].desc);
+    return b < 0 ? 0 : b;
+}
+
+static inline size_t host_bytes(int64_t bytes) { return (size_t)plan_host_buffer_bytes(bytes); }
+
+/* plan_exec_host.c */
+void *host_copy_alloc(const sc_plan_session *s, size_t bytes);
+void host_copy_free(const sc_plan_session *s, void *p);
+void homes_pin(sc_plan_session *s);   /* the streamed homes, through the backend's host_pin */
+void homes_unpin(sc_plan_session *s);
+/* Host side of a transferred value: its home, or a session buffer (pooled) made at its first transfer. */
+void *host_of(sc_plan_session *s, int v, int64_t bytes, sc_status *st);
+/* The host copy of computed value v made by this step's OFFLOAD, or NULL. */
+const void *host_current(const sc_plan_session *s, int v);
+sc_status worker_start(sc_plan_session *s, int n_host_runs);
+sc_status worker_drain(sc_plan_session *s); /* waits for the queued updates; the first failure */
+void worker_stop(sc_plan_session *s);
+sc_status step_host_run(sc_plan_session *s, int i);        /* HOST_RUN step i, queued for the worker */
+sc_status step_host_run_inline(sc_plan_session *s, int i); /* HOST_RUN step i, run now */
+bool plan_exec_host_worker_forced(void);
+
+#endif
