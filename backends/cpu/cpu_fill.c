@@ -5,17 +5,12 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_broadcast.h"
+#include "backends/common/common.h"
 #include "backends/cpu/cpu_kernels.h"
 
 sc_status cpu_shape(const sc_kernel_call *c) {
     const sc_desc *x = &c->in[0].desc;
-    const sc_shape_attrs *a = &c->node->attrs->shape;
-    int64_t r = x->rank, start = a->start, end = a->has_end ? a->end : r;
-    if (start < 0) start += r;
-    if (end < 0) end += r;
-    start = start < 0 ? 0 : start > r ? r : start;
-    end = end < 0 ? 0 : end > r ? r : end;
-    int64_t n = end > start ? end - start : 0;
+    int64_t start, n = sc_shape_range(x, &c->node->attrs->shape, &start);
     if (c->out[0].desc.dtype != SC_I64 || sc_desc_numel(&c->out[0].desc) != n)
         return cpu_errorf(c, "output must be i64[%lld]", (long long)n);
     int64_t *y = c->out[0].data;

@@ -15,27 +15,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backends/common/common.h"
 #include "backends/cpu/cpu_kernels.h"
-
-/* The shortest decimal that rounds to f, as a double: attributes and lr arrive as f32, while torch
- * holds the user's decimal (0.9, 1e-3) as a Python double. Recovering it makes the scalar math
- * (bias corrections, 1 - lr * wd) agree with torch's to the last bit in the common cases. */
-static double decimal_of(float f) {
-    char buf[32];
-    for (int digits = 6; digits < 9; digits++) {
-        snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
-        double d = strtod(buf, NULL);
-        if ((float)d == f) return d;
-    }
-    return (double)f;
-}
 
 /* lr is a user's decimal (decimal_of); grad_scale is computed, so it is taken as it is. */
 static sc_status read_f32_scalar(const sc_kernel_call *c, int i, const char *what, bool decimal, double *v) {
     if (c->in[i].desc.dtype != SC_F32 || sc_desc_numel(&c->in[i].desc) != 1)
         return cpu_errorf(c, "%s must be an f32 scalar", what);
     float f = *(const float *)c->in[i].data;
-    *v = decimal ? decimal_of(f) : (double)f;
+    *v = decimal ? sc_decimal_of(f) : (double)f;
     return SC_OK;
 }
 
@@ -89,7 +77,7 @@ sc_status cpu_sgd_update(const sc_kernel_call *c) {
     if (c->in[0].desc.dtype == SC_F32)
         sgd_f32(n, c->in[0].data, c->in[1].data, m, (float)lr, (float)gs, a->weight_decay, a->momentum, a->nesterov);
     else
-        sgd_f64(n, c->in[0].data, c->in[1].data, m, lr, gs, decimal_of(a->weight_decay), decimal_of(a->momentum),
+        sgd_f64(n, c->in[0].data, c->in[1].data, m, lr, gs, sc_decimal_of(a->weight_decay), sc_decimal_of(a->momentum),
                 a->nesterov);
     return SC_OK;
 }
@@ -124,7 +112,7 @@ sc_status cpu_adamw_update(const sc_kernel_call *c) {
     if (t < 1) return cpu_errorf(c, "step %lld must be >= 1 (1-based)", (long long)t);
     if (c->n_in > 6 && c->in[6].data) SC_TRY(read_f32_scalar(c, 6, "grad_scale", false, &gs));
     /* torch rounds its attributes to Python floats (double) and the lr to the scalar passed in. */
-    double b1 = decimal_of(a->beta1), b2 = decimal_of(a->beta2), wd = decimal_of(a->weight_decay);
+    double b1 = sc_decimal_of(a->beta1), b2 = sc_decimal_of(a->beta2), wd = sc_decimal_of(a->weight_decay);
     double decay = 1.0 - lr * wd;
     double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
     double step_size = lr / bc1, bc2_sqrt = sqrt(bc2);
@@ -133,6 +121,6 @@ sc_status cpu_adamw_update(const sc_kernel_call *c) {
                   (float)(1 - b1), (float)b2, (float)(1 - b2), (float)step_size, (float)bc2_sqrt, a->eps);
     else
         adamw_f64(n, c->in[0].data, c->in[1].data, c->in[2].data, c->in[3].data, decay, gs, b1, 1 - b1, b2, 1 - b2, step_size,
-                  bc2_sqrt, decimal_of(a->eps));
+                  bc2_sqrt, sc_decimal_of(a->eps));
     return SC_OK;
 }

@@ -11,24 +11,8 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_broadcast.h"
+#include "backends/common/common.h"
 #include "backends/cpu/cpu_kernels.h"
-
-/* Source index on one axis for output index i, or -1 for the constant value. */
-static int64_t pad_source(int64_t i, int64_t begin, int64_t dim, sc_pad_mode mode) {
-    int64_t j = i - begin;
-    if (j >= 0 && j < dim) return j;
-    switch (mode) {
-    case SC_PAD_EDGE: return j < 0 ? 0 : dim - 1;
-    case SC_PAD_REFLECT: {
-        if (dim == 1) return 0;
-        int64_t p = 2 * (dim - 1);
-        j = ((j % p) + p) % p;
-        return j >= dim ? p - j : j;
-    }
-    case SC_PAD_WRAP: return ((j % dim) + dim) % dim;
-    default: return -1;
-    }
-}
 
 sc_status cpu_pad(const sc_kernel_call *c) {
     const sc_desc *x = &c->in[0].desc, *y = &c->out[0].desc;
@@ -81,14 +65,14 @@ sc_status cpu_pad(const sc_kernel_call *c) {
         int64_t f = row, off = 0;
         bool constant_row = false;
         for (int i = r - 2; i >= 0; i--) {
-            int64_t j = pad_source(f % y->dims[i], begin[i], x->dims[i], mode);
+            int64_t j = sc_pad_source(f % y->dims[i], begin[i], x->dims[i], mode);
             f /= y->dims[i];
             if (j < 0) constant_row = true;
             else off += j * xs[i];
         }
         char *o = dst + row * inner * (int64_t)es;
         for (int64_t i = 0; i < inner; i++) {
-            int64_t j = r ? pad_source(i, begin[r - 1], x->dims[r - 1], mode) : 0;
+            int64_t j = r ? sc_pad_source(i, begin[r - 1], x->dims[r - 1], mode) : 0;
             const void *from = constant_row || j < 0 ? (const void *)value : (const void *)(src + (off + j) * (int64_t)es);
             memcpy(o + i * (int64_t)es, from, es);
         }

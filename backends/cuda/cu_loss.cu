@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backends/common/common.h"
 #include "backends/cuda/cu_block.cuh"
 #include "backends/cuda/cu_kernels.h"
 
@@ -165,21 +166,10 @@ __global__ void k_adamw(int64_t n, T *w, const T *g, T *m, T *v, T decay, T gs, 
     }
 }
 
-/* The shortest decimal that rounds to f (cpu_optim.c's decimal_of, same reason: torch's scalars). */
-static double decimal_of(float f) {
-    char buf[32];
-    for (int digits = 6; digits < 9; digits++) {
-        snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
-        double d = strtod(buf, NULL);
-        if ((float)d == f) return d;
-    }
-    return (double)f;
-}
-
 static sc_status f32_scalar(const cu_call *c, int i, const char *what, bool decimal, double *v) {
     if (c->in[i].desc.dtype != SC_F32 || sc_desc_numel(&c->in[i].desc) != 1) return cu_errorf(c, "%s must be an f32 scalar", what);
     SC_TRY(cu_read_f64(c, i, v));
-    if (decimal) *v = decimal_of((float)*v);
+    if (decimal) *v = sc_decimal_of((float)*v);
     return SC_OK;
 }
 
@@ -313,7 +303,7 @@ sc_status cu_sgd_update(const cu_call *c) {
                                                     (float)gs, a->weight_decay, a->momentum, a->nesterov);
     else
         k_sgd<double><<<cu_grid(n), CU_BLOCK, 0, s>>>(n, (double *)c->in[0].data, (const double *)c->in[1].data, (double *)m, lr, gs,
-                                                     decimal_of(a->weight_decay), decimal_of(a->momentum), a->nesterov);
+                                                     sc_decimal_of(a->weight_decay), sc_decimal_of(a->momentum), a->nesterov);
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }
@@ -331,7 +321,7 @@ sc_status cu_adamw_update(const cu_call *c) {
     SC_TRY(cu_read_f64(c, 5, &td));
     if (td < 1) return cu_errorf(c, "step %g must be >= 1 (1-based)", td);
     if (c->n_in > 6 && c->in[6].data) SC_TRY(f32_scalar(c, 6, "grad_scale", false, &gs));
-    double b1 = decimal_of(a->beta1), b2 = decimal_of(a->beta2), wd = decimal_of(a->weight_decay);
+    double b1 = sc_decimal_of(a->beta1), b2 = sc_decimal_of(a->beta2), wd = sc_decimal_of(a->weight_decay);
     double decay = 1.0 - lr * wd, bc1 = 1.0 - pow(b1, td), bc2 = 1.0 - pow(b2, td);
     double step_size = lr / bc1, bc2_sqrt = sqrt(bc2);
     if (n == 0) return SC_OK;
@@ -342,7 +332,7 @@ sc_status cu_adamw_update(const cu_call *c) {
             (float)bc2_sqrt, a->eps);
     else
         k_adamw<double><<<cu_grid(n), CU_BLOCK, 0, s>>>(n, (double *)c->in[0].data, (const double *)c->in[1].data, (double *)c->in[2].data,
-            (double *)c->in[3].data, decay, gs, b1, 1 - b1, b2, 1 - b2, step_size, bc2_sqrt, decimal_of(a->eps));
+            (double *)c->in[3].data, decay, gs, b1, 1 - b1, b2, 1 - b2, step_size, bc2_sqrt, sc_decimal_of(a->eps));
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

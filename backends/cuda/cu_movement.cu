@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backends/common/common.h"
 #include "backends/cuda/cu_block.cuh"
 #include "backends/cuda/cu_kernels.h"
 
@@ -189,28 +190,12 @@ typedef struct {
     int mode;
 } pad_geom;
 
-__device__ __forceinline__ int64_t pad_source(int64_t i, int64_t begin, int64_t dim, int mode) {
-    int64_t j = i - begin;
-    if (j >= 0 && j < dim) return j;
-    switch (mode) {
-    case SC_PAD_EDGE: return j < 0 ? 0 : dim - 1;
-    case SC_PAD_REFLECT: {
-        if (dim == 1) return 0;
-        int64_t p = 2 * (dim - 1);
-        j = ((j % p) + p) % p;
-        return j >= dim ? p - j : j;
-    }
-    case SC_PAD_WRAP: return ((j % dim) + dim) % dim;
-    default: return -1;
-    }
-}
-
 template <typename T> __global__ void k_pad(pad_geom g, const T *x, T *y, T value, int64_t n) {
     GRID_STRIDE(i, n) {
         int64_t f = i, off = 0;
         bool constant = false;
         for (int d = g.rank - 1; d >= 0; d--) {
-            int64_t j = pad_source(f % g.ydims[d], g.begin[d], g.xdims[d], g.mode);
+            int64_t j = sc_pad_source(f % g.ydims[d], g.begin[d], g.xdims[d], g.mode);
             f /= g.ydims[d];
             if (j < 0) constant = true;
             else off += j * g.xst[d];
@@ -441,13 +426,7 @@ sc_status cu_trilu(const cu_call *c) {
 /* The dims are known on the host: a small pageable copy (staged by the driver before it returns). */
 sc_status cu_shape(const cu_call *c) {
     const sc_desc *x = &c->in[0].desc;
-    const sc_shape_attrs *a = &c->node->attrs->shape;
-    int64_t r = x->rank, start = a->start, end = a->has_end ? a->end : r;
-    if (start < 0) start += r;
-    if (end < 0) end += r;
-    start = start < 0 ? 0 : start > r ? r : start;
-    end = end < 0 ? 0 : end > r ? r : end;
-    int64_t n = end > start ? end - start : 0;
+    int64_t start, n = sc_shape_range(x, &c->node->attrs->shape, &start);
     if (c->out[0].desc.dtype != SC_I64 || sc_desc_numel(&c->out[0].desc) != n) return cu_errorf(c, "output must be i64[%lld]", (long long)n);
     if (n > 0) CU_CHECK(c, cudaMemcpyAsync(c->out[0].data, &x->dims[start], (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice, c->ctx->stream));
     return SC_OK;
