@@ -385,6 +385,7 @@ scorch_error *scorch_trainer_step(scorch_trainer *t, scorch_metrics *m) {
         m->peak_bytes = r.peak_bytes;
         m->bytes_h2d = r.bytes_h2d;
         m->bytes_d2h = r.bytes_d2h;
+        m->host_bytes = r.host_bytes;
     }
     return err(st);
 }

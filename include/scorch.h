@@ -114,6 +114,7 @@ typedef struct {
     int64_t tokens;        /* label positions of the batch (samples for non-language models) */
     int64_t peak_bytes;    /* with a memory budget: device bytes used at the peak; else -1 */
     int64_t bytes_h2d, bytes_d2h; /* with a budget: bytes moved to and from the device */
+    int64_t host_bytes;    /* with a budget: host memory of the plan's copies of moved values */
 } scorch_metrics;
 
 /* Loads the model, builds its training graph and, with a budget, its plan; o may be NULL (defaults). */

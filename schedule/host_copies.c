@@ -9,8 +9,10 @@
  *     plan_host_release_steps gives it a release step: a value only host updates read after its
  *     offload (a gradient) returns its buffer to a pool after its last host read, and a later copy
  *     of exactly the same size takes it from there.
- * Buffers kept across steps make the second step allocate nothing: the first step's total is the
- * session's whole footprint, which is what plan_host_copy_bytes returns. With host updates on a
+ * Buffers kept across steps make later steps allocate little: a pooled buffer that a kept value
+ * adopted in one step is missing from the pool in the next, which then allocates once more. The
+ * replay runs step after step until one allocates nothing and returns the total: the session's
+ * whole footprint from then on (2 steps in practice; at most 8 are replayed). With host updates on a
  * worker thread (device backends) a copy can be needed before the worker has pooled an equal one,
  * so the figure is the inline (CPU backend) footprint; the worker's can exceed it by the copies of
  * updates still queued. */
@@ -94,40 +96,57 @@ static int64_t value_bytes(const sc_graph *g, int v) {
     return b < 0 ? 0 : b;
 }
 
-int64_t plan_host_copy_bytes(const sc_graph *g, const sc_plan *p) {
-    size_t nv = (size_t)g->n_values + 1;
-    int *root = malloc(nv * sizeof *root), *release_at = malloc(nv * sizeof *release_at);
-    bool *home = malloc(nv), *has = calloc(nv, 1);
-    pool_slot *pool = malloc(nv * sizeof *pool);
-    int64_t total = -1;
-    if (root && release_at && home && has && pool && plan_host_homes(g, p, home)) {
-        plan_value_roots(g, root);
-        plan_host_release_steps(g, p, root, release_at);
-        int n_pool = 0;
-        total = 0;
-        for (int i = 0; i < p->n_steps; i++) {
-            const sc_step *sp = &p->steps[i];
-            if (sp->kind == SC_STEP_PREFETCH || sp->kind == SC_STEP_OFFLOAD) {
-                int v = sp->value;
-                int64_t size = plan_host_buffer_bytes(value_bytes(g, v));
-                if (home[v] || has[v]) continue;
-                has[v] = true;
-                if (!pool_take(pool, n_pool, size)) total += size;
-            } else if (sp->kind == SC_STEP_HOST_RUN) {
-                const sc_node *n = &g->nodes[sp->node];
-                for (int k = 0; k < n->n_in; k++) {
-                    int v = n->in[k] >= 0 ? root[n->in[k]] : -1;
-                    if (v < 0 || release_at[v] != i || !has[v]) continue;
-                    has[v] = false;
-                    n_pool = pool_give(pool, n_pool, plan_host_buffer_bytes(value_bytes(g, v)));
-                }
+/* The executor's state between steps: which values hold a buffer, and the pool. */
+typedef struct {
+    int *root, *release_at;
+    bool *home, *has;
+    pool_slot *pool;
+    int n_pool;
+} replay;
+
+/* One step of the plan, as the executor runs it inline; returns the bytes it allocates. */
+static int64_t replay_step(const sc_graph *g, const sc_plan *p, replay *r) {
+    int64_t made = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        const sc_step *sp = &p->steps[i];
+        if (sp->kind == SC_STEP_PREFETCH || sp->kind == SC_STEP_OFFLOAD) {
+            int v = sp->value;
+            int64_t size = plan_host_buffer_bytes(value_bytes(g, v));
+            if (r->home[v] || r->has[v]) continue;
+            r->has[v] = true;
+            if (!pool_take(r->pool, r->n_pool, size)) made += size;
+        } else if (sp->kind == SC_STEP_HOST_RUN) {
+            const sc_node *n = &g->nodes[sp->node];
+            for (int k = 0; k < n->n_in; k++) {
+                int v = n->in[k] >= 0 ? r->root[n->in[k]] : -1;
+                if (v < 0 || r->release_at[v] != i || !r->has[v]) continue;
+                r->has[v] = false;
+                r->n_pool = pool_give(r->pool, r->n_pool, plan_host_buffer_bytes(value_bytes(g, v)));
             }
         }
     }
-    free(root);
-    free(release_at);
-    free(home);
-    free(has);
-    free(pool);
+    return made;
+}
+
+int64_t plan_host_copy_bytes(const sc_graph *g, const sc_plan *p) {
+    size_t nv = (size_t)g->n_values + 1;
+    replay r = {.root = malloc(nv * sizeof(int)), .release_at = malloc(nv * sizeof(int)), .home = malloc(nv),
+                .has = calloc(nv, 1), .pool = malloc(nv * sizeof(pool_slot))};
+    int64_t total = -1;
+    if (r.root && r.release_at && r.home && r.has && r.pool && plan_host_homes(g, p, r.home)) {
+        plan_value_roots(g, r.root);
+        plan_host_release_steps(g, p, r.root, r.release_at);
+        total = 0;
+        for (int rep = 0; rep < 8; rep++) {
+            int64_t made = replay_step(g, p, &r);
+            total += made;
+            if (!made) break;
+        }
+    }
+    free(r.root);
+    free(r.release_at);
+    free(r.home);
+    free(r.has);
+    free(r.pool);
     return total;
 }

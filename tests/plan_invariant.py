@@ -105,6 +105,7 @@ def train(path, model, extra, out):
 
 
 PEAK_RE = re.compile(r"peak planned (\d+) measured (\d+)")
+HOST_RE = re.compile(r"host copies: planned (\d+) measured (\d+)")
 SMALLEST_RE = re.compile(r"(?:smallest|minimum|needs)[^0-9]*?(\d+) bytes")
 
 
@@ -230,6 +231,10 @@ def check_point(path, model, extra, what, budget, peak0, ref):
     planned, measured = int(m.group(1)), int(m.group(2))
     if planned != js["planned_peak"] or measured != planned:
         fail("%s: planned %d (plan command: %d), measured %d" % (what, planned, js["planned_peak"], measured))
+    # host copies of moved values: the CPU backend runs host updates inline, so exactly the plan's
+    h = HOST_RE.search(log)
+    if js["host_bytes"] > 0 and (not h or int(h.group(1)) != js["host_bytes"] or int(h.group(2)) != js["host_bytes"]):
+        fail("%s: host copies planned %d (plan command), train says %s" % (what, js["host_bytes"], h.group(0) if h else "nothing"))
     same_weights(ref, initializers("out.onnx"), what)
     print("ok %s: %s, peak %d (activations %.0f%% of none's), recompute %.3g flops" %
           (what, js["strategy"], planned, 100.0 * (planned - js["fixed_bytes"]) / (peak0 - js["fixed_bytes"]),

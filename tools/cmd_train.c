@@ -62,6 +62,7 @@ typedef struct {
     FILE *log;
     int64_t peak_bytes;     /* max measured arena high-water mark (plans) */
     int64_t bytes_h2d, bytes_d2h; /* moved by the last step (plans) */
+    int64_t host_bytes;           /* host copies of the session after the last step (plans) */
     double *exec_times;     /* per step of this run, for the median */
     int64_t n_exec, cap_exec;
 } progress;
@@ -100,6 +101,10 @@ static void plan_report_line(const sc_trainer *t, progress *p) {
            (long long)pl->bytes_h2d, (long long)pl->bytes_d2h, (double)pl->bytes_h2d / per, (double)pl->bytes_d2h / per,
            (long long)p->bytes_h2d, (long long)p->bytes_d2h, plan_update_name(pl->update_on),
            pl->update_on == SC_UPDATE_HOST ? " (streamed parameters)" : "");
+    if (pl->host_bytes > 0 || p->host_bytes > 0)
+        printf("host copies: planned %lld measured %lld bytes (%s / %s) beside the parameters and state\n",
+               (long long)pl->host_bytes, (long long)p->host_bytes, fmt_bytes(pl->host_bytes, a, sizeof a),
+               fmt_bytes(p->host_bytes, b, sizeof b));
 }
 
 static void progress_show(progress *p, const sc_trainer *t, const sc_step_result *r) {
@@ -167,6 +172,7 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
         p->done++;
         if (r.peak_bytes > p->peak_bytes) p->peak_bytes = r.peak_bytes;
         p->bytes_h2d = r.bytes_h2d, p->bytes_d2h = r.bytes_d2h;
+        p->host_bytes = r.host_bytes;
         exec_time_add(p, r.exec_time);
         p->units += strcmp(p->unit_name, "tokens") ? r.samples : r.tokens;
         if (p->log) {

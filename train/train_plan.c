@@ -164,7 +164,8 @@ sc_status train_plan_open(sc_trainer *t) {
     return st;
 }
 
-sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h) {
+sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h,
+                         int64_t *host_bytes) {
     SC_TRY(plan_session_step(t->session, t->feeds, t->outs));
     for (int i = 0; i < t->tg.n_writebacks; i++)
         SC_TRY(plan_session_copy_value(t->session, t->tg.wb_src[i], t->tg.wb_dst[i]));
@@ -173,6 +174,7 @@ sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, in
     plan_session_stats(t->session, &ps);
     *peak_bytes = ps.peak_bytes;
     *h2d = ps.bytes_h2d, *d2h = ps.bytes_d2h;
+    *host_bytes = ps.host_bytes;
     *seconds = ps.step_seconds; /* the plan alone: writebacks and the copy to the host excluded */
     return SC_OK;
 }

@@ -276,13 +276,14 @@ static void writebacks_apply(sc_trainer *t) {
 
 /* The step's graph execution: the plan's session, or the store-everything executor; *seconds is
  * the time of the execution itself. */
-static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h) {
+static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h,
+                              int64_t *host_bytes) {
     *peak_bytes = -1;
     *seconds = 0;
-    *h2d = *d2h = 0;
+    *h2d = *d2h = *host_bytes = 0;
     if (t->cfg.use_plan) {
         if (!t->session) return sc_errorf("no plan to run (the last re-plan failed)");
-        return train_plan_run(t, peak_bytes, seconds, h2d, d2h);
+        return train_plan_run(t, peak_bytes, seconds, h2d, d2h, host_bytes);
     }
     double t0 = sc_clock_seconds();
     sc_status st = sc_forward_cpu(&t->model->graph, t->feeds, t->outs);
@@ -307,9 +308,9 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
     outs_release(t);
     cpu_params_changed(); /* the last step, a loaded state or a restore changed weights in place */
     cpu_set_dropout_rng(t->cfg.seed, (uint64_t)step); /* Dropout masks: a function of (seed, step) */
-    int64_t peak_bytes, h2d, d2h;
+    int64_t peak_bytes, h2d, d2h, host_bytes;
     double exec_time;
-    sc_status st = step_execute(t, &peak_bytes, &exec_time, &h2d, &d2h);
+    sc_status st = step_execute(t, &peak_bytes, &exec_time, &h2d, &d2h, &host_bytes);
     if (st) {
         st = sc_status_prefix(st, "step %lld: ", (long long)step);
         if (!t->snapshot) return train_spent(t, st); /* updates before the failing node ran in place */
@@ -340,6 +341,7 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
         r->exec_time = exec_time;
         r->peak_bytes = peak_bytes;
         r->bytes_h2d = h2d, r->bytes_d2h = d2h;
+        r->host_bytes = host_bytes;
     }
     return SC_OK;
 }

@@ -97,6 +97,8 @@ typedef struct {
     double exec_time;       /* seconds spent executing the graph or the plan (data and checks excluded) */
     int64_t peak_bytes;     /* with a plan: the arena high-water mark measured during the step; else -1 */
     int64_t bytes_h2d, bytes_d2h; /* with a plan: bytes the step moved each way (feeds and outputs included) */
+    int64_t host_bytes;     /* with a plan: host memory of the session's copies of moved values (plan->host_bytes
+                               with inline host updates); else 0 */
 } sc_step_result;
 
 sc_status sc_trainer_create(const sc_trainer_config *cfg, sc_trainer **out);

@@ -59,7 +59,8 @@ sc_status train_spent(sc_trainer *t, sc_status st);
  * (after a restore or a loaded state). */
 sc_status train_plan_open(sc_trainer *t);
 void train_plan_close(sc_trainer *t);
-sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h);
+sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h,
+                         int64_t *host_bytes);
 sc_status train_plan_reload(sc_trainer *t);
 
 #endif
