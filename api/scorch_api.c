@@ -312,6 +312,10 @@ scorch_error *scorch_options_set(scorch_options *o, const char *key, const char 
         st = string_value(o, 3, value, &c->train.freeze_regex);
     } else if (!strcmp(key, "resume")) {
         st = string_value(o, 4, value, &c->resume_dir);
+    } else if (!strcmp(key, "link-bandwidth")) {
+        double bw = (double)sc_parse_size(value);
+        if (!(bw > 0)) st = sc_errorf("option link-bandwidth: '%s' is not a positive rate such as 25GB", value);
+        else c->link_bandwidth = c->plan.link_bandwidth = bw;
     } else if (!strcmp(key, "memory") || !strcmp(key, "strategy") || !strcmp(key, "offload") ||
                !strcmp(key, "optimizer-on")) {
         st = plan_option(o, key, value);

@@ -71,6 +71,10 @@ sc_status backend_cpu_create(int64_t capacity, sc_backend **out);
  * that reads data before its WAIT is caught. */
 #define SC_CPU_INLINE_COPY_DEFAULT (64 << 10)
 void backend_cpu_set_inline_copies(sc_backend *b, int64_t max_bytes);
+/* A modelled link: every copy takes at least bytes / bytes_per_second on its direction's copy
+ * thread (each direction its own FIFO, as a GPU's copy engines), and none is done inline; 0 (the
+ * default) copies at memcpy speed. For studying offload on the CPU as it would behave over PCIe. */
+void backend_cpu_set_link_bandwidth(sc_backend *b, double bytes_per_second);
 
 
 static inline void backend_destroy(sc_backend *b) {

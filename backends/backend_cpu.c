@@ -8,21 +8,28 @@
  * steps that follow them until their WAIT. Transfer ids increase over both directions; each FIFO
  * completes in order, so "every transfer <= t finished" is "no queued job with id <= t" in either.
  * A small copy with nothing pending in its direction may be done at once by the caller
- * (backend_cpu_set_inline_copies). run_node is cpu_run_node.
+ * (backend_cpu_set_inline_copies). With a modelled link (backend_cpu_set_link_bandwidth) every copy
+ * lasts at least bytes / bandwidth on its lane, from when the lane starts it: the lane sleeps out
+ * what the memcpy did not take, so a plan meets a PCIe-like link, and the timeline model's FIFO per
+ * direction, without a GPU. run_node is cpu_run_node.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/backend.h"
 #include "core/alloc_fail.h"
+#include "core/clock.h"
 #include "backends/cpu/cpu.h"
 
 typedef struct {
     void *dst;
     const void *src;
     int64_t bytes, id;
+    double seconds; /* the modelled link's time for it; 0 = as fast as memcpy */
 } copy_job;
 
 struct cpu_ctx;
@@ -47,8 +54,18 @@ typedef struct cpu_ctx {
     int64_t issued;
     int64_t h2d, d2h;
     int64_t inline_max; /* backend_cpu_set_inline_copies */
+    double link_bandwidth; /* backend_cpu_set_link_bandwidth: bytes/s each way; 0 = memcpy speed */
     bool stop;
 } cpu_ctx;
+
+/* Sleeps out what a copy started at t0 has left of its modelled time. */
+static void link_pace(double t0, double seconds) {
+    double left = seconds - (sc_clock_seconds() - t0);
+    if (left <= 0) return;
+    struct timespec ts = {.tv_sec = (time_t)left, .tv_nsec = (long)((left - (double)(time_t)left) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
 
 static void *copy_thread(void *arg) {
     copy_lane *l = arg;
@@ -59,7 +76,9 @@ static void *copy_thread(void *arg) {
         if (l->q_head == l->q_tail && c->stop) break;
         copy_job j = l->q[l->q_head % l->q_cap];
         pthread_mutex_unlock(&c->mu);
+        double t0 = sc_clock_seconds();
         memcpy(j.dst, j.src, (size_t)j.bytes);
+        if (j.seconds > 0) link_pace(t0, j.seconds);
         pthread_mutex_lock(&c->mu);
         l->q_head++;
         pthread_cond_broadcast(&c->cv_done);
@@ -101,7 +120,7 @@ static void cpu_arena_destroy(sc_backend *b) {
 static sc_status copy_start(cpu_ctx *c, int d, void *dst, const void *src, int64_t bytes, int64_t *transfer) {
     copy_lane *l = &c->lane[d];
     pthread_mutex_lock(&c->mu);
-    if (bytes <= c->inline_max && l->q_head == l->q_tail) { /* the lane is idle: no handoff */
+    if (bytes <= c->inline_max && l->q_head == l->q_tail && c->link_bandwidth <= 0) { /* idle lane: no handoff */
         memcpy(dst, src, (size_t)bytes);
         *transfer = ++c->issued;
         pthread_mutex_unlock(&c->mu);
@@ -120,7 +139,8 @@ static sc_status copy_start(cpu_ctx *c, int d, void *dst, const void *src, int64
         l->q_cap = cap;
     }
     *transfer = ++c->issued;
-    l->q[l->q_tail % l->q_cap] = (copy_job){dst, src, bytes, *transfer};
+    l->q[l->q_tail % l->q_cap] =
+        (copy_job){dst, src, bytes, *transfer, c->link_bandwidth > 0 ? (double)bytes / c->link_bandwidth : 0};
     l->q_tail++;
     pthread_cond_signal(&l->cv_work);
     pthread_mutex_unlock(&c->mu);
@@ -215,6 +235,13 @@ static const sc_backend_i cpu_iface = {
     .params_changed = cpu_params_changed_hook,
     .destroy = cpu_destroy,
 };
+
+void backend_cpu_set_link_bandwidth(sc_backend *b, double bytes_per_second) {
+    cpu_ctx *c = b->ctx;
+    pthread_mutex_lock(&c->mu);
+    c->link_bandwidth = bytes_per_second > 0 ? bytes_per_second : 0;
+    pthread_mutex_unlock(&c->mu);
+}
 
 void backend_cpu_set_inline_copies(sc_backend *b, int64_t max_bytes) {
     cpu_ctx *c = b->ctx;

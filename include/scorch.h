@@ -99,7 +99,8 @@ void scorch_options_free(scorch_options *o);
  * data and labels (.npy files), tokens (a token file), token-dtype (uint16|int32), threads,
  * device (cpu|cuda|auto), tf32 (1|0), memory (a size: 512MiB, 2GiB, bytes), strategy
  * (none|sqrt|dc|optimal|auto), offload (none|weights|activations|both|auto), optimizer-on
- * (host|device|auto), rollback (auto|on|off), resume (a state folder). An unknown key or a bad
+ * (host|device|auto), link-bandwidth (a rate in bytes/s: 25GB; the CPU backend then models such a
+ * link), rollback (auto|on|off), resume (a state folder). An unknown key or a bad
  * value is an error naming both. Defaults: those of `scorch-run train`, except device (cpu). */
 scorch_error *scorch_options_set(scorch_options *o, const char *key, const char *value);
 

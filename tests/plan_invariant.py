@@ -350,6 +350,11 @@ def cli():
     # without the rollback copy: the state is checked, then read into the live values
     must(base + ["--steps", "4", "--resume", "st", "--rollback", "off", "-o", "resumed_nr.onnx"] + plan_opts)
     same_weights(initializers("full.onnx"), initializers("resumed_nr.onnx"), "resume under a dc plan, rollback off")
+    # a modelled link (--link-bandwidth: every copy paced on its direction's copy thread) moves the
+    # same bytes at another pace: the same weights
+    link_opts = ["--strategy", "dc", "--memory", str(peak0), "--offload", "both", "--link-bandwidth", "2GB"]
+    must(base + ["--steps", "4", "-o", "link.onnx"] + link_opts)
+    same_weights(initializers("full.onnx"), initializers("link.onnx"), "dc with offload over a 2 GB/s modelled link")
     p = run(base + ["--steps", "3", "--lr", "1e30", "-o", "nan.onnx"] + plan_opts)
     if p.returncode != 1 or "non-finite" not in p.stderr or os.path.exists("nan.onnx"):
         fail("NaN under a plan: exit %d, stderr %s" % (p.returncode, p.stderr))

@@ -3,7 +3,9 @@
  * under the none, sqrt, dc and optimal plans (every forward node its own segment, so sqrt and dc
  * recompute) give losses, parameters and optimizer state BIT-IDENTICAL (memcmp) to 3 steps of
  * sc_forward_cpu on an identical graph; the measured arena high-water mark equals the plan's
- * arena_bytes; a device capacity below the plan is refused with a clear message.
+ * arena_bytes; a device capacity below the plan is refused with a clear message. The modelled link
+ * (backend_cpu_set_link_bandwidth): every copy lasts at least bytes / bandwidth on its direction's
+ * FIFO, and the data arrives intact.
  * Fails through the exit code.
  */
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "backends/executor.h"
+#include "core/clock.h"
 #include "backends/plan_exec.h"
 #include "plan_test_graphs.h"
 
@@ -131,6 +134,43 @@ static void test_capacity(void) {
     graph_free(&m.g);
 }
 
+/* 1 MiB each way over a 100 MB/s link: each copy lasts at least 10.5 ms from when its lane starts
+ * it, so waiting for the second copy of a lane takes at least two copies' time, while the other
+ * lane runs beside it (only lower bounds are checked: a loaded machine may only add time). */
+static void test_link(void) {
+    enum { BYTES = 1 << 20 };
+    const double bw = 100e6, copy_s = BYTES / bw;
+    sc_backend *be = NULL;
+    sc_status st = backend_cpu_create(4 * BYTES, &be);
+    SC_ASSERT(!st);
+    backend_cpu_set_link_bandwidth(be, bw);
+    backend_cpu_set_inline_copies(be, INT64_MAX); /* a modelled link never copies inline */
+    char *dev = NULL;
+    st = be->iface->arena_create(be, 4 * BYTES, (void **)&dev);
+    SC_ASSERT(!st);
+    char *host = malloc(4 * BYTES);
+    for (int i = 0; i < 4 * BYTES; i++) host[i] = (char)(i * 7);
+    int64_t t[4];
+    double t0 = sc_clock_seconds();
+    st = be->iface->copy_h2d(be, dev, host, BYTES, &t[0]);
+    if (!st) st = be->iface->copy_d2h(be, host + 2 * BYTES, dev + 3 * BYTES, BYTES, &t[1]);
+    if (!st) st = be->iface->copy_h2d(be, dev + BYTES, host + BYTES, BYTES, &t[2]);
+    if (!st) st = be->iface->wait(be, t[0]);
+    double first = sc_clock_seconds() - t0;
+    if (!st) st = be->iface->wait(be, t[2]);
+    double second = sc_clock_seconds() - t0;
+    CHECK(!st, "link copies: %s", st ? sc_status_message(st) : "");
+    CHECK(first >= copy_s, "a 1 MiB copy at 100 MB/s took %.4f s, under %.4f s", first, copy_s);
+    CHECK(second >= 2 * copy_s, "two 1 MiB copies one after the other on one lane took %.4f s, under %.4f s",
+          second, 2 * copy_s);
+    CHECK(!memcmp(dev, host, 2 * (size_t)BYTES), "data copied over the modelled link differs");
+    printf("link at 100 MB/s: 1 MiB in %.4f s, two on one lane in %.4f s (the other lane beside them)\n", first,
+           second);
+    sc_status_free(st);
+    free(host);
+    backend_destroy(be);
+}
+
 int main(void) {
     pt_kind kinds[] = {PT_MLP, PT_RESIDUAL, PT_DENSE};
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
@@ -147,6 +187,7 @@ int main(void) {
         graph_free(&ref.g);
     }
     test_capacity();
+    test_link();
     if (failures) printf("%d failures\n", failures);
     else printf("ok\n");
     return failures ? 1 : 0;

@@ -325,6 +325,7 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
     cfg->steps = (int64_t)(a->steps + 1) * (a->n_strategies * a->n_memories + 1) + 1;
     cfg->use_plan = true;
     cfg->plan = *base;
+    cfg->link_bandwidth = base->link_bandwidth; /* --link-bandwidth: the CPU backend's link too */
     cfg->plan.strategy = SC_STRATEGY_NONE;
     cfg->plan.budget = 0;
     return NULL;

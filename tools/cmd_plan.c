@@ -192,6 +192,7 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     cfg.steps = out->measure + 1;
     cfg.use_plan = true;
     cfg.plan = *po;
+    cfg.link_bandwidth = po->link_bandwidth; /* --link-bandwidth (calibration comes later, into the plan only) */
     cfg.device = SC_DEVICE_CPU;
     cfg.threads = out->threads;
     sc_trainer *t = NULL;

@@ -317,6 +317,7 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
     const char *sn, *on;
     const char *u = plan_options_from_args(s, &c->plan, &c->use_plan, &sn, &on);
     if (u) return u;
+    c->link_bandwidth = c->plan.link_bandwidth; /* --link-bandwidth: the CPU backend's link too */
     c->device = SC_DEVICE_AUTO;
     if ((a = args_get(s, "device"))->set && (k = device_parse(a->s)) < 0) return "--device must be cpu, cuda or auto";
     if (a->set) c->device = (sc_device)k;

@@ -30,10 +30,13 @@ const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *giv
                                               SC_OFFLOAD_BOTH, SC_OFFLOAD_AUTO};
     memset(o, 0, sizeof *o);
     arg_opt *mem = args_get(spec, "memory"), *strat = args_get(spec, "strategy"), *off = args_get(spec, "offload"),
-            *slots = args_get(spec, "slots"), *upd = args_get(spec, "optimizer-on");
+            *slots = args_get(spec, "slots"), *upd = args_get(spec, "optimizer-on"),
+            *link = args_get(spec, "link-bandwidth");
     *given = mem->set || strat->set || off->set || slots->set;
     if (mem->set && (o->budget = sc_parse_size(mem->s)) <= 0)
         return "--memory takes a positive size such as 256MiB, 1.5GiB, 500MB or a byte count";
+    if (link && link->set && (o->link_bandwidth = (double)sc_parse_size(link->s)) <= 0)
+        return "--link-bandwidth takes a positive rate in bytes/s such as 25GB, 12GiB or a byte count";
     *strategy_name = strat->set ? strat->s : mem->set ? "auto" : "none";
     int k = plan_strategy_parse(*strategy_name);
     if (k < 0) return "--strategy must be none, sqrt, dc, optimal or auto";

@@ -67,7 +67,7 @@ sc_status plan_calibrate(sc_trainer *t, const sc_graph *g, sc_plan_options *o, s
         return st;
     }
     o->node_time = c->node_time;
-    o->link_bandwidth = c->link_bandwidth;
+    if (!(o->link_bandwidth > 0)) o->link_bandwidth = c->link_bandwidth; /* a --link-bandwidth stays */
     if (f) {
         double sum = 0, model = 0;
         sc_cost_model m;

@@ -92,6 +92,7 @@ static sc_status backend_open(const sc_trainer *t, const sc_plan *p, int64_t bud
         return sc_errorf("internal: device %s is not resolved or not built", sc_device_name(t->cfg.device));
     SC_TRY(backend_cpu_create(budget > 0 ? budget : p->arena_bytes, be));
     backend_cpu_set_inline_copies(*be, SC_CPU_INLINE_COPY_DEFAULT);
+    backend_cpu_set_link_bandwidth(*be, t->cfg.link_bandwidth);
     return SC_OK;
 }
 

@@ -81,6 +81,10 @@ typedef struct {
     sc_device device;       /* default CPU (the CLI's default is AUTO); resolved by sc_trainer_create */
     bool tf32;              /* CUDA: let cuBLAS/cuDNN use TF32 for f32 products (no effect on the CPU) */
     sc_rollback rollback;   /* default AUTO */
+    /* CPU backend with a plan: a modelled host<->device link of this many bytes/s each way
+     * (backend_cpu_set_link_bandwidth); 0 = memcpy speed. The plan's cost model should use the
+     * same figure (plan.link_bandwidth). */
+    double link_bandwidth;
 } sc_trainer_config;
 
 /* Defaults: batch 1, lr 0.01, constant schedule, seed 0, sc_train_options_default, u16 tokens, CPU. */
