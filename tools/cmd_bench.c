@@ -341,7 +341,7 @@ int cmd_bench(int argc, char **argv) {
         {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "as train (default sgd, momentum 0.9)"},
         {.name = "offload", .kind = ARG_STR, .metavar = "auto|weights|activations|none", .help = "as plan (default none)"},
         {.name = "slots", .kind = ARG_INT, .metavar = "S", .help = "dc points: at most S snapshot slots"},
-        PLAN_UPDATE_OPT,
+        PLAN_LINK_OPT, PLAN_UPDATE_OPT,
         {.name = "memory", .kind = ARG_STR, .metavar = "SIZE", .help = "(unused by bench; see --memories)"},
         {.name = "strategy", .kind = ARG_STR, .metavar = "S", .help = "(unused by bench; see --strategies)"},
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},

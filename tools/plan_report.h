@@ -33,10 +33,11 @@
         {.name = "offload", .kind = ARG_STR, .metavar = "auto|weights|activations|both|none",               \
          .help = "stream parameters/state or checkpointed activations through host memory (default none)"}, \
         {.name = "slots", .kind = ARG_INT, .metavar = "S", .help = "dc: at most S snapshot slots (binomial placement)"}, \
-        {.name = "link-bandwidth", .kind = ARG_STR, .metavar = "RATE",                                      \
-         .help = "the host<->device link in bytes/s each way, e.g. 25GB (a PCIe 4 x16 link): the cost model "\
-                 "uses it, and on the CPU backend every copy takes that long (default: memcpy speed)"},       \
-        PLAN_UPDATE_OPT
+        PLAN_LINK_OPT, PLAN_UPDATE_OPT
+#define PLAN_LINK_OPT                                                                                        \
+    {.name = "link-bandwidth", .kind = ARG_STR, .metavar = "RATE",                                            \
+     .help = "the host<->device link in bytes/s each way, e.g. 25GB (a PCIe 4 x16 link): the cost model "     \
+             "uses it, and on the CPU backend every copy takes that long (default: memcpy speed)"}
 #define PLAN_UPDATE_OPT                                                                                      \
     {.name = "optimizer-on", .kind = ARG_STR, .metavar = "host|device|auto",                                  \
      .help = "where streamed parameters update: on the host (the gradient goes out, the state stays home) "   \
