@@ -293,6 +293,26 @@ def cli():
     p = run(["train", path] + DIMS[model] + ["--steps", "1", "-o", "never.onnx"] + extra)
     if p.returncode != 1 or not SMALLEST_RE.search(p.stderr) or os.path.exists("never.onnx"):
         fail("train with an infeasible budget: exit %d, stderr %s" % (p.returncode, p.stderr))
+    # a plan predicted over 2x the store-everything step names the budget at which it is within 25%,
+    # and planning at that budget agrees; a plan within 2x searches nothing
+    slow, p = plan_json(path, model, ["--memory", str(smallest), "--strategy", "optimal"])
+    if slow is None or slow["none_time"] <= 0:
+        fail("optimal at the smallest budget: %s" % p.stderr)
+    ratio = slow["predicted_time"] / slow["none_time"]
+    if ratio > 2:
+        b = slow["budget_cheap"]
+        if not smallest < b < peak0:
+            fail("a plan %.2fx the store-all step named budget %d (smallest %d, store-all %d)" % (ratio, b, smallest, peak0))
+        at, p = plan_json(path, model, ["--memory", str(b), "--strategy", "optimal"])
+        if at is None or at["predicted_time"] > 1.25 * at["none_time"] or at["predicted_time"] != slow["time_cheap"]:
+            fail("at the named budget %d the plan is not within 1.25x as reported: %s" % (b, at))
+        text = must(["plan", path] + DIMS[model] + ["--memory", str(smallest), "--strategy", "optimal"]).stdout
+        if "warning" not in text or "--memory %d" % b not in text:
+            fail("the text summary does not warn with the budget:\n" + text)
+    elif slow["budget_cheap"] != -1:
+        fail("a plan %.2fx the store-all step searched for a cheaper budget: %s" % (ratio, slow))
+    print("optimal at the smallest budget %d: %.2fx the store-all step, within 1.25x at %d" %
+          (smallest, ratio, slow["budget_cheap"]))
     # trace and svg
     must(["plan", path] + DIMS[model] + ["--memory", str(budget), "--strategy", "dc", "--trace", "plan.json",
                                        "--svg", "memory.svg"])

@@ -68,7 +68,7 @@ static void plan_model_free(plan_model *pm) {
 }
 
 static sc_status plan_none_peak(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *like,
-                                int64_t *peak, int64_t *fixed) {
+                                int64_t *peak, int64_t *fixed, double *time) {
     sc_plan_options o = *like;
     o.strategy = SC_STRATEGY_NONE;
     o.offload = SC_OFFLOAD_NONE;
@@ -78,7 +78,32 @@ static sc_status plan_none_peak(const sc_graph *g, const sc_training_graph *tg, 
     SC_TRY(plan_build(g, tg, &o, &p));
     *peak = p.arena_bytes;
     *fixed = p.fixed_bytes;
+    *time = p.predicted_time;
     plan_free(&p);
+    return SC_OK;
+}
+
+/* A plan over PLAN_SLOW_RATIO times the store-everything step: the smallest budget whose plan (same
+ * options otherwise) is within PLAN_CHEAP_RATIO, by bisection between the budget and the
+ * store-everything peak (plans are monotone in the budget, plan.c), to 1/256 of the peak or 12
+ * plans, whichever comes first. */
+static sc_status cheap_budget_find(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *po,
+                                   const sc_plan *p, plan_summary *s) {
+    s->budget_cheap = -1;
+    if (po->budget <= 0 || s->none_time <= 0 || p->predicted_time <= PLAN_SLOW_RATIO * s->none_time) return SC_OK;
+    int64_t lo = po->budget, hi = s->none_peak, tol = s->none_peak / 256 > 4096 ? s->none_peak / 256 : 4096;
+    s->budget_cheap = 0;
+    for (int k = 0; k < 12 && hi - lo > tol; k++) {
+        sc_plan_options o = *po;
+        o.budget = lo + (hi - lo) / 2;
+        sc_plan q = {0};
+        sc_status st = plan_build(g, tg, &o, &q);
+        bool cheap = !st && q.predicted_time <= PLAN_CHEAP_RATIO * s->none_time;
+        if (cheap) s->budget_cheap = o.budget, s->time_cheap = q.predicted_time, hi = o.budget;
+        else lo = o.budget;
+        sc_status_free(st);
+        plan_free(&q);
+    }
     return SC_OK;
 }
 
@@ -89,12 +114,13 @@ typedef struct {
     const sc_training_graph *tg;
     const sc_plan_options *like;
     int64_t peak, fixed;
+    double time;
     sc_status st;
 } none_job;
 
 static void *none_job_run(void *arg) {
     none_job *j = arg;
-    j->st = plan_none_peak(j->g, j->tg, j->like, &j->peak, &j->fixed);
+    j->st = plan_none_peak(j->g, j->tg, j->like, &j->peak, &j->fixed, &j->time);
     return NULL;
 }
 
@@ -111,7 +137,8 @@ static sc_status plan_show(const sc_graph *g, const sc_training_graph *tg, const
                            bool have_none, plan_summary *s, const plan_outputs *out) {
     sc_cost_model m;
     cost_model_default(&m, po->link_bandwidth, po->node_time);
-    if (!have_none) SC_TRY(plan_none_peak(g, tg, po, &s->none_peak, &s->none_fixed));
+    if (!have_none) SC_TRY(plan_none_peak(g, tg, po, &s->none_peak, &s->none_fixed, &s->none_time));
+    SC_TRY(cheap_budget_find(g, tg, po, p, s));
     SC_TRY(plan_summary_fill(g, tg, p, &m, s));
     if (out->json) plan_summary_json(stdout, s, p);
     else plan_summary_print(stdout, s, p);
@@ -145,6 +172,7 @@ static sc_status plan_run(const plan_model_opts *mo, const sc_plan_options *po, 
     if (!st) {
         s->none_peak = is_none ? p.arena_bytes : job.peak;
         s->none_fixed = is_none ? p.fixed_bytes : job.fixed;
+        s->none_time = is_none ? p.predicted_time : job.time;
         st = plan_show(g, &pm.tg, &p, po, true, s, out);
     }
     plan_free(&p);

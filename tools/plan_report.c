@@ -203,6 +203,16 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     fprintf(f, "step time      %.4g s predicted%s (compute %.4g s, recompute %.4g s, waiting on transfers %.4g s)\n",
             p->predicted_time, s->calibrated ? " with calibrated node times" : " by the cost model", s->compute_time,
             s->recompute_time, p->stall_time);
+    if (s->budget_cheap >= 0 && s->none_time > 0) {
+        fprintf(f, "warning        this plan is predicted %.2fx the store-everything step (%.4g s): ",
+                p->predicted_time / s->none_time, s->none_time);
+        if (s->budget_cheap > 0)
+            fprintf(f, "at --memory %lld (%s) it is %.2fx\n", (long long)s->budget_cheap,
+                    fmt_bytes(s->budget_cheap, a, sizeof a), s->time_cheap / s->none_time);
+        else
+            fprintf(f, "no budget below the store-everything peak brings it within %.2fx; consider --offload\n",
+                    PLAN_CHEAP_RATIO);
+    }
     if (s->calibrated) fprintf(f, "               %.4g s by the uncalibrated cost model\n", s->model_time);
     if (s->measured_time > 0) {
         fprintf(f, "measured       %.4g s per step, kernels %.4g s of thread CPU time (medians of %d steps after a "
@@ -239,6 +249,8 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
             (long long)p->bytes_h2d, (long long)p->bytes_d2h, p->stall_time, p->predicted_time, s->timeline_time);
     fprintf(f, "\"params\": %lld, \"update_on\": \"%s\", \"host_updates\": %d, \"host_time\": %.17g, ", (long long)s->params,
             plan_update_name(p->update_on), p->n_host_updates, p->host_time);
+    fprintf(f, "\"none_time\": %.17g, \"budget_cheap\": %lld, \"time_cheap\": %.17g, ", s->none_time,
+            (long long)s->budget_cheap, s->time_cheap);
     fprintf(f, "\"link_time_h2d\": %.17g, \"link_time_d2h\": %.17g, \"bound\": \"%s\", \"host_bytes\": %lld, ",
             s->link_time[0], s->link_time[1], s->bound, (long long)p->host_bytes);
     fprintf(f, "\"calibrated\": %s, \"model_time\": %.17g, \"measured_time\": %.17g, \"measured_kernel_time\": %.17g, "

@@ -67,6 +67,12 @@ typedef struct {
     int slots;
     int64_t none_peak;          /* arena bytes of the store-everything plan, -1 unknown */
     int64_t none_fixed;         /* its fixed region */
+    double none_time;           /* its predicted step time (0 unknown) */
+    /* When this plan's predicted step is over SLOW_RATIO times none_time: the smallest budget found
+     * (binary search up to the store-everything peak) whose plan is within CHEAP_RATIO of it, and
+     * that plan's time; budget_cheap -1 when not searched, 0 when none was found. */
+    int64_t budget_cheap;
+    double time_cheap;
     /* derived by plan_summary_fill */
     int64_t param_bytes, state_bytes;  /* trainable parameters and optimizer state */
     int64_t params;                    /* trainable parameter elements (for B/param/step) */
@@ -90,6 +96,9 @@ typedef struct {
     double measured_kernel_time; /* median of the kernels' summed thread CPU time (backends/profile.h) */
     int measured_steps;
 } plan_summary;
+
+#define PLAN_SLOW_RATIO 2.0   /* a plan this much slower than storing everything gets a warning */
+#define PLAN_CHEAP_RATIO 1.25 /* ... naming the budget at which it is within this */
 
 /* Fills the derived fields of s (the caller sets the descriptive ones first). */
 sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, const sc_plan *p, const sc_cost_model *m,
