@@ -149,12 +149,7 @@ scorch_error *scorch_model_run(scorch_model *m, const scorch_tensor *inputs, sco
 
 scorch_error *scorch_model_save(scorch_model *m, const char *path) {
     if (!path) return err(sc_errorf("scorch_model_save: no path"));
-    int64_t bytes = 0;
-    const sc_graph *g = &m->m->graph;
-    for (int v = 0; v < g->n_values; v++)
-        if (g->values[v].kind == SC_VALUE_PARAM && g->values[v].data) bytes += sc_desc_bytes(&g->values[v].desc);
-    /* protobuf caps a message at 2 GiB: larger models keep big initializers in external data */
-    return err(sc_model_save(m->m, path, bytes > ((int64_t)1 << 30) * 3 / 2 ? 1024 : 0));
+    return err(sc_model_save(m->m, path, sc_model_external_threshold(m->m)));
 }
 
 /* ---- training options ---- */
@@ -223,29 +218,22 @@ static sc_status string_value(scorch_options *o, int slot, const char *v, const 
 
 static sc_status plan_option(scorch_options *o, const char *key, const char *v) {
     sc_trainer_config *c = &o->c;
-    static const char *const strategies[] = {"none", "sqrt", "dc", "optimal", "auto"},
-                             *const offloads[] = {"none", "weights", "activations", "both", "auto"},
-                             *const places[] = {"auto", "device", "host"};
-    static const sc_strategy strategy_of[] = {SC_STRATEGY_NONE, SC_STRATEGY_SQRT, SC_STRATEGY_DC, SC_STRATEGY_OPTIMAL,
-                                              SC_STRATEGY_AUTO};
-    static const sc_offload offload_of[] = {SC_OFFLOAD_NONE, SC_OFFLOAD_WEIGHTS, SC_OFFLOAD_ACTIVATIONS, SC_OFFLOAD_BOTH,
-                                            SC_OFFLOAD_AUTO};
-    static const sc_update_place place_of[] = {SC_UPDATE_AUTO, SC_UPDATE_DEVICE, SC_UPDATE_HOST};
     int k;
     c->use_plan = true;
     if (!strcmp(key, "memory")) {
         if ((c->plan.budget = sc_parse_size(v)) <= 0)
             return sc_errorf("option memory: '%s' is not a positive size such as 512MiB, 2GiB or a byte count", v);
     } else if (!strcmp(key, "strategy")) {
-        SC_TRY(choice(key, v, strategies, 5, &k));
-        c->plan.strategy = strategy_of[k];
+        if ((k = plan_strategy_parse(v)) < 0) return sc_errorf("option strategy: '%s' is not one of none|sqrt|dc|optimal|auto", v);
+        c->plan.strategy = (sc_strategy)k;
         o->strategy_set = true;
     } else if (!strcmp(key, "offload")) {
-        SC_TRY(choice(key, v, offloads, 5, &k));
-        c->plan.offload = offload_of[k];
+        if ((k = plan_offload_parse(v)) < 0)
+            return sc_errorf("option offload: '%s' is not one of none|weights|activations|both|auto", v);
+        c->plan.offload = (sc_offload)k;
     } else {
-        SC_TRY(choice(key, v, places, 3, &k));
-        c->plan.update_on = place_of[k];
+        if ((k = plan_update_parse(v)) < 0) return sc_errorf("option optimizer-on: '%s' is not one of auto|device|host", v);
+        c->plan.update_on = (sc_update_place)k;
     }
     return SC_OK;
 }

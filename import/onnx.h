@@ -31,6 +31,9 @@ sc_status sc_model_load_buffer(const void *data, size_t size, const char *name, 
 /* Writes the model with every initializer's data taken from the graph value of the same name.
  * Initializers over external_threshold bytes go to external data in "<path>.data" (0 = never). */
 sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_threshold);
+/* The threshold for m: protobuf caps a message at 2 GiB, so a model with over 1.5 GiB of parameters
+ * keeps every initializer over 1 KiB in external data; 0 (all inline) otherwise. */
+int64_t sc_model_external_threshold(const sc_model *m);
 void sc_model_free(sc_model *m);
 
 /* Reads one serialized TensorProto (the onnx node tests' input_0.pb, ...) into a tensor whose data

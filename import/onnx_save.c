@@ -290,6 +290,14 @@ static sc_status files_write(save_ctx *c, const char *path) {
     return st;
 }
 
+int64_t sc_model_external_threshold(const sc_model *m) {
+    const sc_graph *g = &m->graph;
+    int64_t bytes = 0;
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].kind == SC_VALUE_PARAM) bytes += sc_desc_bytes(&g->values[v].desc);
+    return bytes > ((int64_t)1 << 30) * 3 / 2 ? 1024 : 0;
+}
+
 sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_threshold) {
     SC_ASSERT(m->proto_bytes);
     const char *base = strrchr(path, '/');

@@ -18,7 +18,7 @@
  * updates still queued. */
 #include <stdlib.h>
 
-#include "schedule/plan.h"
+#include "schedule/sched_internal.h"
 #include "graph/ops.h"
 
 void plan_value_roots(const sc_graph *g, int *root) {
@@ -64,7 +64,7 @@ bool plan_host_homes(const sc_graph *g, const sc_plan *p, bool *home) {
     return true;
 }
 
-int64_t plan_host_buffer_bytes(int64_t bytes) { return bytes < 64 ? 64 : (bytes + 63) / 64 * 64; }
+int64_t plan_host_buffer_bytes(int64_t bytes) { return sched_align(bytes); }
 
 /* Pooled buffers by size: a short list (a model has few distinct gradient sizes). */
 typedef struct {
@@ -91,11 +91,6 @@ static int pool_give(pool_slot *pool, int n, int64_t size) {
     return n + 1;
 }
 
-static int64_t value_bytes(const sc_graph *g, int v) {
-    int64_t b = sc_desc_bytes(&g->values[v].desc);
-    return b < 0 ? 0 : b;
-}
-
 /* The executor's state between steps: which values hold a buffer, and the pool. */
 typedef struct {
     int *root, *release_at;
@@ -111,7 +106,7 @@ static int64_t replay_step(const sc_graph *g, const sc_plan *p, replay *r) {
         const sc_step *sp = &p->steps[i];
         if (sp->kind == SC_STEP_PREFETCH || sp->kind == SC_STEP_OFFLOAD) {
             int v = sp->value;
-            int64_t size = plan_host_buffer_bytes(value_bytes(g, v));
+            int64_t size = plan_host_buffer_bytes(sched_data_bytes(g, v));
             if (r->home[v] || r->has[v]) continue;
             r->has[v] = true;
             if (!pool_take(r->pool, r->n_pool, size)) made += size;
@@ -121,7 +116,7 @@ static int64_t replay_step(const sc_graph *g, const sc_plan *p, replay *r) {
                 int v = n->in[k] >= 0 ? r->root[n->in[k]] : -1;
                 if (v < 0 || r->release_at[v] != i || !r->has[v]) continue;
                 r->has[v] = false;
-                r->n_pool = pool_give(r->pool, r->n_pool, plan_host_buffer_bytes(value_bytes(g, v)));
+                r->n_pool = pool_give(r->pool, r->n_pool, plan_host_buffer_bytes(sched_data_bytes(g, v)));
             }
         }
     }

@@ -29,6 +29,24 @@ const char *plan_strategy_name(sc_strategy s) {
     return "?";
 }
 
+int plan_strategy_parse(const char *name) {
+    for (int k = SC_STRATEGY_NONE; name && k <= SC_STRATEGY_AUTO; k++)
+        if (!strcmp(name, plan_strategy_name((sc_strategy)k))) return k;
+    return -1;
+}
+
+int plan_offload_parse(const char *name) {
+    for (int k = SC_OFFLOAD_NONE; name && k <= SC_OFFLOAD_BOTH; k++)
+        if (!strcmp(name, plan_offload_name((sc_offload)k))) return k;
+    return -1;
+}
+
+int plan_update_parse(const char *name) {
+    for (int k = SC_UPDATE_AUTO; name && k <= SC_UPDATE_HOST; k++)
+        if (!strcmp(name, plan_update_name((sc_update_place)k))) return k;
+    return -1;
+}
+
 void plan_free(sc_plan *plan) {
     free(plan->steps);
     free(plan->intervals);
@@ -325,6 +343,6 @@ sc_status plan_build(const sc_graph *g, const sc_training_graph *tg, const sc_pl
     cost_model_default(&m, opt->link_bandwidth, opt->node_time);
     sc_status st = opt->offload == SC_OFFLOAD_NONE ? build_plain(g, tg, opt, &m, plan) : build_streaming(g, tg, opt, &m, plan);
     if (!st && plan->update_on == SC_UPDATE_AUTO) plan->update_on = SC_UPDATE_DEVICE; /* no streamed parameter */
-    if (!st) plan->host_bytes = plan_host_copy_bytes(g, plan);
+    if (!st && opt->offload == SC_OFFLOAD_NONE) plan->host_bytes = 0; /* no transfers; streaming plans got theirs in pick_offer */
     return st;
 }

@@ -129,6 +129,11 @@ void plan_free(sc_plan *plan);
 
 const char *plan_strategy_name(sc_strategy s);
 
+/* The names above back to their enum (for the CLI and the public API); -1 when name is none of them. */
+int plan_strategy_parse(const char *name);
+int plan_offload_parse(const char *name);
+int plan_update_parse(const char *name);
+
 /* The timeline model of one step (schedule/timeline.c has the rules): four FIFO resources, the
  * device's compute stream, the link's two directions and the host worker. node_time: seconds per
  * node (cost_node_time, or calibrated); with arrays, per step its track (SC_TRACK_*, -1 for steps

@@ -22,6 +22,12 @@ static inline bool sched_persistent(const sc_graph *g, int v) { return g->values
 
 static inline int64_t sched_align(int64_t bytes) { return bytes <= 0 ? 64 : (bytes + 63) / 64 * 64; }
 
+/* Bytes of a value's data (0 when its shape is not static): what a copy of it moves. */
+static inline int64_t sched_data_bytes(const sc_graph *g, int v) {
+    int64_t b = sc_desc_bytes(&g->values[v].desc);
+    return b < 0 ? 0 : b;
+}
+
 /* Reserved bytes of a value (static shape required; -1 when it has none). */
 static inline int64_t sched_value_bytes(const sc_graph *g, int v) {
     int64_t b = sc_desc_bytes(&g->values[v].desc);

@@ -16,12 +16,7 @@
  * is computed. */
 #include <stdlib.h>
 
-#include "schedule/plan.h"
-
-static int64_t value_bytes(const sc_graph *g, int v) {
-    int64_t b = sc_desc_bytes(&g->values[v].desc);
-    return b < 0 ? 0 : b;
-}
+#include "schedule/sched_internal.h"
 
 static double later(double a, double b) { return a > b ? a : b; }
 
@@ -57,7 +52,7 @@ sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_
         case SC_STEP_PREFETCH:
         case SC_STEP_OFFLOAD: {
             int d = st->kind == SC_STEP_OFFLOAD; /* 0 h2d, 1 d2h */
-            int64_t b = value_bytes(g, st->value);
+            int64_t b = sched_data_bytes(g, st->value);
             double dur = (double)b / link_bandwidth;
             t0 = later(link[d], compute);
             link[d] = t1 = t0 + dur;

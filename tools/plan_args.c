@@ -7,15 +7,6 @@
 
 /* ---- command-line options ---- */
 
-int plan_strategy_parse(const char *name) {
-    static const char *const names[] = {"none", "sqrt", "dc", "optimal", "auto"};
-    static const sc_strategy vals[] = {SC_STRATEGY_NONE, SC_STRATEGY_SQRT, SC_STRATEGY_DC, SC_STRATEGY_OPTIMAL,
-                                       SC_STRATEGY_AUTO};
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(name, names[i])) return (int)vals[i];
-    return -1;
-}
-
 int device_parse(const char *name) {
     static const char *const names[] = {[SC_DEVICE_CPU] = "cpu", [SC_DEVICE_CUDA] = "cuda", [SC_DEVICE_AUTO] = "auto"};
     for (int i = 0; i < 3; i++)
@@ -25,9 +16,6 @@ int device_parse(const char *name) {
 
 const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *given, const char **strategy_name,
                                    const char **offload_name) {
-    static const char *const offloads[] = {"none", "weights", "activations", "both", "auto"};
-    static const sc_offload offload_vals[] = {SC_OFFLOAD_NONE, SC_OFFLOAD_WEIGHTS, SC_OFFLOAD_ACTIVATIONS,
-                                              SC_OFFLOAD_BOTH, SC_OFFLOAD_AUTO};
     memset(o, 0, sizeof *o);
     arg_opt *mem = args_get(spec, "memory"), *strat = args_get(spec, "strategy"), *off = args_get(spec, "offload"),
             *slots = args_get(spec, "slots"), *upd = args_get(spec, "optimizer-on"),
@@ -42,11 +30,8 @@ const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *giv
     if (k < 0) return "--strategy must be none, sqrt, dc, optimal or auto";
     o->strategy = (sc_strategy)k;
     *offload_name = off->set ? off->s : "none";
-    o->offload = SC_OFFLOAD_NONE;
-    bool found = false;
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(*offload_name, offloads[i])) o->offload = offload_vals[i], found = true;
-    if (!found) return "--offload must be auto, weights, activations, both or none";
+    if ((k = plan_offload_parse(*offload_name)) < 0) return "--offload must be auto, weights, activations, both or none";
+    o->offload = (sc_offload)k;
     if (slots->set) {
         if (slots->i < 1 || slots->i > 1000000) return "--slots must be between 1 and 1000000";
         if (strat->set && o->strategy != SC_STRATEGY_DC && o->strategy != SC_STRATEGY_AUTO)
@@ -54,10 +39,7 @@ const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *giv
         o->slots = (int)slots->i;
     }
     if (upd && upd->set) {
-        static const char *const names[] = {[SC_UPDATE_AUTO] = "auto", [SC_UPDATE_DEVICE] = "device", [SC_UPDATE_HOST] = "host"};
-        int u = -1;
-        for (int i = 0; i < 3; i++)
-            if (!strcmp(upd->s, names[i])) u = i;
+        int u = plan_update_parse(upd->s);
         if (u < 0) return "--optimizer-on must be host, device or auto";
         if (o->offload == SC_OFFLOAD_NONE || o->offload == SC_OFFLOAD_ACTIVATIONS)
             return "--optimizer-on applies to streamed parameters: give --offload weights, both or auto";

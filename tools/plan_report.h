@@ -53,8 +53,6 @@
  * message. strategy_name/offload_name receive the names as given (or the defaults). */
 const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *given, const char **strategy_name,
                                    const char **offload_name);
-/* "none", "sqrt", ... -> strategy; -1 when unknown. */
-int plan_strategy_parse(const char *name);
 /* "cpu", "cuda", "auto" -> sc_device (train/trainer.h) of --device (train, run); -1 when unknown. */
 int device_parse(const char *name);
 

@@ -358,13 +358,7 @@ const sc_training_graph *sc_trainer_graph(const sc_trainer *t) { return &t->tg; 
 
 sc_status sc_trainer_save_model(sc_trainer *t, const char *path) {
     SC_TRY(spent_check(t));
-    const sc_graph *g = &t->model->graph;
-    int64_t bytes = 0;
-    for (int v = 0; v < g->n_values; v++)
-        if (g->values[v].kind == SC_VALUE_PARAM) bytes += sc_desc_bytes(&g->values[v].desc);
-    /* protobuf caps a message at 2 GiB: larger models keep big initializers in external data */
-    int64_t threshold = bytes > ((int64_t)1 << 30) * 3 / 2 ? 1024 : 0;
-    return sc_model_save(t->model, path, threshold);
+    return sc_model_save(t->model, path, sc_model_external_threshold(t->model));
 }
 
 static char *npy_path(const char *dir, const char *name) {
