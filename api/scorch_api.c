@@ -10,6 +10,7 @@
 #include "scorch.h"
 
 #include "backends/executor.h"
+#include "backends/infer.h"
 #include "core/units.h"
 #include "graph/passes.h"
 #include "import/onnx.h"
@@ -48,6 +49,7 @@ struct scorch_model {
     sc_bind_options bind;
     sc_dim_binding dims[MAX_DIMS];
     char *dim_names[MAX_DIMS];
+    sc_infer_session *infer; /* made by the first run (the dims are fixed by then) */
 };
 
 scorch_error *scorch_model_load(const char *path, scorch_model **out) {
@@ -66,6 +68,7 @@ scorch_error *scorch_model_load(const char *path, scorch_model **out) {
 
 void scorch_model_free(scorch_model *m) {
     if (!m) return;
+    infer_session_free(m->infer);
     sc_model_free(m->m);
     for (int i = 0; i < m->bind.n_dims; i++) free(m->dim_names[i]);
     free(m);
@@ -140,7 +143,9 @@ scorch_error *scorch_model_run(scorch_model *m, const scorch_tensor *inputs, sco
         if (x->rank < 0 || x->rank > SCORCH_MAX_RANK) st = sc_errorf("input %d: rank %d", i, x->rank);
         else in[i] = (sc_tensor){sc_desc_make((sc_dtype)x->dtype, x->rank, x->dims), x->data};
     }
-    if (!st) st = sc_forward_cpu(g, in, out);
+    sc_backend_config cpu = {.device = SC_DEVICE_CPU};
+    if (!st && !m->infer) st = infer_session_create(g, &cpu, &m->infer);
+    if (!st) st = infer_session_run(m->infer, in, out);
     for (int i = 0; !st && i < g->n_outputs; i++) tensor_from_desc(&out[i].desc, out[i].data, &outputs[i]);
     free(in);
     free(out);

@@ -59,6 +59,10 @@ typedef struct {
 
 sc_status autodiff_build_training(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg);
 
+/* The forward pass alone as a training graph: every node is forward, nothing is trained (no loss,
+ * parameters, gradients or state), so a plan of it is an inference plan (backends/infer.h). */
+void autodiff_inference_graph(const sc_graph *g, sc_training_graph *tg);
+
 /* Appends the backward graph of scalar value `loss` with respect to values wrt[0..n) and writes each
  * final gradient id into grads (-1 when loss does not depend on it). The seed dLoss is a constant 1.
  * Rules come from sc_grad_rules; an op on the path without one fails naming the node. */

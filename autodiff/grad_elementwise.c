@@ -53,6 +53,26 @@ void grad_erf(sc_grad_ctx *c) {
     set_GI(c, 0, ad_binary(c, SC_OP_MUL, GO(c, 0), ad_scale(c, e, 2.0 / sqrt(M_PI))));
 }
 
+/* HardSigmoid: dX = dY * alpha where 0 < Y < 1 (the unclamped part), else 0: PyTorch's rule, which
+ * gives 0 at the kinks. */
+void grad_hard_sigmoid(sc_grad_ctx *c) {
+    int y = O(c, 0), dy = GO(c, 0);
+    int inside = ad_binary(c, SC_OP_AND, ad_binary(c, SC_OP_GREATER, y, zero_like(c, y)),
+                           ad_binary(c, SC_OP_LESS, y, one_like(c, y)));
+    set_GI(c, 0, ad_where(c, inside, ad_scale(c, dy, c->fwd.attrs->hard_sigmoid.alpha), zero_like(c, dy)));
+}
+
+/* HardSwish: dX = 0 for X < -3, dY * (X / 3 + 1/2) for -3 <= X <= 3, dY above: PyTorch's
+ * hardswish_backward, kinks included. */
+void grad_hard_swish(sc_grad_ctx *c) {
+    int x = I(c, 0), dy = GO(c, 0);
+    sc_dtype t = dt(c, x);
+    int slope = ad_binary(c, SC_OP_ADD, ad_scale(c, x, 1.0 / 3.0), ad_const_scalar(c, t, 0.5));
+    int g = ad_where(c, ad_binary(c, SC_OP_GREATER, x, ad_const_scalar(c, t, 3.0)), dy,
+                     ad_binary(c, SC_OP_MUL, dy, slope));
+    set_GI(c, 0, ad_where(c, ad_binary(c, SC_OP_LESS, x, ad_const_scalar(c, t, -3.0)), zero_like(c, dy), g));
+}
+
 /* Gelu: dX = GeluGrad(dY, X) with the forward's approximation. */
 void grad_gelu(sc_grad_ctx *c) {
     int in[2] = {GO(c, 0), I(c, 0)};

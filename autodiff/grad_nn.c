@@ -1,5 +1,5 @@
 /* Gradient rules of the NN layers (contract in autodiff/grad.h). dY is GO(c,0). Fused gradient ops
- * (graph/ops_train.def, CPU kernels in backends/cpu/cpu_grad_*.c) where composing ONNX ops would be
+ * (graph/ops_train.def, CPU kernels in backends/cpu/cpu_nn_*_grad.c) where composing ONNX ops would be
  * slow or need stored intermediates; compositions of ordinary ops where they are cheap:
  *   Conv                  -> ConvGrad(dY, X, W) -> (dX, dW, dB), only the needed outputs
  *   BatchNormalization    training mode -> BatchNormalizationGrad(dY, X, scale) (batch statistics);
@@ -14,7 +14,7 @@
  *                            normalised dims, summed down to the shapes of a broadcast Scale / B
  *   Resize                -> ResizeGrad(dY, X, roi, scales, sizes) (nearest, linear)
  * Relu and Gelu rules live in grad_elementwise.c (they emit ReluGrad / GeluGrad, whose kernels are
- * in cpu_grad_nn.c). Window attributes are copied from the forward node after its shape inference,
+ * in cpu_nn_grad.c). Window attributes are copied from the forward node after its shape inference,
  * so pads are explicit (auto_pad resolved, graph/shape_nn.c).
  */
 #include <string.h>

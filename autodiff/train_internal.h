@@ -14,6 +14,9 @@ typedef struct {
     sc_status st; /* first error; sticky */
 } tb_builder;
 
+/* Records st as the builder's error (the first one wins) and returns -1. */
+int tb_fail(tb_builder *b, sc_status st);
+
 /* Appends op(in) (-1 = omitted input) with attrs (NULL = zeroed) and n_out new values of `kind`
  * named "<name>" (made unique), infers their descs with the op's shape function, stores the ids in
  * out (may be NULL for one output) and returns the first output id, or -1. An out[k] that is

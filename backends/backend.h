@@ -13,8 +13,19 @@
 #include <stdint.h>
 
 #include "graph/graph.h"
+#include "graph/passes.h"
 
 typedef struct sc_backend sc_backend;
+
+/* Where steps run. CPU: the CPU backend. CUDA: the CUDA backend (backends/cuda/backend_cuda.h,
+ * built when nvcc was found). AUTO: CUDA when this build has the CUDA backend and a device is
+ * present, else CPU. */
+typedef enum { SC_DEVICE_CPU, SC_DEVICE_CUDA, SC_DEVICE_AUTO } sc_device;
+
+/* AUTO -> CPU or CUDA; CUDA -> CUDA when usable, else a status naming why (no CUDA support in this
+ * build, or the CUDA runtime's error text); CPU -> CPU (backends/device.c). */
+sc_status sc_device_resolve(sc_device requested, sc_device *out);
+const char *sc_device_name(sc_device d); /* "cpu", "cuda", "auto" */
 
 typedef struct {
     int64_t capacity;   /* device bytes the backend may hand out (the budget); 0 = unlimited */
@@ -44,6 +55,14 @@ typedef struct {
     /* Parameter data changed in place (an optimizer step, weights loaded): caches keyed by weight
      * pointers (oneDNN's reordered weights) must not be trusted any more. May be NULL. */
     void (*params_changed)(sc_backend *b);
+    /* Dropout masks are a function of (seed, step) (backends/cpu/cpu_rng.h): sets them for the
+     * nodes run from now on. */
+    void (*set_seed)(sc_backend *b, uint64_t seed, uint64_t step);
+    /* Host threads the backend's kernels may use (n > 0). */
+    void (*set_threads)(sc_backend *b, int n);
+    /* Kernels constant folding may run on the host while a model is bound (graph/passes.h), or
+     * NULL when the backend has none. */
+    const sc_node_evaluator *(*evaluator)(sc_backend *b);
     /* Host memory the link copies to and from directly (pinned, on CUDA), all four may be NULL.
      * host_pin: the executor's session pins a streamed value's home (its graph data) for its
      * lifetime; false when that range cannot be pinned (it shares a page with a pinned one, or the
@@ -76,6 +95,20 @@ void backend_cpu_set_inline_copies(sc_backend *b, int64_t max_bytes);
  * default) copies at memcpy speed. For studying offload on the CPU as it would behave over PCIe. */
 void backend_cpu_set_link_bandwidth(sc_backend *b, double bytes_per_second);
 
+
+/* What backend_open makes (backends/device.c). */
+typedef struct {
+    sc_device device;      /* CPU or CUDA (resolved) */
+    int64_t capacity;      /* device bytes the arena may take; 0 = unlimited (CUDA: its free memory) */
+    int64_t inline_copies; /* CPU: backend_cpu_set_inline_copies */
+    double link_bandwidth; /* CPU: backend_cpu_set_link_bandwidth */
+    bool tf32;             /* CUDA: TF32 tensor cores for f32 GEMM and convolutions */
+} sc_backend_config;
+
+sc_status backend_open(const sc_backend_config *c, sc_backend **out);
+/* The device's free memory in bytes, or -1 when unlimited or unknown (the CPU's model has no
+ * fixed size; a CUDA runtime that cannot say reports its error when the backend is opened). */
+int64_t backend_device_free_bytes(sc_device d);
 
 static inline void backend_destroy(sc_backend *b) {
     if (b) b->iface->destroy(b);

@@ -24,6 +24,7 @@
 #include "core/alloc_fail.h"
 #include "core/clock.h"
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_rng.h"
 
 typedef struct {
     void *dst;
@@ -198,6 +199,21 @@ static void cpu_params_changed_hook(sc_backend *b) {
     cpu_params_changed();
 }
 
+static void cpu_set_seed(sc_backend *b, uint64_t seed, uint64_t step) {
+    (void)b;
+    cpu_set_dropout_rng(seed, step);
+}
+
+static void cpu_set_threads(sc_backend *b, int n) {
+    (void)b;
+    cpu_set_num_threads(n);
+}
+
+static const sc_node_evaluator *cpu_backend_evaluator(sc_backend *b) {
+    (void)b;
+    return cpu_evaluator();
+}
+
 /* Stops and joins the lanes' threads (those started) and frees the context. */
 static void ctx_free(cpu_ctx *c) {
     pthread_mutex_lock(&c->mu);
@@ -233,6 +249,9 @@ static const sc_backend_i cpu_iface = {
     .synchronize = cpu_synchronize,
     .memory = cpu_memory,
     .params_changed = cpu_params_changed_hook,
+    .set_seed = cpu_set_seed,
+    .set_threads = cpu_set_threads,
+    .evaluator = cpu_backend_evaluator,
     .destroy = cpu_destroy,
 };
 

@@ -85,6 +85,7 @@ typedef struct {
 
 typedef struct { float alpha; } sc_leaky_relu_attrs;       /* default 0.01 */
 typedef struct { bool tanh_approx; } sc_gelu_attrs;        /* approximate="tanh" */
+typedef struct { float alpha, beta; } sc_hard_sigmoid_attrs; /* defaults 0.2, 0.5 */
 typedef struct { sc_dtype to; } sc_cast_attrs;
 typedef struct { bool upper; } sc_trilu_attrs;             /* default true */
 typedef struct { bool allowzero; } sc_reshape_attrs;
@@ -160,6 +161,7 @@ typedef union {
     sc_transpose_attrs transpose;
     sc_leaky_relu_attrs leaky_relu;
     sc_gelu_attrs gelu;
+    sc_hard_sigmoid_attrs hard_sigmoid;
     sc_cast_attrs cast;
     sc_trilu_attrs trilu;
     sc_reshape_attrs reshape;

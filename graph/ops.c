@@ -3,7 +3,8 @@
 #include <string.h>
 
 const sc_op_info sc_op_infos[SC_OP_COUNT] = {
-#define SC_OP(id, name, min_in, max_in, min_out, max_out) [SC_OP_##id] = {name, min_in, max_in, min_out, max_out},
+#define SC_OP(id, name, min_in, max_in, min_out, max_out, family, attrs, since, ...) \
+    [SC_OP_##id] = {name, min_in, max_in, min_out, max_out, #family, since},
 #include "graph/ops.def"
 #include "graph/ops_train.def"
 #undef SC_OP

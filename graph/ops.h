@@ -4,8 +4,11 @@
 
 #include <stdbool.h>
 
+/* Any number of inputs or outputs (ops.def's arity columns). */
+#define SC_MANY 2147483647
+
 typedef enum {
-#define SC_OP(id, name, min_in, max_in, min_out, max_out) SC_OP_##id,
+#define SC_OP(id, ...) SC_OP_##id,
 #include "graph/ops.def"
     SC_OP_PUBLIC_COUNT, /* ops above can come from ONNX files; internal ops follow */
     SC_OP_INTERNAL_BEFORE_ = SC_OP_PUBLIC_COUNT - 1,
@@ -17,6 +20,8 @@ typedef enum {
 typedef struct {
     const char *onnx_name;
     int min_inputs, max_inputs, min_outputs, max_outputs;
+    const char *family; /* file stem in every stage (ops.def) */
+    int since;          /* ONNX opset that introduced the op; 0 for internal ops */
 } sc_op_info;
 
 extern const sc_op_info sc_op_infos[SC_OP_COUNT];

@@ -315,7 +315,7 @@ static bool max_pool_values_only(const sc_node *n) {
     return n->op == SC_OP_MAX_POOL && (n->n_out < 2 || n->out[1] < 0);
 }
 
-/* Ops with a channels-last kernel for input j (backends/cpu: cpu_conv.c, cpu_pool_cl.c). */
+/* Ops with a channels-last kernel for input j (backends/cpu: cpu_nn_conv.c, cpu_nn_pool_cl.c). */
 static bool reads_channels_last(const sc_node *n, int j) {
     if (n->op == SC_OP_CONV) return j == 0 || j == 3;
     return j == 0 && (max_pool_values_only(n) || n->op == SC_OP_GLOBAL_AVERAGE_POOL);

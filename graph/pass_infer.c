@@ -4,8 +4,10 @@
  * graph arena, the node removed) when
  *   - every present input is SC_VALUE_CONST, or the node is Shape of a value with a static desc
  *     (parameters are never folded: they may be trained later),
- *   - its outputs hold at most SC_FOLD_MAX_ELEMS elements together and its estimated work is at most
- *     SC_FOLD_MAX_WORK (fold_work),
+ *   - its outputs hold at most SC_FOLD_MAX_ELEMS elements together and its FLOPs (graph/op_cost.c) are
+ *     at most SC_FOLD_MAX_WORK: folding runs kernels while loading, so small tensors must not be able
+ *     to ask for hours of work (a fuzzed 500x500 kernel over a constant 1000x1000 image is 6e10
+ *     multiply-adds, all under the element limit),
  *   - the CPU backend has a kernel for it,
  *   - none of its outputs is a graph output (outputs stay computed by a node, which keeps the
  *     executor's contract simple), and
@@ -15,41 +17,12 @@
  */
 #include <stdlib.h>
 
+#include "graph/op_cost.h"
 #include "graph/pass_internal.h"
 #include "graph/shape.h"
 
 #define SC_FOLD_MAX_ELEMS ((int64_t)1 << 20)
 #define SC_FOLD_MAX_WORK ((int64_t)1 << 30)
-
-static int64_t mul_sat(int64_t a, int64_t b) { return a > 0 && b > INT64_MAX / a ? INT64_MAX : a * b; }
-
-/* Folding runs kernels while loading, so small tensors must not be able to ask for hours of work
- * (a fuzzed 500x500 kernel over a constant 1000x1000 image is 6e10 multiply-adds, all under the
- * element limit). Work is the inputs' and outputs' elements plus, for the ops that reduce per output
- * (Conv, pools, MatMul, Gemm), outputs times the reduction length. Nodes over the limit stay nodes. */
-static int64_t fold_work(const sc_graph *g, const sc_node *n, int64_t out_elems) {
-    int64_t work = out_elems, per = 0;
-    for (int k = 0; k < n->n_in; k++)
-        if (n->in[k] >= 0) work += sc_desc_numel(&g->values[n->in[k]].desc); /* each <= 2^40 (checked) */
-    const sc_desc *a = n->n_in > 0 && n->in[0] >= 0 ? &g->values[n->in[0]].desc : NULL;
-    switch (n->op) {
-    case SC_OP_CONV: {
-        const sc_desc *w = &g->values[n->in[1]].desc;
-        per = w->dims[0] > 0 ? sc_desc_numel(w) / w->dims[0] : 0;
-        break;
-    }
-    case SC_OP_MAX_POOL:
-    case SC_OP_AVERAGE_POOL:
-        per = 1;
-        for (int i = 0; i < n->attrs->window.n_spatial; i++) per = mul_sat(per, n->attrs->window.kernel_shape[i]);
-        break;
-    case SC_OP_MATMUL: per = a && a->rank ? a->dims[a->rank - 1] : 1; break;
-    case SC_OP_GEMM: per = a && a->rank == 2 ? a->dims[n->attrs->gemm.trans_a ? 0 : 1] : 1; break;
-    default: break;
-    }
-    int64_t reduce = mul_sat(out_elems, per);
-    return reduce > INT64_MAX - work ? INT64_MAX : work + reduce;
-}
 
 static bool fold_wanted(const sc_graph *g, const sc_node *n, const bool *is_out, const sc_node_evaluator *eval) {
     if (!eval || !eval->can_run(n->op)) return false;
@@ -69,7 +42,7 @@ static bool fold_wanted(const sc_graph *g, const sc_node *n, const bool *is_out,
         if (e < 0) return false;
         elems += e;
     }
-    return elems <= SC_FOLD_MAX_ELEMS && fold_work(g, n, elems) <= SC_FOLD_MAX_WORK;
+    return elems <= SC_FOLD_MAX_ELEMS && sc_node_cost(g, n).flops <= (double)SC_FOLD_MAX_WORK;
 }
 
 static sc_status fold_node(sc_graph *g, const sc_node *n, const sc_node_evaluator *eval) {

@@ -1,4 +1,4 @@
-/* The shape-function table and the helpers every shape function shares.
+/* The helpers every shape function shares (the table is in shape_table.c).
  *
  * Contract (graph/shape.h): a shape function reads its inputs' descs, plus the constant data of
  * shape-carrying inputs, and writes the desc of every present output. Errors read
@@ -9,99 +9,6 @@
 #include <string.h>
 
 #include "graph/shape_fns.h"
-
-const sc_shape_fn sc_shape_fns[SC_OP_COUNT] = {
-    /* shape_nn.c */
-    [SC_OP_CONV] = shape_conv,
-    [SC_OP_BATCH_NORM] = shape_batch_norm,
-    [SC_OP_MAX_POOL] = shape_pool,
-    [SC_OP_AVERAGE_POOL] = shape_pool,
-    [SC_OP_GLOBAL_AVERAGE_POOL] = shape_global_pool,
-    [SC_OP_GEMM] = shape_gemm,
-    [SC_OP_MATMUL] = shape_matmul,
-    [SC_OP_SOFTMAX] = shape_softmax,
-    [SC_OP_LOG_SOFTMAX] = shape_softmax,
-    [SC_OP_LAYER_NORM] = shape_layer_norm,
-    [SC_OP_DROPOUT] = shape_dropout,
-    [SC_OP_RESIZE] = shape_resize,
-    /* shape_elementwise.c */
-    [SC_OP_RELU] = shape_unary,
-    [SC_OP_LEAKY_RELU] = shape_unary,
-    [SC_OP_SIGMOID] = shape_unary,
-    [SC_OP_TANH] = shape_unary,
-    [SC_OP_ERF] = shape_unary,
-    [SC_OP_GELU] = shape_unary,
-    [SC_OP_CLIP] = shape_unary,
-    [SC_OP_SQRT] = shape_unary,
-    [SC_OP_RECIPROCAL] = shape_unary,
-    [SC_OP_NEG] = shape_unary,
-    [SC_OP_EXP] = shape_unary,
-    [SC_OP_LOG] = shape_unary,
-    [SC_OP_NOT] = shape_not,
-    [SC_OP_CAST] = shape_cast,
-    [SC_OP_IDENTITY] = shape_unary,
-    [SC_OP_ADD] = shape_binary,
-    [SC_OP_SUB] = shape_binary,
-    [SC_OP_MUL] = shape_binary,
-    [SC_OP_DIV] = shape_binary,
-    [SC_OP_POW] = shape_binary,
-    [SC_OP_MAX] = shape_variadic,
-    [SC_OP_MIN] = shape_variadic,
-    [SC_OP_EQUAL] = shape_compare,
-    [SC_OP_LESS] = shape_compare,
-    [SC_OP_GREATER] = shape_compare,
-    [SC_OP_AND] = shape_logical,
-    [SC_OP_OR] = shape_logical,
-    [SC_OP_WHERE] = shape_where,
-    /* shape_reduce.c */
-    [SC_OP_REDUCE_MEAN] = shape_reduce,
-    [SC_OP_REDUCE_SUM] = shape_reduce,
-    /* shape_movement.c */
-    [SC_OP_RESHAPE] = shape_reshape,
-    [SC_OP_FLATTEN] = shape_flatten,
-    [SC_OP_TRANSPOSE] = shape_transpose,
-    [SC_OP_SQUEEZE] = shape_squeeze,
-    [SC_OP_UNSQUEEZE] = shape_unsqueeze,
-    [SC_OP_CONCAT] = shape_concat,
-    [SC_OP_SPLIT] = shape_split,
-    [SC_OP_SLICE] = shape_slice,
-    [SC_OP_GATHER] = shape_gather,
-    [SC_OP_EXPAND] = shape_expand,
-    [SC_OP_PAD] = shape_pad,
-    [SC_OP_TRILU] = shape_trilu,
-    [SC_OP_SHAPE] = shape_shape,
-    [SC_OP_CONSTANT_OF_SHAPE] = shape_constant_of_shape,
-    [SC_OP_RANGE] = shape_range,
-    /* shape_grad_movement.c (training: SliceGrad, GatherGrad) */
-    [SC_OP_SLICE_GRAD] = shape_slice_grad,
-    [SC_OP_GATHER_GRAD] = shape_gather_grad,
-
-    /* shape_grad_nn.c (training: fused gradient ops of NN layers) */
-    [SC_OP_RELU_GRAD] = shape_grad_unary,
-    [SC_OP_GELU_GRAD] = shape_grad_unary,
-    [SC_OP_SOFTMAX_GRAD] = shape_softmax_grad,
-    [SC_OP_LOG_SOFTMAX_GRAD] = shape_softmax_grad,
-    [SC_OP_CONV_GRAD] = shape_conv_grad,
-    [SC_OP_BATCH_NORM_GRAD] = shape_batch_norm_grad,
-    [SC_OP_MAX_POOL_GRAD] = shape_pool_grad,
-    [SC_OP_AVERAGE_POOL_GRAD] = shape_pool_grad,
-    [SC_OP_LAYER_NORM_GRAD] = shape_layer_norm_grad,
-    [SC_OP_RESIZE_GRAD] = shape_resize_grad,
-
-    /* shape_train.c (training: loss and optimizer ops) */
-    [SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = shape_sce_loss,
-    [SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD] = shape_sce_loss_grad,
-    [SC_OP_SGD_UPDATE] = shape_optimizer,
-    [SC_OP_ADAMW_UPDATE] = shape_optimizer,
-
-};
-
-const char *shape_fn_missing_reason(sc_op op) {
-    switch (op) {
-    case SC_OP_CONSTANT: return "Constant nodes are turned into constant values by the importer";
-    default: return NULL;
-    }
-}
 
 static size_t shape_prefix(const sc_node *n, char *buf, size_t size) {
     int len = snprintf(buf, size, "node '%s' (%s): ", n->name ? n->name : "", sc_op_name(n->op));
@@ -252,4 +159,16 @@ sc_status shape_axis(const sc_graph *g, const sc_node *n, int64_t axis, int rank
 
 void shape_set_out(sc_graph *g, const sc_node *n, int k, const sc_desc *d) {
     if (k < n->n_out && n->out[k] >= 0) g->values[n->out[k]].desc = *d;
+}
+
+sc_status shape_same_desc(const sc_graph *g, const sc_node *n, int a, int b) {
+    const sc_desc *da = shape_in(g, n, a), *db = shape_in(g, n, b);
+    if (da->dtype != db->dtype || da->rank != db->rank || !sc_desc_same_shape(da, db))
+        return shape_fail(g, n, "inputs %d and %d must have the same dtype and shape", a, b);
+    return SC_OK;
+}
+
+sc_status shape_float_input(const sc_graph *g, const sc_node *n, int i) {
+    if (!sc_dtype_is_float(shape_in(g, n, i)->dtype)) return shape_fail(g, n, "input %d must be a float tensor", i);
+    return SC_OK;
 }

@@ -7,12 +7,10 @@
 
 #include "graph/shape_fns.h"
 
-static const sc_desc *in_desc(const sc_graph *g, const sc_node *n, int i) { return &g->values[n->in[i]].desc; }
-
 /* Reshape: 0 copies the input dim at that position (a literal 0 with allowzero), one -1 takes what
  * is left. */
 sc_status shape_reshape(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     int64_t shape[SC_MAX_RANK];
     int cnt;
     SC_TRY(shape_const_ints(g, n, 1, shape, SC_MAX_RANK, &cnt));
@@ -54,7 +52,7 @@ sc_status shape_reshape(sc_graph *g, sc_node *n) {
 
 /* Flatten: [prod(dims[:axis]), prod(dims[axis:])], axis in [-r, r]. */
 sc_status shape_flatten(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     int64_t axis = n->attrs->axis.axis;
     if (axis < -x->rank || axis > x->rank) return shape_fail(g, n, "axis %lld is out of range", (long long)axis);
     if (axis < 0) axis += x->rank;
@@ -66,7 +64,7 @@ sc_status shape_flatten(sc_graph *g, sc_node *n) {
 }
 
 sc_status shape_transpose(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     const sc_transpose_attrs *t = &n->attrs->transpose;
     if (t->n_perm == 0) { /* ONNX default: reverse the dims; made explicit for kernels */
         sc_attrs a = *n->attrs;
@@ -90,7 +88,7 @@ sc_status shape_transpose(sc_graph *g, sc_node *n) {
 
 /* Squeeze: listed axes must be 1; without axes every 1 dim goes. */
 sc_status shape_squeeze(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     int64_t axes[SC_MAX_RANK];
     int cnt = 0;
     if (node_has_input(n, 1)) SC_TRY(shape_const_ints(g, n, 1, axes, SC_MAX_RANK, &cnt));
@@ -113,7 +111,7 @@ sc_status shape_squeeze(sc_graph *g, sc_node *n) {
 
 /* Unsqueeze: axes index the output (rank r + len(axes)). */
 sc_status shape_unsqueeze(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     int64_t axes[SC_MAX_RANK];
     int cnt;
     SC_TRY(shape_const_ints(g, n, 1, axes, SC_MAX_RANK, &cnt));
@@ -134,12 +132,12 @@ sc_status shape_unsqueeze(sc_graph *g, sc_node *n) {
 }
 
 sc_status shape_concat(sc_graph *g, sc_node *n) {
-    sc_desc out = *in_desc(g, n, 0);
+    sc_desc out = *shape_in(g, n, 0);
     int axis;
     SC_TRY(shape_axis(g, n, n->attrs->axis.axis, out.rank, &axis));
     for (int i = 1; i < n->n_in; i++) {
         if (!node_has_input(n, i)) return shape_fail(g, n, "input %d is missing (variadic inputs cannot be omitted)", i);
-        const sc_desc *b = in_desc(g, n, i);
+        const sc_desc *b = shape_in(g, n, i);
         if (b->rank != out.rank || b->dtype != out.dtype)
             return shape_fail(g, n, "input %d differs from input 0 in rank or dtype", i);
         for (int d = 0; d < out.rank; d++)
@@ -154,14 +152,14 @@ sc_status shape_concat(sc_graph *g, sc_node *n) {
 /* Split: sizes from input 1; else opset 18's num_outputs with chunks of ceil(dim / num_outputs)
  * (the last one smaller); else equal parts, one per output. */
 sc_status shape_split(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     int axis;
     SC_TRY(shape_axis(g, n, n->attrs->axis.axis, x->rank, &axis));
     int64_t dim = x->dims[axis];
     int64_t *sizes = sc_arena_alloc_array(&g->arena, (size_t)n->n_out, sizeof(int64_t));
     if (!sizes) return shape_errorf(n, "out of memory");
     int64_t num = n->attrs->axis.num_outputs;
-    if (node_has_input(n, 1) && sc_desc_numel(in_desc(g, n, 1)) > 0) {
+    if (node_has_input(n, 1) && sc_desc_numel(shape_in(g, n, 1)) > 0) {
         int cnt;
         SC_TRY(shape_const_ints(g, n, 1, sizes, n->n_out, &cnt));
         if (cnt != n->n_out) return shape_fail(g, n, "split has %d sizes for %d outputs", cnt, n->n_out);
@@ -211,7 +209,7 @@ static int64_t slice_len(int64_t dim, int64_t start, int64_t end, int64_t step) 
 }
 
 sc_status shape_slice(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     int64_t starts[SC_MAX_RANK], ends[SC_MAX_RANK], axes[SC_MAX_RANK], steps[SC_MAX_RANK];
     int ns, ne, na, nst;
     SC_TRY(shape_const_ints(g, n, 1, starts, SC_MAX_RANK, &ns));
@@ -245,7 +243,7 @@ sc_status shape_slice(sc_graph *g, sc_node *n) {
 
 /* Gather: data[:axis] + indices.shape + data[axis+1:]. */
 sc_status shape_gather(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0), *idx = in_desc(g, n, 1);
+    const sc_desc *x = shape_in(g, n, 0), *idx = shape_in(g, n, 1);
     int axis;
     SC_TRY(shape_axis(g, n, n->attrs->axis.axis, x->rank, &axis));
     if (idx->dtype != SC_I64 && idx->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
@@ -262,7 +260,7 @@ sc_status shape_gather(sc_graph *g, sc_node *n) {
 
 /* Expand: bidirectional broadcast of the input with the shape input. */
 sc_status shape_expand(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     int64_t shape[SC_MAX_RANK];
     int cnt;
     SC_TRY(shape_const_ints(g, n, 1, shape, SC_MAX_RANK, &cnt));
@@ -278,7 +276,7 @@ sc_status shape_expand(sc_graph *g, sc_node *n) {
 /* Pad: pads input is [x1_begin, x2_begin, ..., x1_end, x2_end, ...] over the axes of input 3 (all
  * axes when omitted); negative pads crop. */
 sc_status shape_pad(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     int64_t pads[2 * SC_MAX_RANK], axes[SC_MAX_RANK];
     int np, na = x->rank;
     SC_TRY(shape_const_ints(g, n, 1, pads, 2 * SC_MAX_RANK, &np));
@@ -302,16 +300,16 @@ sc_status shape_pad(sc_graph *g, sc_node *n) {
 }
 
 sc_status shape_trilu(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     if (x->rank < 2) return shape_fail(g, n, "input must have rank >= 2");
-    if (node_has_input(n, 1) && sc_desc_numel(in_desc(g, n, 1)) != 1) return shape_fail(g, n, "k must be a scalar");
+    if (node_has_input(n, 1) && sc_desc_numel(shape_in(g, n, 1)) != 1) return shape_fail(g, n, "k must be a scalar");
     shape_set_out(g, n, 0, x);
     return SC_OK;
 }
 
 /* Shape (opset 15): i64 [end - start] after clamping start and end to [0, rank]. */
 sc_status shape_shape(sc_graph *g, sc_node *n) {
-    int rank = in_desc(g, n, 0)->rank;
+    int rank = shape_in(g, n, 0)->rank;
     int64_t start = n->attrs->shape.start, end = n->attrs->shape.has_end ? n->attrs->shape.end : rank;
     if (start < 0) start += rank;
     if (end < 0) end += rank;
@@ -338,9 +336,9 @@ sc_status shape_constant_of_shape(sc_graph *g, sc_node *n) {
 /* Range: max(ceil((limit - start) / delta), 0) elements of start's dtype. */
 sc_status shape_range(sc_graph *g, sc_node *n) {
     double v[3];
-    sc_dtype t = in_desc(g, n, 0)->dtype;
+    sc_dtype t = shape_in(g, n, 0)->dtype;
     for (int i = 0; i < 3; i++) {
-        if (in_desc(g, n, i)->dtype != t) return shape_fail(g, n, "start, limit and delta must share a dtype");
+        if (shape_in(g, n, i)->dtype != t) return shape_fail(g, n, "start, limit and delta must share a dtype");
         SC_TRY(shape_const_scalar(g, n, i, &v[i]));
     }
     if (v[2] == 0) return shape_fail(g, n, "delta is 0");

@@ -9,8 +9,6 @@
 
 #include "graph/shape_fns.h"
 
-static const sc_desc *in_desc(const sc_graph *g, const sc_node *n, int i) { return &g->values[n->in[i]].desc; }
-
 /* Unidirectional broadcast (ONNX Broadcasting.md): p's trailing dims equal to or 1 against target. */
 static bool broadcasts_to(const sc_desc *p, const sc_desc *target) {
     if (p->rank > target->rank) return false;
@@ -86,7 +84,7 @@ static void window_defaults(sc_window_attrs *w) {
 
 /* Conv: X [N, C, D1..Dk], W [M, C/group, k1..kk], B [M] -> [N, M, O1..Ok]. */
 sc_status shape_conv(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0), *wd = in_desc(g, n, 1);
+    const sc_desc *x = shape_in(g, n, 0), *wd = shape_in(g, n, 1);
     sc_attrs a = *n->attrs; /* the defaults resolved here are set on the node at the end */
     sc_window_attrs *w = &a.window;
     int ns = x->rank - 2;
@@ -107,7 +105,7 @@ sc_status shape_conv(sc_graph *g, sc_node *n) {
     if (wd->dims[0] % w->group) return shape_fail(g, n, "output channels %lld are not divisible by group %lld",
                                                   (long long)wd->dims[0], (long long)w->group);
     if (node_has_input(n, 2)) {
-        const sc_desc *b = in_desc(g, n, 2);
+        const sc_desc *b = shape_in(g, n, 2);
         if (b->rank != 1 || b->dims[0] != wd->dims[0]) return shape_fail(g, n, "B must be 1-D with M = %lld values", (long long)wd->dims[0]);
     }
     SC_TRY(window_check(g, n, w));
@@ -119,7 +117,7 @@ sc_status shape_conv(sc_graph *g, sc_node *n) {
     if (node_has_input(n, 3) != w->fused_sum)
         return shape_fail(g, n, "has %d inputs: ONNX Conv takes 2..3 (a 4th is the summand of a fused residual Add)",
                           n->n_in);
-    if (w->fused_sum && (in_desc(g, n, 3)->dtype != x->dtype || !sc_desc_same_shape(in_desc(g, n, 3), &out)))
+    if (w->fused_sum && (shape_in(g, n, 3)->dtype != x->dtype || !sc_desc_same_shape(shape_in(g, n, 3), &out)))
         return shape_fail(g, n, "the fused summand (input 3) must have the output's dtype and shape");
     SC_TRY(graph_node_set_attrs(g, n, &a));
     shape_set_out(g, n, 0, &out);
@@ -128,7 +126,7 @@ sc_status shape_conv(sc_graph *g, sc_node *n) {
 
 /* MaxPool, AveragePool: X [N, C, D1..Dk] -> [N, C, O1..Ok]; MaxPool's Indices are i64 alike. */
 sc_status shape_pool(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     sc_attrs a = *n->attrs; /* the defaults resolved here are set on the node at the end */
     sc_window_attrs *w = &a.window;
     int ns = x->rank - 2;
@@ -147,7 +145,7 @@ sc_status shape_pool(sc_graph *g, sc_node *n) {
 }
 
 sc_status shape_global_pool(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     if (x->rank < 3) return shape_fail(g, n, "X must have rank >= 3");
     sc_desc out = *x;
     for (int i = 2; i < out.rank; i++) out.dims[i] = 1;
@@ -158,22 +156,22 @@ sc_status shape_global_pool(sc_graph *g, sc_node *n) {
 /* Y like X; scale, B, mean, var are [C]. Opset 14+ training mode adds running_mean and
  * running_var outputs, shaped like the mean and var inputs. */
 sc_status shape_batch_norm(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     if (x->rank < 2) return shape_fail(g, n, "X must have rank >= 2");
     for (int i = 1; i < 5; i++) {
-        const sc_desc *p = in_desc(g, n, i);
+        const sc_desc *p = shape_in(g, n, i);
         if (p->rank != 1 || p->dims[0] != x->dims[1])
             return shape_fail(g, n, "input %d must be 1-D with C = %lld values", i, (long long)x->dims[1]);
     }
     shape_set_out(g, n, 0, x);
-    shape_set_out(g, n, 1, in_desc(g, n, 3));
-    shape_set_out(g, n, 2, in_desc(g, n, 4));
+    shape_set_out(g, n, 1, shape_in(g, n, 3));
+    shape_set_out(g, n, 2, shape_in(g, n, 4));
     return SC_OK;
 }
 
 /* Y = alpha * A' B' + beta * C with A' [M, K], B' [K, N]; C broadcasts one way to [M, N]. */
 sc_status shape_gemm(sc_graph *g, sc_node *n) {
-    const sc_desc *a = in_desc(g, n, 0), *b = in_desc(g, n, 1);
+    const sc_desc *a = shape_in(g, n, 0), *b = shape_in(g, n, 1);
     const sc_gemm_attrs *at = &n->attrs->gemm;
     if (a->rank != 2 || b->rank != 2) return shape_fail(g, n, "A and B must be 2-D");
     int64_t m = at->trans_a ? a->dims[1] : a->dims[0], ka = at->trans_a ? a->dims[0] : a->dims[1];
@@ -184,7 +182,7 @@ sc_status shape_gemm(sc_graph *g, sc_node *n) {
     int64_t dims[2] = {m, nn};
     sc_desc out = sc_desc_make(a->dtype, 2, dims);
     if (node_has_input(n, 2)) {
-        if (!broadcasts_to(in_desc(g, n, 2), &out)) return shape_fail(g, n, "C does not broadcast to [%lld,%lld]", (long long)m, (long long)nn);
+        if (!broadcasts_to(shape_in(g, n, 2), &out)) return shape_fail(g, n, "C does not broadcast to [%lld,%lld]", (long long)m, (long long)nn);
     }
     shape_set_out(g, n, 0, &out);
     return SC_OK;
@@ -193,7 +191,7 @@ sc_status shape_gemm(sc_graph *g, sc_node *n) {
 /* numpy.matmul: a 1-D A gains a leading 1 and a 1-D B a trailing 1 (both removed from the result);
  * the batch dims broadcast. */
 sc_status shape_matmul(sc_graph *g, sc_node *n) {
-    sc_desc a = *in_desc(g, n, 0), b = *in_desc(g, n, 1);
+    sc_desc a = *shape_in(g, n, 0), b = *shape_in(g, n, 1);
     if (a.rank < 1 || b.rank < 1) return shape_fail(g, n, "operands must have rank >= 1");
     bool a1 = a.rank == 1, b1 = b.rank == 1;
     if (a1) { a.dims[1] = a.dims[0]; a.dims[0] = 1; a.rank = 2; }
@@ -218,7 +216,7 @@ sc_status shape_matmul(sc_graph *g, sc_node *n) {
 }
 
 sc_status shape_softmax(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     int axis;
     SC_TRY(shape_axis(g, n, n->attrs->axis.axis, x->rank, &axis));
     shape_set_out(g, n, 0, x);
@@ -227,12 +225,12 @@ sc_status shape_softmax(sc_graph *g, sc_node *n) {
 
 /* Y like X; Mean and InvStdDev keep dims[:axis] and set the normalised dims to 1, in stash_type. */
 sc_status shape_layer_norm(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     int axis;
     SC_TRY(shape_axis(g, n, n->attrs->layer_norm.axis, x->rank, &axis));
     for (int i = 1; i < 3; i++) {
         if (!node_has_input(n, i)) continue;
-        const sc_desc *p = in_desc(g, n, i);
+        const sc_desc *p = shape_in(g, n, i);
         sc_desc norm = *x;
         norm.rank = x->rank - axis;
         memcpy(norm.dims, x->dims + axis, sizeof(int64_t) * (size_t)norm.rank);
@@ -248,22 +246,13 @@ sc_status shape_layer_norm(sc_graph *g, sc_node *n) {
     return SC_OK;
 }
 
-sc_status shape_dropout(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
-    shape_set_out(g, n, 0, x);
-    sc_desc mask = *x;
-    mask.dtype = SC_BOOL;
-    shape_set_out(g, n, 1, &mask);
-    return SC_OK;
-}
-
 /* Resize (opset 11+): inputs X, roi, scales, sizes; exactly one of scales and sizes is non-empty.
  * With scales: out = floor(in * scale) (times roi_end - roi_start for tf_crop_and_resize).
  * With sizes and keep_aspect_ratio_policy not_larger / not_smaller: one scale, the min / max of
  * sizes[i] / in[i] over the resized axes, then out = round(in * scale) (round half away from zero,
  * std::round in onnx's shape inference). */
 sc_status shape_resize(sc_graph *g, sc_node *n) {
-    const sc_desc *x = in_desc(g, n, 0);
+    const sc_desc *x = shape_in(g, n, 0);
     const sc_resize_attrs *ra = &n->attrs->resize;
     int axes[SC_MAX_RANK], n_axes = ra->n_axes ? ra->n_axes : x->rank;
     bool seen[SC_MAX_RANK] = {false};
@@ -275,8 +264,8 @@ sc_status shape_resize(sc_graph *g, sc_node *n) {
         if (seen[axes[i]]) return shape_fail(g, n, "axis %d repeats in axes", axes[i]);
         seen[axes[i]] = true;
     }
-    bool has_scales = node_has_input(n, 2) && sc_desc_numel(in_desc(g, n, 2)) > 0;
-    bool has_sizes = node_has_input(n, 3) && sc_desc_numel(in_desc(g, n, 3)) > 0;
+    bool has_scales = node_has_input(n, 2) && sc_desc_numel(shape_in(g, n, 2)) > 0;
+    bool has_sizes = node_has_input(n, 3) && sc_desc_numel(shape_in(g, n, 3)) > 0;
     if (has_scales == has_sizes) return shape_fail(g, n, "exactly one of scales and sizes must be given");
     sc_desc out = *x;
     if (has_scales) {

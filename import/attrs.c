@@ -143,6 +143,11 @@ static sc_status parse_leaky_relu(const sc_node_ctx *c, sc_attrs *out) {
     return attr_float(c, "alpha", 0.01f, &out->leaky_relu.alpha);
 }
 
+static sc_status parse_hard_sigmoid(const sc_node_ctx *c, sc_attrs *out) {
+    SC_TRY(attr_float(c, "alpha", 0.2f, &out->hard_sigmoid.alpha));
+    return attr_float(c, "beta", 0.5f, &out->hard_sigmoid.beta);
+}
+
 static sc_status parse_gelu(const sc_node_ctx *c, sc_attrs *out) {
     static const char *const modes[] = {"none", "tanh"};
     int m;
@@ -276,66 +281,15 @@ static sc_status parse_sce(const sc_node_ctx *c, sc_attrs *out) {
     return attr_int(c, "ignore_index", 0, &out->sce.ignore_index);
 }
 
+/* Generated from the ops.def rows. Internal ops (ops_train.def) never come from a file, so they have no
+ * parser; Constant has none either (the importer turns it into a value). */
+#define parse_unparsed NULL
 const sc_attr_parser sc_attr_parsers[SC_OP_COUNT] = {
-    [SC_OP_CONV] = parse_window,
-    [SC_OP_BATCH_NORM] = parse_batch_norm,
-    [SC_OP_MAX_POOL] = parse_window,
-    [SC_OP_AVERAGE_POOL] = parse_window,
-    [SC_OP_GLOBAL_AVERAGE_POOL] = parse_none,
-    [SC_OP_GEMM] = parse_gemm,
-    [SC_OP_MATMUL] = parse_none,
-    [SC_OP_SOFTMAX] = parse_softmax,
-    [SC_OP_LOG_SOFTMAX] = parse_softmax,
-    [SC_OP_LAYER_NORM] = parse_layer_norm,
-    [SC_OP_DROPOUT] = parse_dropout,
-    [SC_OP_RESIZE] = parse_resize,
-    [SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS] = parse_sce,
-    [SC_OP_RELU] = parse_none,
-    [SC_OP_LEAKY_RELU] = parse_leaky_relu,
-    [SC_OP_SIGMOID] = parse_none,
-    [SC_OP_TANH] = parse_none,
-    [SC_OP_ERF] = parse_none,
-    [SC_OP_GELU] = parse_gelu,
-    [SC_OP_CLIP] = parse_none, /* min/max are inputs from opset 11 */
-    [SC_OP_SQRT] = parse_none,
-    [SC_OP_RECIPROCAL] = parse_none,
-    [SC_OP_NEG] = parse_none,
-    [SC_OP_EXP] = parse_none,
-    [SC_OP_LOG] = parse_none,
-    [SC_OP_NOT] = parse_none,
-    [SC_OP_CAST] = parse_cast,
-    [SC_OP_IDENTITY] = parse_none,
-    [SC_OP_ADD] = parse_none,
-    [SC_OP_SUB] = parse_none,
-    [SC_OP_MUL] = parse_none,
-    [SC_OP_DIV] = parse_none,
-    [SC_OP_POW] = parse_none,
-    [SC_OP_MAX] = parse_none,
-    [SC_OP_MIN] = parse_none,
-    [SC_OP_EQUAL] = parse_none,
-    [SC_OP_LESS] = parse_none,
-    [SC_OP_GREATER] = parse_none,
-    [SC_OP_AND] = parse_none,
-    [SC_OP_OR] = parse_none,
-    [SC_OP_WHERE] = parse_none,
-    [SC_OP_REDUCE_MEAN] = parse_reduce,
-    [SC_OP_REDUCE_SUM] = parse_reduce,
-    [SC_OP_RESHAPE] = parse_reshape,
-    [SC_OP_FLATTEN] = parse_flatten,
-    [SC_OP_TRANSPOSE] = parse_transpose,
-    [SC_OP_SQUEEZE] = parse_none,   /* axes: input (canonicalised) */
-    [SC_OP_UNSQUEEZE] = parse_none, /* axes: input (canonicalised) */
-    [SC_OP_CONCAT] = parse_concat,
-    [SC_OP_SPLIT] = parse_split,
-    [SC_OP_SLICE] = parse_none,
-    [SC_OP_GATHER] = parse_gather,
-    [SC_OP_EXPAND] = parse_none,
-    [SC_OP_PAD] = parse_pad,
-    [SC_OP_TRILU] = parse_trilu,
-    [SC_OP_SHAPE] = parse_shape,
-    [SC_OP_CONSTANT_OF_SHAPE] = parse_fill,
-    [SC_OP_RANGE] = parse_none,
+#define SC_OP(id, name, min_in, max_in, min_out, max_out, family, attrs, ...) [SC_OP_##id] = parse_##attrs,
+#include "graph/ops.def"
+#undef SC_OP
 };
+#undef parse_unparsed
 
 const char *attrs_parser_missing_reason(sc_op op) {
     switch (op) {

@@ -329,17 +329,6 @@ static sc_status add_op_node(load_ctx *c, size_t idx, sc_node_ctx *nc) {
     return graph_node_set_attrs(c->g, &c->g->nodes[nid], &attrs);
 }
 
-/* Ops of ops.def that appeared after SC_MIN_OPSET (ONNX operator changelog). */
-static int64_t op_since_opset(sc_op op) {
-    switch (op) {
-    case SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS: return 12;
-    case SC_OP_TRILU: return 14;
-    case SC_OP_LAYER_NORM: return 17;
-    case SC_OP_GELU: return 20;
-    default: return SC_MIN_OPSET;
-    }
-}
-
 /* Subgraph attributes belong to control-flow ops (If, Loop, Scan), which Scorch does not support;
  * one on any other node is refused too rather than silently ignored. */
 static sc_status check_no_subgraphs(const sc_node_ctx *nc, const char *op_type) {
@@ -366,9 +355,9 @@ static sc_status add_node(load_ctx *c, size_t i, const ProtobufCMessage *msg) {
     SC_TRY(check_no_subgraphs(&nc, op_type));
     nc.op = sc_op_from_onnx_name(op_type);
     if (nc.op == SC_OP_COUNT) return sc_errorf("node '%s': unknown op '%s'", nc.label, op_type);
-    if (c->opset < op_since_opset(nc.op))
-        return sc_errorf("node '%s': op '%s' needs opset %lld or later, the model imports opset %lld", nc.label,
-                         op_type, (long long)op_since_opset(nc.op), (long long)c->opset);
+    if (c->opset < sc_op_infos[nc.op].since)
+        return sc_errorf("node '%s': op '%s' needs opset %d or later, the model imports opset %lld", nc.label,
+                         op_type, sc_op_infos[nc.op].since, (long long)c->opset);
     if (nc.op == SC_OP_CONSTANT) return add_constant_node(c, i, &nc);
     return add_op_node(c, i, &nc);
 }

@@ -18,42 +18,6 @@
 #include "schedule/search.h"
 #include "schedule/strategies.h"
 
-const char *plan_strategy_name(sc_strategy s) {
-    switch (s) {
-    case SC_STRATEGY_NONE: return "none";
-    case SC_STRATEGY_SQRT: return "sqrt";
-    case SC_STRATEGY_DC: return "dc";
-    case SC_STRATEGY_OPTIMAL: return "optimal";
-    case SC_STRATEGY_AUTO: return "auto";
-    }
-    return "?";
-}
-
-int plan_strategy_parse(const char *name) {
-    for (int k = SC_STRATEGY_NONE; name && k <= SC_STRATEGY_AUTO; k++)
-        if (!strcmp(name, plan_strategy_name((sc_strategy)k))) return k;
-    return -1;
-}
-
-int plan_offload_parse(const char *name) {
-    for (int k = SC_OFFLOAD_NONE; name && k <= SC_OFFLOAD_BOTH; k++)
-        if (!strcmp(name, plan_offload_name((sc_offload)k))) return k;
-    return -1;
-}
-
-int plan_update_parse(const char *name) {
-    for (int k = SC_UPDATE_AUTO; name && k <= SC_UPDATE_HOST; k++)
-        if (!strcmp(name, plan_update_name((sc_update_place)k))) return k;
-    return -1;
-}
-
-void plan_free(sc_plan *plan) {
-    free(plan->steps);
-    free(plan->intervals);
-    free(plan->iv_from);
-    memset(plan, 0, sizeof *plan);
-}
-
 static sc_status schedule_make(const sc_chain *c, const sc_plan_options *opt, sc_strategy s, sc_chain_schedule *out,
                                sc_strategy *used) {
     *used = s;
@@ -65,29 +29,6 @@ static sc_status schedule_make(const sc_chain *c, const sc_plan_options *opt, sc
     case SC_STRATEGY_AUTO: return strategy_auto_pick(c, opt->budget, out, used);
     }
     return sc_errorf("unknown strategy %d", (int)s);
-}
-
-int64_t sched_largest_node(const sc_graph *g, int *which) {
-    int64_t best = 0;
-    *which = -1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const sc_node *n = &g->nodes[i];
-        int64_t b = 0, donor = 0;
-        for (int j = 0; j < n->n_in; j++) {
-            if (n->in[j] < 0 || sched_persistent(g, n->in[j])) continue;
-            int64_t vb = sched_value_bytes(g, n->in[j]);
-            b += vb;
-            if (n->n_out > 0 && n->out[0] >= 0 && sc_op_donor_input_ok(n->op, j) &&
-                g->values[n->in[j]].desc.dtype == g->values[n->out[0]].desc.dtype &&
-                sc_desc_same_shape(&g->values[n->in[j]].desc, &g->values[n->out[0]].desc) && vb > donor)
-                donor = vb;
-        }
-        for (int o = 0; o < n->n_out; o++)
-            if (n->out[o] >= 0 && sched_alias_input(n, o) < 0) b += sched_value_bytes(g, n->out[o]);
-        b -= donor; /* the output may take over a dying input's block (plan_alloc) */
-        if (b > best) best = b, *which = i;
-    }
-    return best;
 }
 
 static sc_status over_budget_n(const sc_graph *g, int64_t arena, int64_t fixed, int64_t budget, int64_t smallest) {
@@ -308,15 +249,6 @@ static sc_status build_streaming(const sc_graph *g, const sc_training_graph *tg,
     return err ? err : sc_errorf("offload %s: no plan could be built", plan_offload_name(opt->offload));
 }
 
-const char *plan_update_name(sc_update_place u) {
-    switch (u) {
-    case SC_UPDATE_AUTO: return "auto";
-    case SC_UPDATE_DEVICE: return "device";
-    case SC_UPDATE_HOST: return "host";
-    }
-    return "?";
-}
-
 int64_t plan_param_count(const sc_graph *g) {
     int64_t n = 0;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -326,23 +258,46 @@ int64_t plan_param_count(const sc_graph *g) {
     return n;
 }
 
-const char *plan_offload_name(sc_offload o) {
-    switch (o) {
-    case SC_OFFLOAD_NONE: return "none";
-    case SC_OFFLOAD_WEIGHTS: return "weights";
-    case SC_OFFLOAD_ACTIVATIONS: return "activations";
-    case SC_OFFLOAD_AUTO: return "auto";
-    case SC_OFFLOAD_BOTH: return "both";
-    }
-    return "?";
-}
-
-sc_status plan_build(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *opt, sc_plan *plan) {
+static sc_status build_for(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *opt, sc_plan *plan) {
     memset(plan, 0, sizeof *plan);
     sc_cost_model m;
     cost_model_default(&m, opt->link_bandwidth, opt->node_time);
     sc_status st = opt->offload == SC_OFFLOAD_NONE ? build_plain(g, tg, opt, &m, plan) : build_streaming(g, tg, opt, &m, plan);
     if (!st && plan->update_on == SC_UPDATE_AUTO) plan->update_on = SC_UPDATE_DEVICE; /* no streamed parameter */
     if (!st && opt->offload == SC_OFFLOAD_NONE) plan->host_bytes = 0; /* no transfers; streaming plans got theirs in pick_offer */
+    if (!st) plan->budget = opt->budget;
     return st;
+}
+
+/* Without a budget on a device of known size: the plan as asked when it fits the room the kernels'
+ * workspace leaves, else one planned for that room (so `train model.onnx` on a GPU too small for the
+ * model still trains). */
+static sc_status build_in_room(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *opt, sc_plan *plan) {
+    SC_TRY(build_for(g, tg, opt, plan));
+    int64_t room = opt->capacity - plan_workspace_reserve(opt->capacity);
+    if (plan->arena_bytes <= room) return SC_OK;
+    sc_plan_options o = *opt;
+    o.budget = room;
+    if (o.strategy == SC_STRATEGY_NONE) o.strategy = SC_STRATEGY_AUTO;
+    if (o.offload == SC_OFFLOAD_NONE) o.offload = SC_OFFLOAD_AUTO;
+    sc_log(SC_LOG_WARN, "the %s plan needs %lld bytes; the device has %lld free: planning for %lld bytes (%lld kept for "
+           "workspace) with --strategy %s --offload %s", plan_strategy_name(plan->strategy), (long long)plan->arena_bytes,
+           (long long)opt->capacity, (long long)room, (long long)(opt->capacity - room), plan_strategy_name(o.strategy),
+           plan_offload_name(o.offload));
+    plan_free(plan);
+    SC_TRY(build_for(g, tg, &o, plan));
+    plan->refit = true;
+    return SC_OK;
+}
+
+sc_status plan_build(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *opt, sc_plan *plan) {
+    if (opt->capacity <= 0) return build_for(g, tg, opt, plan);
+    if (opt->budget <= 0) return build_in_room(g, tg, opt, plan);
+    sc_plan_options o = *opt;
+    if (o.budget > o.capacity) {
+        sc_log(SC_LOG_WARN, "--memory %lld bytes is more than the device's %lld free bytes; planning for %lld",
+               (long long)o.budget, (long long)o.capacity, (long long)o.capacity);
+        o.budget = o.capacity;
+    }
+    return build_for(g, tg, &o, plan);
 }

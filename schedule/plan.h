@@ -77,7 +77,15 @@ typedef struct {
                                 0 = no limit (widened while the plan fits and stalls remain) */
     int64_t host_budget;     /* host bytes the plan's copies (host_bytes) may take; 0 = unlimited. A
                                 plan over it is not chosen, as one over `budget` is not */
+    int64_t capacity;        /* the device's free bytes, 0 = unknown (the CPU's modelled device). A budget
+                                above it is lowered to it; without a budget, a plan that does not fit
+                                it less plan_workspace_reserve is re-planned for that room with
+                                strategy and offload auto (none replaced, others kept) */
 } sc_plan_options;
+
+/* Device bytes kept free for the kernels' workspace outside the arena (cuDNN's is capped at 256 MiB)
+ * when the budget is the device's own memory: a quarter of it on a small device. */
+int64_t plan_workspace_reserve(int64_t capacity);
 
 #define SC_PLAN_DEFAULT_SEGMENTS 1024
 
@@ -113,6 +121,8 @@ typedef struct {
                               predicted_time and stall_time) */
     int64_t host_bytes;    /* host memory of the session's copies of moved values (plan_host_copy_bytes);
                               streamed parameters and state live in their own host data, not counted */
+    int64_t budget;        /* the budget it was built under (opt's, or the capacity's) */
+    bool refit;            /* built for the capacity's room instead of the options (sc_plan_options.capacity) */
 } sc_plan;
 
 const char *plan_update_name(sc_update_place u);
@@ -122,8 +132,9 @@ const char *plan_offload_name(sc_offload o);
 /* Elements of the trainable parameters (those an update node writes), for B/param/step figures. */
 int64_t plan_param_count(const sc_graph *g);
 
-/* Builds a plan for a training graph under opt. Fails with a clear status when the budget cannot
- * be met, naming the smallest budget found feasible and what dominates it. */
+/* Builds a plan for a training graph under opt, measured node times (node_time) and the device's
+ * capacity included. Fails with a clear status when the budget cannot be met, naming the smallest
+ * budget found feasible and what dominates it. */
 sc_status plan_build(const sc_graph *g, const sc_training_graph *tg, const sc_plan_options *opt, sc_plan *plan);
 void plan_free(sc_plan *plan);
 

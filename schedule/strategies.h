@@ -14,7 +14,8 @@
  *   strategy_auto_pick the cheapest of the above that fits the budget.
  * budget is device bytes including fixed_bytes; 0 = unlimited. A strategy that cannot fit returns
  * a status naming the smallest budget it found feasible and what dominates it.
- * All strategy_* functions are defined in strategy_dc.c / strategy_optimal.c / strategy_auto.c.
+ * All strategy_* functions are defined in strategy_simple.c / strategy_dc.c / strategy_optimal.c /
+ * strategy_auto.c.
  *
  * Memory model the strategies (strategy_optimal's dynamic program in particular) assume; it is the
  * one chain_schedule_estimate computes (tests/test_strategies.c checks that they agree):

@@ -7,11 +7,11 @@ Without a GPU (forced with CUDA_VISIBLE_DEVICES="", so these checks run the same
   --device cuda stops before training with exit code 1, names why (no CUDA support in this build,
   or the CUDA runtime's error text) and writes nothing; --device auto (and no --device) trains on
   the CPU and says so; --device cpu gives bit-identical weights to auto there; a bad --device value
-  is a usage error (exit 2); `run --device cuda` is refused (exit 2: no GPU inference yet) while
+  is a usage error (exit 2); `run --device cuda` fails the same way (exit 1, the reason) while
   `run --device cpu|auto` works.
 When the CUDA backend is built and a GPU is visible: auto picks it, --device cuda trains on it
 (plain, with --memory above the GPU's free memory, and with --tf32), and its losses follow the CPU
-run's (relative 1e-3 per step, fp32 on both).
+run's (relative 1e-3 per step, fp32 on both), and `run --device cuda` gives the CPU's logits.
 """
 import csv
 import os
@@ -87,12 +87,12 @@ def without_gpu():
         p = run(["train"] + TRAIN + ["--device", bad])
         expect(p, 2, "--device must be cpu, cuda or auto", "--device %r" % bad)
 
-    p = run(["run", "m.onnx", "--seq", "16", "--device", "cuda"])
-    expect(p, 2, "not supported for inference yet", "run --device cuda")
+    p = run(["run", "m.onnx", "--seq", "16", "--device", "cuda"], env=NO_GPU)
+    expect(p, 1, "--device cuda: ", "run --device cuda without a GPU")
     p = run(["run", "m.onnx", "--seq", "16", "--device", "tpu"])
-    expect(p, 2, "--device must be cpu or auto", "run --device tpu")
+    expect(p, 2, "--device must be cpu, cuda or auto", "run --device tpu")
     for d in ("cpu", "auto"):
-        p = run(["run", "m.onnx", "--seq", "16", "--device", d])
+        p = run(["run", "m.onnx", "--seq", "16", "--device", d, "--output-dir", "run_" + d], env=NO_GPU)
         expect(p, 0, "logits f32[1,16,64]", "run --device " + d)
 
 
@@ -114,6 +114,12 @@ def with_gpu():
                 fail("--device cuda %s: step %d loss %.6g, the CPU's %.6g" % (" ".join(extra), i + 1, b, a))
         if len(gpu) != len(cpu):
             fail("--device cuda: %d logged steps, expected %d" % (len(gpu), len(cpu)))
+    p = run(["run", "m.onnx", "--seq", "16", "--device", "cuda", "--output-dir", "run_cuda"])
+    expect(p, 0, "logits f32[1,16,64]", "run --device cuda")
+    import numpy as np
+    a, b = np.load("run_cpu/logits.npy"), np.load("run_cuda/logits.npy")
+    if not np.allclose(a, b, rtol=1e-4, atol=1e-5):
+        fail("run --device cuda: logits differ from the CPU's by %g" % float(np.abs(a - b).max()))
     print("GPU checks passed")
 
 

@@ -8,7 +8,8 @@ through the code:
 (core: errors, tensors, files; graph: the IR and its passes; import: ONNX to IR; autodiff: the
 training graph; schedule: plans; backends: executing them; train: the session; api: the public
 library; tools: scorch-run). So constant folding in graph/ takes its evaluator from the caller and
-the atomic write lives in core/. Fails listing every upward include, and every library file over
+the atomic write lives in core/; train/ reaches a device only through the backend vtable, never a
+backend's own headers. Fails listing every upward include, and every library file over
 MAX_LINES lines (a file that long holds more than one idea: split it by what its parts do).
 
   layering_check.py SOURCE_DIR
@@ -21,6 +22,10 @@ ORDER = ["core", "graph", "import", "autodiff", "schedule", "backends", "train",
 RANK = {d: i for i, d in enumerate(ORDER)}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 MAX_LINES = 600
+# Stages above backends/ reach a device only through the backend vtable (backends/backend.h): these
+# may not include one backend's own headers.
+VTABLE_ONLY = {"train"}
+BACKEND_PRIVATE = ("backends/cpu/", "backends/cuda/")
 
 
 def main():
@@ -43,6 +48,9 @@ def main():
                         if top in RANK and RANK[top] > RANK[stage]:
                             bad.append("%s:%d includes %s (%s is after %s)" %
                                        (os.path.relpath(path, root), line_no, m.group(1), top, stage))
+                        if m and stage in VTABLE_ONLY and m.group(1).startswith(BACKEND_PRIVATE):
+                            bad.append("%s:%d includes %s (%s/ reaches devices through backends/backend.h only)" %
+                                       (os.path.relpath(path, root), line_no, m.group(1), stage))
     if files < 50:
         print("FAIL: only %d library files found under %s" % (files, root))
         return 1

@@ -1,4 +1,4 @@
-/* CPU neural-network kernels (cpu_conv.c, cpu_gemm.c, cpu_pool.c, cpu_norm.c) against naive reference
+/* CPU neural-network kernels (cpu_nn_conv.c, cpu_nn_gemm.c, cpu_nn_pool.c, cpu_nn_norm.c) against naive reference
  * loops written independently here, in double precision.
  *
  * Every case runs twice: in f32 (oneDNN / vectorised path; relative tolerance 1e-4) and in f64
@@ -672,7 +672,7 @@ static void pool_case(const char *name, sc_op op, const pool_spec *p, bool indic
     case_check(&c);
 }
 
-/* 2-D f32 MaxPool without Indices takes the separable path (cpu_pool_2d.c), with Indices the
+/* 2-D f32 MaxPool without Indices takes the separable path (cpu_nn_pool_2d.c), with Indices the
  * generic scan; both must give the same bits, including NaN (only a window's first tap's NaN
  * propagates), -inf and the sign of tied zeros. */
 static void maxpool_paths_agree(const char *name, const pool_spec *p) {

@@ -1,5 +1,5 @@
 /* Finite-difference checks (tests/grad_check.h, f64, central differences) of the gradient rules in
- * autodiff/grad_elementwise.c and autodiff/grad_linear.c: every unary op, every binary op with
+ * autodiff/grad_elementwise.c and autodiff/grad_nn_linear.c: every unary op, every binary op with
  * numpy broadcasting ([2,3,4] with [3,1], [2,3,4,5] with [1,3,1,1], scalars), Max/Min including a
  * tie (central differences at a tie give exactly 1/2, PyTorch's torch.maximum convention), Where,
  * MatMul (batched, broadcast, 1-D operands, shared weights) and Gemm (every transpose combination,
@@ -43,6 +43,9 @@ static void test_unary(void) {
     unary("gelu", SC_OP_GELU, &a, gc_rand_range(F, 2, D(3, 4), -3, 3));
     a.gelu.tanh_approx = true;
     unary("gelu_tanh", SC_OP_GELU, &a, gc_rand_range(F, 2, D(3, 4), -3, 3));
+    a.hard_sigmoid = (sc_hard_sigmoid_attrs){.alpha = 0.2f, .beta = 0.5f};
+    unary("hard_sigmoid", SC_OP_HARD_SIGMOID, &a, gc_rand_range(F, 2, D(3, 4), -4, 4));
+    unary("hard_swish", SC_OP_HARD_SWISH, NULL, gc_rand_range(F, 2, D(3, 4), -4.5, 4.5));
     unary("sqrt", SC_OP_SQRT, NULL, gc_rand_range(F, 2, D(3, 4), 0.5, 2));
     unary("reciprocal", SC_OP_RECIPROCAL, NULL, gc_rand_range(F, 2, D(3, 4), 0.5, 2));
     unary("neg", SC_OP_NEG, NULL, gc_rand(F, 2, D(3, 4)));

@@ -1,4 +1,4 @@
-/* Gradient rules of autodiff/grad_nn.c and the fused gradient kernels of backends/cpu/cpu_grad_*.c:
+/* Gradient rules of autodiff/grad_nn.c and the fused gradient kernels of backends/cpu/cpu_nn_*_grad.c:
  *  1. finite differences (tests/grad_check.h, f64, central differences, rtol 1e-3, atol 1e-5) of
  *     Conv (groups, depthwise, strides, dilations, asymmetric and SAME pads, 1-3 spatial dims),
  *     BatchNormalization in training and inference mode, MaxPool / AveragePool (pads, ceil_mode,

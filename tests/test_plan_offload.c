@@ -148,14 +148,14 @@ static float loss_of(const pt_model *m, const sc_tensor *outs) {
 }
 
 static bool on_cuda; /* --cuda: every plan (and the reference) runs on the CUDA backend */
-static bool worker_forced; /* the last backend_open put host updates on the worker */
+static bool worker_forced; /* the last test_backend_open put host updates on the worker */
 static int64_t cuda_moved, cuda_staged; /* --cuda: bytes copied in all, and through staging */
 
 /* The backend a plan runs on, with `capacity` device bytes. On the CPU, every other backend
  * copies inline while nothing is pending (backend_cpu_set_inline_copies), the rest through the
  * copy thread; and host updates run inline in one run of three, on the host worker in the others
  * (plan_exec_force_host_worker: the worker is what a GPU session uses). */
-static sc_status backend_open(int64_t capacity, sc_backend **be) {
+static sc_status test_backend_open(int64_t capacity, sc_backend **be) {
 #ifdef SCORCH_HAVE_CUDA
     if (on_cuda) return backend_cuda_create(capacity, be);
 #endif
@@ -175,7 +175,7 @@ static void reference_run_plan(pt_model *ref, float *losses) {
     sc_plan_session *s = NULL;
     sc_status st = plan_build(&ref->g, &ref->tg, &o, &p);
     SC_ASSERT(!st);
-    st = backend_open(0, &be);
+    st = test_backend_open(0, &be);
     if (!st) st = plan_session_create(be, &ref->g, &p, &s);
     for (int step = 1; !st && step <= STEPS; step++) {
         pt_feeds f;
@@ -262,7 +262,7 @@ static void run_plan(const char *what, pt_model *m, const sc_plan *p, int64_t ca
                      int64_t *h2d, int64_t *d2h) {
     sc_backend *be = NULL;
     sc_plan_session *s = NULL;
-    sc_status st = backend_open(capacity > 0 ? capacity : p->arena_bytes, &be);
+    sc_status st = test_backend_open(capacity > 0 ? capacity : p->arena_bytes, &be);
     if (!st) st = plan_session_create(be, &m->g, p, &s);
     for (int step = 1; !st && step <= STEPS; step++) {
         pt_feeds f;

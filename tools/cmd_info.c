@@ -1,43 +1,13 @@
 /* `scorch-run info MODEL.onnx`: what a model is made of at a given batch (and sequence) size.
  *
- * FLOPs: Conv 2 * out_numel * (Cin/group * kh * kw); Gemm and MatMul 2 * out_numel * K; every other
- * node the numel of its outputs (one op per produced element). Activation bytes: the sum over every
+ * FLOPs: each op's cost function (graph/op_cost.c), the planner's estimate. Activation bytes: the sum over every
  * value a node computes (what store-everything training would keep), not a peak. */
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "graph/op_cost.h"
 #include "tools/cmd.h"
 #include "tools/model_load.h"
-
-static int64_t node_out_numel(const sc_graph *g, const sc_node *n) {
-    int64_t s = 0;
-    for (int i = 0; i < n->n_out; i++)
-        if (n->out[i] >= 0) {
-            int64_t e = sc_desc_numel(&g->values[n->out[i]].desc);
-            if (e > 0) s += e;
-        }
-    return s;
-}
-
-static int64_t node_flops(const sc_graph *g, const sc_node *n) {
-    int64_t out = node_out_numel(g, n);
-    const sc_desc *a = n->n_in > 0 && n->in[0] >= 0 ? graph_in_desc(g, n, 0) : NULL;
-    const sc_desc *w = n->n_in > 1 && n->in[1] >= 0 ? graph_in_desc(g, n, 1) : NULL;
-    switch (n->op) {
-    case SC_OP_CONV: {
-        int64_t k = 1;
-        for (int i = 1; w && i < w->rank; i++) k *= w->dims[i];
-        return 2 * out * k;
-    }
-    case SC_OP_GEMM:
-        if (!a || a->rank != 2) return out;
-        return 2 * out * (n->attrs->gemm.trans_a ? a->dims[0] : a->dims[1]);
-    case SC_OP_MATMUL:
-        if (!a || a->rank < 1) return out;
-        return 2 * out * a->dims[a->rank - 1];
-    default: return out;
-    }
-}
 
 static void human(double v, const char *unit, int binary, char *buf, size_t size) {
     static const char *pre[] = {"", "K", "M", "G", "T", "P"};
@@ -71,7 +41,7 @@ static void info_print(const char *path, const sc_graph *g) {
     for (int i = 0; i < SC_OP_COUNT; i++) rows[i].op = (sc_op)i;
     for (int i = 0; i < g->n_nodes; i++) {
         const sc_node *n = &g->nodes[i];
-        int64_t f = node_flops(g, n);
+        int64_t f = (int64_t)sc_node_cost(g, n).flops;
         rows[n->op].count++;
         rows[n->op].flops += f;
         flops += f;

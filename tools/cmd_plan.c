@@ -223,21 +223,16 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     cfg.link_bandwidth = po->link_bandwidth; /* --link-bandwidth (calibration comes later, into the plan only) */
     cfg.device = SC_DEVICE_CPU;
     cfg.threads = out->threads;
+    cfg.calibrate = out->calibrate;
     sc_trainer *t = NULL;
     SC_TRY(sc_trainer_create(&cfg, &t));
     sc_graph *g = &sc_trainer_model(t)->graph;
     const sc_training_graph *tg = sc_trainer_graph(t);
-    sc_plan_options o = *po;
-    sc_calibration c = {0};
-    sc_status st = SC_OK;
-    if (out->calibrate) {
-        st = plan_calibrate(t, g, &o, &c, out->json ? NULL : stdout);
-        if (!st) st = sc_trainer_replan(t, &o);
-    }
-    if (!st) st = steps_time(t, out->measure, &s->measured_time, &s->measured_kernel_time);
+    sc_plan_options o = *sc_trainer_plan_options(t); /* node times and link included when calibrated */
+    if (sc_trainer_calibration(t) && !out->json) plan_calibration_print(sc_trainer_calibration(t), g, stdout);
+    sc_status st = steps_time(t, out->measure, &s->measured_time, &s->measured_kernel_time);
     s->measured_steps = out->measure;
     if (!st) st = plan_show(g, tg, sc_trainer_plan(t), &o, false, s, out);
-    sc_calibration_free(&c);
     sc_trainer_free(t);
     return st;
 }

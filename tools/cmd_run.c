@@ -1,4 +1,5 @@
-/* `scorch-run run MODEL.onnx`: one forward pass on the CPU (sc_forward_cpu).
+/* `scorch-run run MODEL.onnx`: one forward pass on the CPU or the GPU, through the plan executor with
+ * the store-everything plan (backends/infer.h), as training runs.
  *
  * Inputs come from --input NAME=FILE.npy (dtype and shape must equal the prepared graph input's) or
  * are drawn with --seed: float inputs normal(0, 1); integer inputs uniform in [0, V) where V is dim 0
@@ -6,8 +7,8 @@
  * [0, 10); bool inputs 0/1. Outputs are summarised (shape, mean, std, min, max) and, with
  * --output-dir, saved as DIR/<name>.npy (characters other than [A-Za-z0-9._-] become '_').
  * --repeat N times N more forward passes after the first (the warm-up) and prints median and min.
- * --device cpu|auto only: inference has no GPU path yet (the plain executor is CPU-only), so auto
- * means the CPU here and --device cuda is refused as a usage error (exit 2) saying so. */
+ * --device cpu|cuda|auto (default cpu): auto is the GPU when this build has the CUDA backend and a
+ * device is present. Parameters are copied to the device arena once, before the first pass. */
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -20,9 +21,11 @@
 #include "core/clock.h"
 #include "backends/profile.h"
 #include "core/npy.h"
+#include "backends/infer.h"
 #include "tools/cmd.h"
 #include "tools/gen_common.h"
 #include "tools/model_load.h"
+#include "tools/plan_report.h"
 
 static int64_t gather_vocab(const sc_graph *g, int value_id) {
     const sc_value *v = &g->values[value_id];
@@ -159,7 +162,7 @@ static int dbl_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static sc_status forward_timed(sc_graph *g, const sc_tensor *inputs, int64_t repeat, bool profile) {
+static sc_status forward_timed(sc_infer_session *s, sc_graph *g, const sc_tensor *inputs, int64_t repeat, bool profile) {
     double *ms = malloc(sizeof *ms * (size_t)repeat);
     sc_tensor *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
     sc_status st = ms && outs ? SC_OK : sc_errorf("out of memory");
@@ -169,7 +172,7 @@ static sc_status forward_timed(sc_graph *g, const sc_tensor *inputs, int64_t rep
     }
     for (int64_t r = 0; !st && r < repeat; r++) {
         double t0 = 1e3 * sc_clock_seconds();
-        st = sc_forward_cpu(g, inputs, outs);
+        st = infer_session_run(s, inputs, outs);
         ms[r] = 1e3 * sc_clock_seconds() - t0;
         for (int i = 0; !st && i < g->n_outputs; i++) sc_tensor_free_data(&outs[i]);
     }
@@ -186,13 +189,16 @@ static sc_status forward_timed(sc_graph *g, const sc_tensor *inputs, int64_t rep
     return st;
 }
 
-static sc_status run_model(sc_graph *g, arg_spec *spec) {
+static sc_status run_model(sc_graph *g, sc_device device, arg_spec *spec) {
     arg_opt *dir = args_get(spec, "output-dir"), *seed = args_get(spec, "seed"), *repeat = args_get(spec, "repeat");
     sc_tensor *inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
     sc_tensor *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
     sc_status st = inputs && outs ? SC_OK : sc_errorf("out of memory");
+    sc_infer_session *s = NULL;
+    sc_backend_config bc = {.device = device};
     if (!st) st = inputs_make(g, args_get(spec, "input"), (uint64_t)seed->i, inputs);
-    if (!st) st = sc_forward_cpu(g, inputs, outs);
+    if (!st) st = infer_session_create(g, &bc, &s);
+    if (!st) st = infer_session_run(s, inputs, outs);
     if (!st && dir->set && mkdir(dir->s, 0777) != 0 && errno != EEXIST)
         st = sc_errorf("%s: cannot create output folder: %s", dir->s, strerror(errno));
     for (int i = 0; !st && i < g->n_outputs; i++) {
@@ -200,7 +206,8 @@ static sc_status run_model(sc_graph *g, arg_spec *spec) {
         output_summary(name, &outs[i]);
         if (dir->set) st = output_save(dir->s, name, &outs[i]);
     }
-    if (!st && repeat->set && repeat->i > 0) st = forward_timed(g, inputs, repeat->i, args_get(spec, "profile")->set);
+    if (!st && repeat->set && repeat->i > 0) st = forward_timed(s, g, inputs, repeat->i, args_get(spec, "profile")->set);
+    infer_session_free(s);
     for (int i = 0; outs && i < g->n_outputs; i++) sc_tensor_free_data(&outs[i]);
     for (int i = 0; inputs && i < g->n_inputs; i++) free(inputs[i].data);
     free(inputs);
@@ -217,11 +224,11 @@ int cmd_run(int argc, char **argv) {
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "OpenMP threads (default: OMP_NUM_THREADS or all cores)"},
         {.name = "repeat", .kind = ARG_INT, .metavar = "N", .help = "time N more forward passes; print median/min ms"},
         {.name = "profile", .kind = ARG_FLAG, .help = "with --repeat: time per op over the timed passes"},
-        {.name = "device", .kind = ARG_STR, .metavar = "cpu|auto", .help = "cpu (auto = cpu: no GPU inference yet)"},
+        {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where the pass runs (default cpu; auto: the GPU when present)"},
     };
     arg_spec spec = {.usage = "scorch-run run MODEL.onnx [--batch N] [--seq N] [--dim NAME=N] [--input NAME=FILE.npy ...] "
-                              "[--output-dir DIR] [--seed N] [--threads N] [--repeat N [--profile]] [--device cpu|auto]",
-                     .summary = "Runs the forward pass on the CPU. Inputs not given are random (floats normal(0,1),\n"
+                              "[--output-dir DIR] [--seed N] [--threads N] [--repeat N [--profile]] [--device cpu|cuda|auto]",
+                     .summary = "Runs the forward pass on the CPU or the GPU. Inputs not given are random (floats normal(0,1),\n"
                                 "token ids uniform below the embedding's rows). Prints one line per output.",
                      .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
     args_result ar = args_parse(&spec, argc, argv);
@@ -236,19 +243,20 @@ int cmd_run(int argc, char **argv) {
         return 2;
     }
     arg_opt *device = args_get(&spec, "device");
-    if (device->set && strcmp(device->s, "cpu") && strcmp(device->s, "auto")) {
-        args_error("%s", !strcmp(device->s, "cuda") ? "--device cuda is not supported for inference yet: `run` runs on the CPU "
-                                                "(use --device cpu or auto; `train --device cuda` trains on the GPU)"
-                                                    : "--device must be cpu or auto");
+    int dev = device->set ? device_parse(device->s) : SC_DEVICE_CPU;
+    if (dev < 0) {
+        args_error("--device must be cpu, cuda or auto");
         args_free(&spec);
         return 2;
     }
     if (threads->set) omp_set_num_threads((int)threads->i);
     sc_model *m;
     int usage = 0;
-    sc_status st = model_load_prepared_for(&spec, true, &m, &usage);
+    sc_device resolved;
+    sc_status st = sc_device_resolve((sc_device)dev, &resolved);
+    if (!st) st = model_load_prepared_for(&spec, true, &m, &usage);
     if (!st) {
-        st = run_model(&m->graph, &spec);
+        st = run_model(&m->graph, resolved, &spec);
         sc_model_free(m);
     }
     args_free(&spec);

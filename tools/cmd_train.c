@@ -26,7 +26,7 @@
  * the measurements: "plan S (offload O): K segments, peak planned P measured M bytes, step time
  * predicted X s measured Y s (median)". An infeasible budget stops before training, naming the smallest budget.
  * --calibrate (with a plan, CPU only) measures every node of the training graph first
- * (train/calibrate.h) and re-plans with those times before the first step.
+ * (train/calibrate.h), and the session's one plan is built with those times.
  */
 #include <math.h>
 #include <signal.h>
@@ -136,7 +136,7 @@ typedef struct {
     const char *out, *state_dir, *dump_grads;
     const char *interrupt_dir; /* where an interrupted run saves its state: state_dir or MODEL.state */
     int64_t save_every;
-    bool calibrate; /* --calibrate: re-plan with measured node times before the first step */
+    bool calibrate; /* --calibrate: plan with measured node times (sc_trainer_config.calibrate) */
 } run_opts;
 
 /* The signal that stopped the run (0: none); cmd_train exits 128 + it. */
@@ -207,17 +207,7 @@ static char *default_output(const char *model) { return model_derived(model, ".t
 static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int64_t print_every, const char *log) {
     sc_trainer *t = NULL;
     SC_TRY(sc_trainer_create(cfg, &t));
-    sc_calibration cal = {0};
-    if (o->calibrate) {
-        sc_plan_options po = cfg->plan;
-        sc_status cs = plan_calibrate(t, &sc_trainer_model(t)->graph, &po, &cal, stderr);
-        if (!cs) cs = sc_trainer_replan(t, &po); /* the session keeps po.node_time: cal outlives it */
-        if (cs) {
-            sc_trainer_free(t);
-            sc_calibration_free(&cal);
-            return cs;
-        }
-    }
+    if (sc_trainer_calibration(t)) plan_calibration_print(sc_trainer_calibration(t), &sc_trainer_model(t)->graph, stderr);
     const sc_training_graph *tg = sc_trainer_graph(t);
     int64_t total = sc_trainer_total_steps(t), done = sc_trainer_step_count(t);
     fprintf(stderr, "training %s on %s: %d trainable parameter tensors, data %s, %lld steps", cfg->model_path,
@@ -249,7 +239,6 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
     }
     free(p.exec_times);
     sc_trainer_free(t);
-    sc_calibration_free(&cal);
     return st;
 }
 
@@ -390,7 +379,7 @@ int cmd_train(int argc, char **argv) {
     if (!usage && se->set && (o.save_every = se->i) < 1) usage = "--save-every must be at least 1";
     if (!o.state_dir) o.state_dir = cfg.resume_dir;
     if (!usage && se->set && !o.state_dir) usage = "--save-every needs --state DIR (or --resume DIR)";
-    o.calibrate = args_get(&spec, "calibrate")->set;
+    o.calibrate = cfg.calibrate = args_get(&spec, "calibrate")->set;
     if (!usage && o.calibrate && !cfg.use_plan)
         usage = "--calibrate calibrates the planner: give --memory (or --strategy/--offload) with it";
     if (usage) {

@@ -68,16 +68,18 @@ sc_status plan_calibrate(sc_trainer *t, const sc_graph *g, sc_plan_options *o, s
     }
     o->node_time = c->node_time;
     if (!(o->link_bandwidth > 0)) o->link_bandwidth = c->link_bandwidth; /* a --link-bandwidth stays */
-    if (f) {
-        double sum = 0, model = 0;
-        sc_cost_model m;
-        cost_model_default(&m, 0, NULL);
-        for (int i = 0; i < c->n_nodes; i++) sum += c->node_time[i], model += cost_node_time(&m, g, i);
-        fprintf(f, "calibrated     %d nodes on the CPU backend (median of %d runs after %d warm-up): store-all step "
-                   "%.4g s measured, %.4g s in its nodes, %.4g s by the uncalibrated cost model; link %.3g GB/s\n",
-                c->n_nodes, c->runs, SC_CALIBRATE_WARMUP, c->step_time, sum, model, c->link_bandwidth * 1e-9);
-    }
+    if (f) plan_calibration_print(c, g, f);
     return SC_OK;
+}
+
+void plan_calibration_print(const sc_calibration *c, const sc_graph *g, FILE *f) {
+    double sum = 0, model = 0;
+    sc_cost_model m;
+    cost_model_default(&m, 0, NULL);
+    for (int i = 0; i < c->n_nodes; i++) sum += c->node_time[i], model += cost_node_time(&m, g, i);
+    fprintf(f, "calibrated     %d nodes on the CPU backend (median of %d runs after %d warm-up): store-all step "
+               "%.4g s measured, %.4g s in its nodes, %.4g s by the uncalibrated cost model; link %.3g GB/s\n",
+            c->n_nodes, c->runs, SC_CALIBRATE_WARMUP, c->step_time, sum, model, c->link_bandwidth * 1e-9);
 }
 
 /* The highest total of the per-step resident bytes: memory_by_step's three kinds summed, with one

@@ -109,6 +109,8 @@ sc_status plan_timeline_time(const sc_graph *g, const sc_plan *p, const sc_cost_
  * points o->node_time (owned by c: keep c alive while o is used) and o->link_bandwidth at the
  * measurements. Prints one line about it to f (NULL: quiet). */
 sc_status plan_calibrate(sc_trainer *t, const sc_graph *g, sc_plan_options *o, sc_calibration *c, FILE *f);
+/* The one-line summary of a calibration (what plan_calibrate prints). */
+void plan_calibration_print(const sc_calibration *c, const sc_graph *g, FILE *f);
 
 /* Human-readable summary table. */
 void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p);

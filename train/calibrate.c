@@ -6,9 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/cpu/cpu.h"
 #include "core/clock.h"
-#include "backends/cpu/cpu_rng.h"
 #include "backends/executor.h"
 #include "backends/profile.h"
 #include "train/trainer_internal.h"
@@ -35,7 +33,8 @@ sc_status sc_calibration_check(const sc_calibration *c, const sc_graph *g) {
 static sc_status link_measure(double *bandwidth) {
     int64_t n = SC_CALIBRATE_LINK_BYTES;
     sc_backend *be = NULL;
-    SC_TRY(backend_cpu_create(n, &be));
+    sc_backend_config cpu = {.device = SC_DEVICE_CPU, .capacity = n};
+    SC_TRY(backend_open(&cpu, &be));
     void *dev = NULL, *host = aligned_alloc(64, (size_t)n);
     sc_status st = host ? be->iface->arena_create(be, n, &dev) : sc_errorf("out of memory");
     double t[SC_CALIBRATE_LINK_REPS];
@@ -91,7 +90,7 @@ static sc_status feeds_prepare(sc_trainer *t) {
 static sc_status run_once(calib_run *r, sc_trainer *t, double *row, double *step_s) {
     sc_graph *g = &t->model->graph;
     for (int i = 0; i < g->n_outputs; i++) sc_tensor_free_data(&r->outs[i]);
-    cpu_params_changed();
+    r->be->iface->params_changed(r->be);
     bool was = sc_profile_enabled();
     if (row) {
         sc_profile_nodes(g, row);
@@ -115,14 +114,15 @@ static sc_status calibrate_nodes(sc_trainer *t, int warmup, int runs, calib_run 
     sc_graph *g = &t->model->graph;
     sc_plan_options o = {.strategy = SC_STRATEGY_NONE, .offload = SC_OFFLOAD_NONE};
     SC_TRY(plan_build(g, &t->tg, &o, &r->plan));
-    SC_TRY(backend_cpu_create(r->plan.arena_bytes, &r->be));
+    sc_backend_config cpu = {.device = SC_DEVICE_CPU, .capacity = r->plan.arena_bytes};
+    SC_TRY(backend_open(&cpu, &r->be));
     SC_TRY(plan_session_create(r->be, g, &r->plan, &r->session));
     r->outs = calloc((size_t)g->n_outputs + 1, sizeof *r->outs);
     r->samples = calloc((size_t)runs * (size_t)g->n_nodes + 1, sizeof *r->samples);
     r->steps = calloc((size_t)runs + 1, sizeof *r->steps);
     if (!r->outs || !r->samples || !r->steps) return sc_errorf("out of memory calibrating");
     SC_TRY(feeds_prepare(t));
-    cpu_set_dropout_rng(t->cfg.seed, 1);
+    r->be->iface->set_seed(r->be, t->cfg.seed, 1);
     for (int i = 0; i < warmup; i++) SC_TRY(run_once(r, t, NULL, NULL));
     for (int i = 0; i < runs; i++) SC_TRY(run_once(r, t, r->samples + (size_t)i * (size_t)g->n_nodes, &r->steps[i]));
     double *col = malloc(sizeof *col * (size_t)runs);
@@ -136,6 +136,16 @@ static sc_status calibrate_nodes(sc_trainer *t, int warmup, int runs, calib_run 
     c->step_time = median(r->steps, runs);
     return SC_OK;
 }
+
+sc_status train_calibrate_once(sc_trainer *t) {
+    if (t->cal.n_nodes) return SC_OK;
+    SC_TRY(sc_trainer_calibrate(t, SC_CALIBRATE_WARMUP, SC_CALIBRATE_RUNS, &t->cal));
+    sc_status st = sc_calibration_check(&t->cal, &t->model->graph);
+    if (st) sc_calibration_free(&t->cal);
+    return st;
+}
+
+const sc_calibration *sc_trainer_calibration(const sc_trainer *t) { return t->cal.n_nodes ? &t->cal : NULL; }
 
 sc_status sc_trainer_calibrate(sc_trainer *t, int warmup, int runs, sc_calibration *out) {
     memset(out, 0, sizeof *out);
@@ -156,7 +166,7 @@ sc_status sc_trainer_calibrate(sc_trainer *t, int warmup, int runs, sc_calibrati
     memset(&r, 0, sizeof r);
     sc_status st = calibrate_nodes(t, warmup, runs, &r, out);
     run_free(&r, g->n_outputs);
-    cpu_params_changed(); /* the trainer's own weights are at other addresses than the ones just used */
+    train_backends_params_changed(t); /* the trainer's own weights are at other addresses than the ones just used */
     if (!st) st = link_measure(&out->link_bandwidth);
     if (st) {
         sc_calibration_free(out);

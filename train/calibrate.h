@@ -41,6 +41,8 @@ typedef struct {
 
 sc_status sc_trainer_calibrate(sc_trainer *t, int warmup, int runs, sc_calibration *out);
 void sc_calibration_free(sc_calibration *c);
+/* What the session was planned with (sc_trainer_config.calibrate), or NULL. */
+const sc_calibration *sc_trainer_calibration(const sc_trainer *t);
 /* SC_OK when g has c's nodes (same count and op per id); else a status naming the first mismatch. */
 sc_status sc_calibration_check(const sc_calibration *c, const sc_graph *g);
 

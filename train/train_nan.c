@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/cpu.h"
 #include "train/trainer_internal.h"
 
 typedef enum { FIN_OK = 0, FIN_INF = 1, FIN_NAN = 2 } fin_kind;
@@ -101,6 +100,7 @@ void train_snapshot_restore(sc_trainer *t) {
 
 typedef struct {
     sc_graph *g;
+    sc_backend *host; /* runs the nodes */
     void **data;
     bool *owned;
     fin_kind *fin; /* per value, once known */
@@ -118,6 +118,7 @@ static void run_free(nan_run *r) {
 
 static sc_status run_init(nan_run *r, sc_trainer *t) {
     sc_graph *g = r->g = &t->model->graph;
+    r->host = t->host;
     size_t n = (size_t)g->n_values + 1;
     r->data = calloc(n, sizeof *r->data);
     r->owned = calloc(n, sizeof *r->owned);
@@ -166,7 +167,7 @@ static sc_status run_node_checked(nan_run *r, int i, int *origin) {
         if (!out[k].data) st = sc_errorf("out of memory re-running node '%s'", n->name);
         else r->owned[v] = true;
     }
-    if (!st) st = cpu_run_node(n, in, n->n_in, out, n->n_out);
+    if (!st) st = r->host->iface->run_node(r->host, n, in, n->n_in, out, n->n_out);
     for (int k = 0; !st && k < n->n_out; k++) {
         int v = n->out[k];
         if (v < 0) continue;
@@ -233,9 +234,9 @@ sc_status train_nan_locate(sc_trainer *t, int64_t step, const char *trigger) {
                                         "checkpoint (--save-every), with --rollback on to name the origin",
                                         (long long)step, trigger));
     train_snapshot_restore(t);
-    cpu_params_changed();
+    train_backends_params_changed(t);
     sc_status st = locate(t, step, trigger);
     train_snapshot_restore(t); /* the re-run's updates are discarded too */
-    cpu_params_changed();
+    train_backends_params_changed(t);
     return st;
 }

@@ -9,8 +9,6 @@
 #include <time.h>
 
 #include "core/clock.h"
-#include "backends/cpu/cpu.h"
-#include "backends/cpu/cpu_rng.h"
 #include "backends/executor.h"
 #include "core/npy.h"
 #include "graph/passes.h"
@@ -194,10 +192,12 @@ static sc_status trainer_build(sc_trainer *t) {
     SC_TRY(strings_copy(t));
     SC_TRY(sc_device_resolve(t->cfg.device, &t->cfg.device));
     if (t->cfg.device == SC_DEVICE_CUDA) t->cfg.use_plan = true; /* the GPU runs plans only (train_plan.c) */
-    if (t->cfg.threads > 0) cpu_set_num_threads(t->cfg.threads);
+    sc_backend_config host = {.device = SC_DEVICE_CPU};
+    SC_TRY(backend_open(&host, &t->host));
+    if (t->cfg.threads > 0) t->host->iface->set_threads(t->host, t->cfg.threads);
     SC_TRY(sc_model_load(t->cfg.model_path, &t->model));
     sc_graph *g = &t->model->graph;
-    sc_bind_options bo = {.batch = t->cfg.batch, .seq = t->cfg.seq, .eval = cpu_evaluator()};
+    sc_bind_options bo = {.batch = t->cfg.batch, .seq = t->cfg.seq, .eval = t->host->iface->evaluator(t->host)};
     SC_TRY(sc_status_prefix(graph_prepare(g, &bo), "%s: ", t->cfg.model_path));
     SC_TRY(sc_status_prefix(autodiff_build_training(g, &t->cfg.train, &t->tg), "%s: ", t->cfg.model_path));
     if (t->tg.n_params == 0) sc_log(SC_LOG_WARN, "%s: no trainable parameters (all frozen?)", t->cfg.model_path);
@@ -250,6 +250,8 @@ void sc_trainer_free(sc_trainer *t) {
     free(t->wb_out);
     train_data_close(&t->data);
     sc_model_free(t->model);
+    backend_destroy(t->host);
+    sc_calibration_free(&t->cal);
     for (size_t i = 0; i < sizeof t->strings / sizeof t->strings[0]; i++) free(t->strings[i]);
     free(t);
 }
@@ -306,8 +308,7 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
     float lr = sc_trainer_lr_at(&t->cfg, t->total, step);
     SC_TRY(feeds_fill(t, step, lr));
     outs_release(t);
-    cpu_params_changed(); /* the last step, a loaded state or a restore changed weights in place */
-    cpu_set_dropout_rng(t->cfg.seed, (uint64_t)step); /* Dropout masks: a function of (seed, step) */
+    train_backends_step_begin(t, (uint64_t)step);
     int64_t peak_bytes, h2d, d2h, host_bytes;
     double exec_time;
     sc_status st = step_execute(t, &peak_bytes, &exec_time, &h2d, &d2h, &host_bytes);

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "autodiff/autodiff.h"
+#include "backends/backend.h"
 #include "import/onnx.h"
 #include "schedule/plan.h"
 
@@ -44,16 +45,6 @@ typedef enum { SC_LR_CONSTANT, SC_LR_COSINE } sc_lr_schedule;
 typedef enum { SC_ROLLBACK_AUTO, SC_ROLLBACK_ON, SC_ROLLBACK_OFF } sc_rollback;
 const char *sc_rollback_name(sc_rollback r); /* "auto", "on", "off" */
 
-/* Where the steps run. CPU: the store-everything executor, or with use_plan the plan on
- * the CPU backend. CUDA: always the plan (strategy none when no budget is given) on the CUDA backend
- * (backends/cuda/backend_cuda.h), its budget capped at the GPU's free memory. AUTO: CUDA when this
- * build has the CUDA backend and a device is present, else CPU. */
-typedef enum { SC_DEVICE_CPU, SC_DEVICE_CUDA, SC_DEVICE_AUTO } sc_device;
-
-/* AUTO -> CPU or CUDA; CUDA -> CUDA when usable, else a status naming why (no CUDA support in this
- * build, or the CUDA runtime's error text); CPU -> CPU. */
-sc_status sc_device_resolve(sc_device requested, sc_device *out);
-const char *sc_device_name(sc_device d); /* "cpu", "cuda", "auto" */
 
 typedef struct {
     const char *model_path;
@@ -78,7 +69,12 @@ typedef struct {
      * planned size, instead of sc_forward_cpu. The weights are bit-identical either way. */
     bool use_plan;
     sc_plan_options plan;
-    sc_device device;       /* default CPU (the CLI's default is AUTO); resolved by sc_trainer_create */
+    bool calibrate;         /* with use_plan: measure the node times and the link on the CPU backend
+                               (train/calibrate.h) before the one plan is built, and plan with them */
+    sc_device device;       /* default CPU (the CLI's default is AUTO); resolved by sc_trainer_create.
+                             * CPU: the store-everything executor, or with use_plan the plan on the
+                             * CPU backend. CUDA: always the plan (strategy none when no budget is
+                             * given), its budget capped at the GPU's free memory. */
     bool tf32;              /* CUDA: let cuBLAS/cuDNN use TF32 for f32 products (no effect on the CPU) */
     sc_rollback rollback;   /* default AUTO */
     /* CPU backend with a plan: a modelled host<->device link of this many bytes/s each way
@@ -126,8 +122,8 @@ sc_device sc_trainer_device(const sc_trainer *t);
 
 /* With use_plan: the plan every step runs (NULL otherwise). */
 const sc_plan *sc_trainer_plan(const sc_trainer *t);
-/* The options that plan was made with: on the GPU the budget may be its free memory (train_plan.c,
- * gpu_fit) rather than the configured one. */
+/* The options that plan was made with: on the GPU the budget may be its free memory (plan_build's
+ * capacity) rather than the configured one; calibrated node times and link are included. */
 const sc_plan_options *sc_trainer_plan_options(const sc_trainer *t);
 /* Replaces the plan by one built under o (bench); with use_plan only. When o cannot be met the status
  * is the planner's (naming the smallest feasible budget) and the current plan stays. */

@@ -3,6 +3,7 @@
 #define SC_TRAINER_INTERNAL_H
 
 #include "backends/plan_exec.h"
+#include "train/calibrate.h"
 #include "train/train_data.h"
 #include "train/trainer.h"
 
@@ -38,7 +39,19 @@ struct sc_trainer {
     sc_plan plan;
     sc_backend *backend;
     sc_plan_session *session;
+    /* The host's own backend (CPU): folding while binding, the store-everything executor's
+     * kernels, the NaN locator's replay. train/ sets threads, seeds and parameter changes through
+     * its vtable and the device backend's, never by calling a backend directly. */
+    sc_backend *host;
+    sc_calibration cal; /* with cfg.calibrate: measured before planning (n_nodes 0 until then) */
 };
+
+/* Measures t->cal once (cfg.calibrate), before the plan is built (calibrate.c). */
+sc_status train_calibrate_once(sc_trainer *t);
+
+/* params_changed and set_seed on the host backend and the device backend (when there is one). */
+void train_backends_step_begin(sc_trainer *t, uint64_t step);
+void train_backends_params_changed(sc_trainer *t);
 
 /* train_state.c */
 sc_status train_state_write(sc_trainer *t, const char *dir);

@@ -62,7 +62,7 @@ void cpu_half_arith_row(sc_dtype t, cpu_bcast_row_fn f32_row, const void *ctx, v
 
 /* Converts n elements between any two of f32, f64, f16, bf16, the integer types and bool with
  * ONNX Cast semantics (float -> int truncates toward zero, -> bool is x != 0). False if a dtype is
- * not one of those. Defined in cpu_cast.c; Pow uses it to bring exponents to a common type. */
+ * not one of those. Defined in cpu_elementwise_cast.c; Pow uses it to bring exponents to a common type. */
 bool cpu_convert(void *dst, sc_dtype dst_type, const void *src, sc_dtype src_type, int64_t n);
 
 /* memcpy split across threads for large copies; a no-op when dst == src (in-place). */

@@ -1,7 +1,7 @@
 /* oneDNN plumbing shared by the CPU kernels: one engine and stream for the process, a lock that
  * serialises primitive creation/execution against the caches, and the cache invalidation hook.
  *
- * Caches (cpu_conv.c): convolution primitives are created once per distinct (shapes, attributes)
+ * Caches (cpu_nn_conv.c): convolution primitives are created once per distinct (shapes, attributes)
  * and reused; weights reordered into a primitive's preferred layout are cached by (weight data
  * pointer, shape) and stamped with cpu_params_epoch(). Anything that changes parameter values in
  * place (an optimizer step, loading new weights at a recycled address) calls cpu_params_changed()
@@ -38,7 +38,7 @@ void cpu_dnnl_register_cache(cpu_dnnl_cache_clear_fn fn);
  *            kernels), reordered from and to the caller's on every call.
  *   AUTO:    channels-last when a side already is or the Conv has a fused summand, else PLAIN for
  *            1x1 kernels and BLOCKED otherwise: the fastest per ResNet-50 conv shape on this
- *            machine (2 threads; measurements in cpu_conv.c).
+ *            machine (2 threads; measurements in cpu_nn_conv.c).
  * Changing the layout clears the caches. */
 typedef enum { CPU_CONV_LAYOUT_PLAIN, CPU_CONV_LAYOUT_BLOCKED, CPU_CONV_LAYOUT_AUTO } cpu_conv_layout;
 void cpu_conv_set_layout(cpu_conv_layout layout);
@@ -49,7 +49,7 @@ sc_status cpu_dnnl_error(const sc_kernel_call *call, const char *what, dnnl_stat
 
 /* A list of cached primitive entries, each a heap struct whose first member is its key (compared
  * bytewise, so keys are zero-initialised before filling). Shapes per model are few, so lookup is a
- * linear scan. Used by the forward (cpu_conv.c) and backward (cpu_grad_conv.c) convolution caches. */
+ * linear scan. Used by the forward (cpu_nn_conv.c) and backward (cpu_nn_conv_grad.c) convolution caches. */
 typedef struct {
     void **items;
     int n, cap;

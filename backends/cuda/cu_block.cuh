@@ -1,4 +1,4 @@
-/* Block-wide reductions shared by the row kernels (cu_reduce.cu, cu_nn.cu, cu_loss.cu): warp
+/* Block-wide reductions shared by the row kernels (cu_reduce.cu, cu_nn.cu, cu_nn_norm.cu, cu_loss.cu): warp
  * shuffles, then one value per warp through shared memory. Every thread of the block must call
  * them (they contain __syncthreads) and every thread receives the result. Blocks are at most 1024
  * threads, a multiple of 32.

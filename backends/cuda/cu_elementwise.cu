@@ -1,7 +1,7 @@
 /* Element-wise kernels of the CUDA backend: unary activations, binary / variadic ops with numpy
  * broadcasting, Where, Expand, Cast, the copies behind Identity / Reshape / Flatten / Squeeze /
  * Unsqueeze, and the activation gradients ReluGrad / GeluGrad. Semantics are the CPU kernels'
- * (cpu_unary.c, cpu_binary.c, cpu_cast.c, cpu_grad_nn.c):
+ * (cpu_elementwise.c, cpu_elementwise_binary.c, cpu_elementwise_cast.c, cpu_nn_grad.c):
  *   Gelu exact 0.5 x (1 + erf(x / sqrt 2)); tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
  *   Clip: x < lo ? lo : x, then > hi ? hi (NaN passes, lo > hi gives hi)
  *   Max / Min propagate NaN; integer Div truncates; Pow keeps the base's type.
@@ -23,7 +23,7 @@ extern "C" {
 
 /* ---- unary ---- */
 
-enum { U_RELU, U_LEAKY, U_SIGMOID, U_TANH, U_ERF, U_GELU, U_GELU_TANH, U_SQRT, U_RECIP, U_NEG, U_EXP, U_LOG, U_CLIP };
+enum { U_RELU, U_LEAKY, U_SIGMOID, U_TANH, U_ERF, U_GELU, U_GELU_TANH, U_SQRT, U_RECIP, U_NEG, U_EXP, U_LOG, U_CLIP, U_HARD_SIGMOID, U_HARD_SWISH };
 
 template <int OP, typename T> __device__ __forceinline__ T unary_op(T v, double a, double b) {
     if (OP == U_RELU) return v > (T)0 ? v : (T)0;
@@ -45,6 +45,8 @@ template <int OP, typename T> __device__ __forceinline__ T unary_op(T v, double 
         T r = v < (T)a ? (T)a : v;
         return r > (T)b ? (T)b : r;
     }
+    if (OP == U_HARD_SIGMOID) return fmax((T)0, fmin((T)1, (T)a * v + (T)b));
+    if (OP == U_HARD_SWISH) return v * fmax((T)0, fmin((T)1, (T)a * v + (T)b));
     return v;
 }
 
@@ -109,6 +111,15 @@ sc_status cu_tanh(const cu_call *c) { return unary_float<U_TANH>(c, 0, 0); }
 sc_status cu_erf(const cu_call *c) { return unary_float<U_ERF>(c, 0, 0); }
 sc_status cu_gelu(const cu_call *c) {
     return c->node->attrs->gelu.tanh_approx ? unary_float<U_GELU_TANH>(c, 0, 0) : unary_float<U_GELU>(c, 0, 0);
+}
+sc_status cu_hard_sigmoid(const cu_call *c) {
+    const sc_hard_sigmoid_attrs *h = &c->node->attrs->hard_sigmoid;
+    return unary_float<U_HARD_SIGMOID>(c, h->alpha, h->beta);
+}
+/* alpha 1/6 as the CPU rounds it: (float)(1/6) for f32, 1/6 for f64 */
+sc_status cu_hard_swish(const cu_call *c) {
+    double a = c->in[0].desc.dtype == SC_F32 ? (double)(1.0f / 6.0f) : 1.0 / 6.0;
+    return unary_float<U_HARD_SWISH>(c, a, 0.5);
 }
 sc_status cu_sqrt(const cu_call *c) { return unary_float<U_SQRT>(c, 0, 0); }
 sc_status cu_reciprocal(const cu_call *c) { return unary_float<U_RECIP>(c, 0, 0); }
@@ -506,7 +517,7 @@ sc_status cu_where(const cu_call *c) {
     return by_size(c, sc_dtype_size(c->in[1].desc.dtype), 0, &g, sc_desc_numel(&c->out[0].desc));
 }
 
-sc_status cu_expand(const cu_call *c) {
+sc_status cu_broadcast_input(const cu_call *c) {
     const sc_desc *ins[1] = {&c->in[0].desc};
     bc_geom g;
     SC_TRY(geom_make(c, &c->out[0].desc, ins, 1, &g));

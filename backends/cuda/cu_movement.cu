@@ -1,7 +1,7 @@
 /* Data movement on the CUDA backend, dtype-agnostic (moved by element size): Transpose, Concat,
  * Split, Slice and SliceGrad, Gather and GatherGrad, Pad, Trilu, and the shape-made tensors Shape,
- * ConstantOfShape, Range. Semantics are the CPU's (cpu_movement.c, cpu_index.c, cpu_pad.c,
- * cpu_grad_movement.c, cpu_fill.c):
+ * ConstantOfShape, Range. Semantics are the CPU's (cpu_movement.c, cpu_movement_index.c, cpu_movement_pad.c,
+ * cpu_movement_grad.c, cpu_movement_fill.c):
  *   Slice: negative starts / ends add the dim; step > 0 clamps both to [0, dim], step < 0 clamps
  *     start to [0, dim - 1] and end to [-1, dim - 1]; output dims come from shape inference.
  *   Pad: out index i reads i - begin, outside the input by mode (constant, edge, reflect, wrap).
@@ -114,7 +114,7 @@ template <typename T> __global__ void k_gather(const T *x, const void *idx, bool
  * repeated indices in any order; the plan invariant needs a recomputed or replayed step to repeat
  * its bits). The indices are bucketed by value with a counting sort whose buckets list k in
  * increasing order, then each dX element sums its bucket in that order: the CPU's order
- * (cpu_grad_movement.c walks k upwards), in T.
+ * (cpu_movement_grad.c walks k upwards), in T.
  *   1. norm[k]: the index made non-negative, -1 when out of range; cnt[a] += 1 (integer atomics:
  *      exact in any order)
  *   2. start[a]: exclusive prefix sum of cnt (one block)
@@ -458,5 +458,8 @@ sc_status cu_range(const cu_call *c) {
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }
+
+/* Expand: numpy broadcasting of input 0 to the output's shape. */
+sc_status cu_expand(const cu_call *c) { return cu_broadcast_input(c); }
 
 } /* extern "C" */

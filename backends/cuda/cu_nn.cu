@@ -1,5 +1,5 @@
-/* Pools and BatchNormalization on the CUDA backend (semantics of cpu_pool.c, cpu_grad_pool.c,
- * cpu_norm.c, cpu_grad_norm.c); windows padded to 3 spatial dims (cu_window).
+/* Pools and BatchNormalization on the CUDA backend (semantics of cpu_nn_pool.c, cpu_nn_pool_grad.c,
+ * cpu_nn_norm.c, cpu_nn_norm_grad.c); windows padded to 3 spatial dims (cu_window).
  *   MaxPool: max over the taps inside the input; Indices (storage_order 0) = flat index in X.
  *   AveragePool: divides by the taps inside the input, or with count_include_pad inside the
  *     explicitly padded extent [-pad_begin, D + pad_end) (never beyond it under ceil_mode).
@@ -111,7 +111,7 @@ template <typename T> __global__ void k_avg_pool(pwin w, const T *x, T *y, bool 
 }
 
 /* The gradients gather instead of scattering: one thread per element of dX sums the outputs whose
- * window covers it, in increasing output order, in T: the CPU's scatter (cpu_pool.c walks the
+ * window covers it, in increasing output order, in T: the CPU's scatter (cpu_nn_pool.c walks the
  * outputs in order and adds to dX) gives the same sums, and unlike atomics the result does not
  * depend on thread timing, so a recomputed node repeats its bits (the plan invariant).
  * f(o0, o1, o2) is called for each covering output position; along dim d those are
@@ -439,6 +439,14 @@ sc_status cu_batch_norm_grad(const cu_call *c) {
     if (t == SC_F32) { BNG(float) } else { BNG(double) }
 #undef BNG
     return SC_OK;
+}
+
+/* GlobalAveragePool: the mean of each (n, c) plane, a reduction over the trailing dims (cu_reduce.cu). */
+sc_status cu_global_average_pool(const cu_call *c) {
+    const sc_desc *x = &c->in[0].desc;
+    if (x->rank < 2) return cu_errorf(c, "input rank %d < 2", x->rank);
+    return cu_mean_planes(c, x->dtype, c->in[0].data, c->out[0].data, x->dims[0] * x->dims[1],
+                          cu_prod(x->dims, 2, x->rank));
 }
 
 } /* extern "C" */

@@ -4,7 +4,7 @@
 #
 # cuDNN is optional: found (header cudnn.h + library cudnn, in the toolkit or under pip's
 # nvidia/cudnn) and SCORCH_CUDNN on, convolutions run on cuDNN; otherwise on our im2col + cuBLAS
-# kernels (cu_conv_gemm.cu). The configure log says which path is built.
+# kernels (cu_nn_conv_gemm.cu). The configure log says which path is built.
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 # PTX for every GPU from Ampere on (JIT-compiled once), native code for Hopper (the lent H100/H200).
@@ -33,9 +33,10 @@ if(scorch_cuda_opts)
 endif()
 set_property(TARGET scorch_cuda PROPERTY COMPILE_OPTIONS ${scorch_cuda_wrapped})
 target_compile_options(scorch_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
-# The optimizer updates round every product and sum apart, as cpu_optim.c (-ffp-contract=off)
+# The optimizer updates (and the loss, as before) round every product and sum apart, as cpu_optim.c (-ffp-contract=off)
 # does: host and device updates of a parameter then agree bit for bit (CMakeLists.txt).
-set_source_files_properties(${CMAKE_SOURCE_DIR}/backends/cuda/cu_loss.cu PROPERTIES COMPILE_OPTIONS -fmad=false)
+set_source_files_properties(${CMAKE_SOURCE_DIR}/backends/cuda/cu_optim.cu ${CMAKE_SOURCE_DIR}/backends/cuda/cu_loss.cu
+                            PROPERTIES COMPILE_OPTIONS -fmad=false)
 target_link_libraries(scorch_cuda PUBLIC scorch CUDA::cudart_static CUDA::cublas)
 
 set(SCORCH_CUDNN_FOUND OFF)

@@ -81,6 +81,8 @@ static double urand(void) {
 #define SCALAR_F32(v) {SC_F32, 0, {0}, K_INTS, {v}}
 #define F32V(n, ...) {SC_F32, 1, {n}, K_F32V, {__VA_ARGS__}} /* constant, values / 1000 */
 #define ABSENT {SC_DTYPE_UNDEFINED, 0, {0}, K_ABSENT, {0}}
+#define BOOLS(...) {SC_BOOL, sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}, K_BOOL, {0}}
+#define SCALAR_I64(v) {SC_I64, 0, {0}, K_INTS, {v}}
 
 static void a_gemm(sc_attrs *a) { a->gemm = (sc_gemm_attrs){.alpha = 0.7f, .beta = 1.3f, .trans_b = true}; }
 static void a_axis1(sc_attrs *a) { a->axis = (sc_axis_attrs){.axis = 1}; }
@@ -91,11 +93,20 @@ static void a_bn_inf(sc_attrs *a) { a->batch_norm = (sc_batch_norm_attrs){.epsil
 static void a_conv(sc_attrs *a) {
     a->window = (sc_window_attrs){.n_spatial = 2, .strides = {2, 1}, .dilations = {1, 1}, .pads = {1, 1, 1, 1}, .group = 1};
 }
+/* the inference fusions of graph/pass_fuse.c: Y = relu(conv + S) */
+static void a_conv_fused(sc_attrs *a) {
+    a_conv(a);
+    a->window.fused_sum = a->window.fused_relu = true;
+}
 static void a_conv_1x1(sc_attrs *a) {
     a->window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1}, .group = 1};
 }
 static void a_conv_asym(sc_attrs *a) {
     a->window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 2}, .pads = {0, 1, 1, 2}, .group = 2};
+}
+static void a_conv_asym_fused(sc_attrs *a) {
+    a_conv_asym(a);
+    a->window.fused_sum = a->window.fused_relu = true;
 }
 static void a_pool(sc_attrs *a) {
     a->window = (sc_window_attrs){.n_spatial = 2, .has_kernel_shape = true, .kernel_shape = {3, 3}, .strides = {2, 2},
@@ -105,12 +116,14 @@ static void a_reduce(sc_attrs *a) { a->reduce = (sc_reduce_attrs){.keepdims = tr
 static void a_perm(sc_attrs *a) { a->transpose = (sc_transpose_attrs){.n_perm = 3, .perm = {2, 0, 1}}; }
 static void a_leaky(sc_attrs *a) { a->leaky_relu.alpha = 0.1f; }
 static void a_gelu_tanh(sc_attrs *a) { a->gelu.tanh_approx = true; }
+static void a_hard_sigmoid(sc_attrs *a) { a->hard_sigmoid = (sc_hard_sigmoid_attrs){.alpha = 0.3f, .beta = 0.4f}; }
 static void a_sce(sc_attrs *a) { a->sce = (sc_sce_attrs){.reduction = SC_REDUCTION_MEAN}; }
 static void a_sgd(sc_attrs *a) { a->sgd = (sc_sgd_attrs){.momentum = 0.9f, .weight_decay = 1e-4f, .nesterov = true}; }
 static void a_adamw(sc_attrs *a) { a->adamw = (sc_adamw_attrs){.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f}; }
 static void a_pad_reflect(sc_attrs *a) { a->pad.mode = SC_PAD_REFLECT; }
 static void a_cast_f64(sc_attrs *a) { a->cast.to = SC_F64; }
 static void a_trilu(sc_attrs *a) { a->trilu.upper = false; }
+static void a_fill(sc_attrs *a) { a->fill = (sc_fill_attrs){.dtype = SC_F32, .value = 1.5}; }
 static void a_dropout(sc_attrs *a) { a->dropout = (sc_dropout_attrs){.seed = 7, .has_seed = true}; }
 static void a_rs_linear(sc_attrs *a) { a->resize = (sc_resize_attrs){.mode = SC_RESIZE_LINEAR, .coord = SC_CT_HALF_PIXEL}; }
 static void a_rs_nearest(sc_attrs *a) {
@@ -130,6 +143,8 @@ static const op_case cases[] = {
     {SC_OP_ERF, "erf", 1, 1, {F32(300)}, NULL, 1e-5},
     {SC_OP_GELU, "gelu", 1, 1, {F32(300)}, NULL, 1e-5},
     {SC_OP_GELU, "gelu_tanh", 1, 1, {F32(300)}, a_gelu_tanh, 1e-5},
+    {SC_OP_HARD_SIGMOID, "hard_sigmoid", 1, 1, {F32(300)}, a_hard_sigmoid, 1e-6},
+    {SC_OP_HARD_SWISH, "hard_swish", 1, 1, {F32(300)}, NULL, 1e-6},
     {SC_OP_SQRT, "sqrt", 1, 1, {POS(100)}, NULL, 1e-6},
     {SC_OP_RECIPROCAL, "reciprocal", 1, 1, {POS(100)}, NULL, 1e-6},
     {SC_OP_NEG, "neg", 1, 1, {F32(100)}, NULL, 1e-6},
@@ -174,6 +189,8 @@ static const op_case cases[] = {
     {SC_OP_MATMUL, "matmul_partial", 2, 1, {F32(2, 1, 4, 16), F32(1, 3, 16, 5)}, NULL, 2e-4},
     {SC_OP_CONV, "conv", 3, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4)}, a_conv, 2e-4},
     {SC_OP_CONV, "conv_asym_group", 2, 1, {F32(2, 4, 8, 8), F32(6, 2, 2, 3)}, a_conv_asym, 2e-4},
+    {SC_OP_CONV, "conv_fused_sum_relu", 4, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4), F32(2, 4, 5, 9)}, a_conv_fused, 2e-4},
+    {SC_OP_CONV, "conv_asym_fused", 4, 1, {F32(2, 4, 8, 8), F32(6, 2, 2, 3), ABSENT, F32(2, 6, 8, 7)}, a_conv_asym_fused, 2e-4},
     {SC_OP_CONV_GRAD, "conv_grad", 3, 3, {F32(2, 4, 5, 9), F32(2, 3, 9, 9), F32(4, 3, 3, 3)}, a_conv, 2e-4},
     /* 10,240 positions per output channel: the bias gradient sums several chunks (ch_parts) */
     {SC_OP_CONV_GRAD, "conv_grad_bias_chunks", 3, 3, {F32(2, 3, 64, 80), F32(2, 2, 64, 80), F32(3, 2, 1, 1)}, a_conv_1x1, 2e-4},
@@ -225,6 +242,19 @@ static const op_case cases[] = {
     {SC_OP_RELU_GRAD, "relu_grad", 2, 1, {F32(50), F32(50)}, NULL, 1e-6},
     {SC_OP_GELU_GRAD, "gelu_grad", 2, 1, {F32(50), F32(50)}, NULL, 1e-5},
     {SC_OP_DROPOUT, "dropout_train", 3, 2, {F32(1000), SCALAR_F32(0), {SC_BOOL, 0, {0}, K_INTS, {1}}}, a_dropout, 1e-6},
+    /* logic, comparisons on integers (random floats are never equal), copies and shape ops */
+    {SC_OP_NOT, "not", 1, 1, {BOOLS(4, 6)}, NULL, 1e-6},
+    {SC_OP_AND, "and_bcast", 2, 1, {BOOLS(4, 6), BOOLS(6)}, NULL, 1e-6},
+    {SC_OP_OR, "or_bcast", 2, 1, {BOOLS(4, 1), BOOLS(1, 6)}, NULL, 1e-6},
+    {SC_OP_EQUAL, "equal", 2, 1, {I64V(6, 1, 2, 3, 4, 5, 6), I64V(6, 1, 0, 3, 0, 5, 0)}, NULL, 1e-6},
+    {SC_OP_IDENTITY, "identity", 1, 1, {F32(3, 5)}, NULL, 1e-6},
+    {SC_OP_RESHAPE, "reshape", 2, 1, {F32(2, 3, 4), I64V(2, 4, -1)}, NULL, 1e-6},
+    {SC_OP_FLATTEN, "flatten", 1, 1, {F32(2, 3, 4)}, a_axis1, 1e-6},
+    {SC_OP_SQUEEZE, "squeeze", 2, 1, {F32(2, 1, 4), I64V(1, 1)}, NULL, 1e-6},
+    {SC_OP_UNSQUEEZE, "unsqueeze", 2, 1, {F32(2, 4), I64V(1, 1)}, NULL, 1e-6},
+    {SC_OP_SHAPE, "shape", 1, 1, {F32(2, 3, 4)}, NULL, 1e-6},
+    {SC_OP_CONSTANT_OF_SHAPE, "constant_of_shape", 1, 1, {I64V(2, 3, 4)}, a_fill, 1e-6},
+    {SC_OP_RANGE, "range", 3, 1, {SCALAR_I64(2), SCALAR_I64(20), SCALAR_I64(3)}, NULL, 1e-6},
     {SC_OP_SGD_UPDATE, "sgd", 4, 2, {F32(40), F32(40), F32(40), SCALAR_F32(0)}, a_sgd, 1e-6},
     {SC_OP_ADAMW_UPDATE, "adamw", 6, 3, {F32(40), F32(40), F32(40), POS(40), SCALAR_F32(0), {SC_I64, 0, {0}, K_INTS, {3}}}, a_adamw, 1e-5},
 };

@@ -1,5 +1,5 @@
 /* Emulated cuDNN (tests/cuda_emu): the subset of the cuDNN 9 legacy API that backends/cuda uses
- * (cu_conv_dnn.c, backend_cuda.c), with the real names, signatures, struct layouts and enumerator
+ * (cu_nn_conv_dnn.c, backend_cuda.c), with the real names, signatures, struct layouts and enumerator
  * values (cudnn_graph.h, cudnn_ops.h, cudnn_cnn.h of cuDNN 9.19), so the backend compiles
  * unchanged with g++ against these headers and runs on the CPU emulator.
  *

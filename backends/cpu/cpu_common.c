@@ -1,0 +1,31 @@
+/* State and helpers every CPU kernel file shares (cpu.h, cpu_kernels.h): the parameter epoch that
+ * caches of weights check, the thread count, and kernel errors naming the node. Apart from the
+ * kernel table (kernels.c), so that kernel files depend on these and the table on them, not both
+ * ways. */
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_kernels.h"
+
+static _Atomic uint64_t params_epoch;
+
+void cpu_params_changed(void) { params_epoch++; }
+
+uint64_t cpu_params_epoch(void) { return params_epoch; }
+
+void cpu_set_num_threads(int n) {
+    if (n > 0) omp_set_num_threads(n);
+}
+
+int cpu_num_threads(void) { return omp_get_max_threads(); }
+
+sc_status cpu_errorf(const sc_kernel_call *call, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return sc_errorf("node '%s' (%s): %s", call->node->name, sc_op_name(call->node->op), msg);
+}

@@ -1,0 +1,403 @@
+/* ConvGrad (dY, X, W) -> (dX, dW, dB), each output optional (graph/ops_train.def): the adjoint of
+ * Conv (cpu_nn_conv.c) with the same window (explicit pads, strides, dilations, groups incl.
+ * depthwise, 1 to 3 spatial dims). With i = o * stride - pad_begin + t * dil:
+ *   dX[n, c, i] = sum_{m in group(c), o, t} dY[n, m, o] W[m, c - group_start, t]
+ *   dW[m, c, t] = sum_{n, o} dY[n, m, o] X[n, group_start(m) + c, i]
+ *   dB[m]       = sum_{n, o} dY[n, m, o]
+ * f32 runs oneDNN's backward-data and backward-weights convolution primitives, created once per
+ * shape and cached here for the life of the process; activations stay NCHW for 1x1 kernels and take
+ * the primitive's preferred layout otherwise, as the forward does (cpu_dnnl.h). Weights change every
+ * training step, so they are reordered on every call and never cached: an entry holds no pointer to
+ * user data between calls, stays valid when parameters change, and is therefore not registered with
+ * cpu_dnnl_cache_clear (which a trainer calls after every update; rebuilding the JIT primitives each
+ * step would cost more than the convolutions). f64 runs plain reference loops (gradient checks).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_dnnl.h"
+#include "backends/cpu/cpu_kernels.h"
+
+/* ---- f64 reference ---- */
+
+typedef struct {
+    int64_t N, C, M, G;
+} conv_dims;
+
+/* Visits every (output position o, tap t, input position i) of one spatial window set. */
+#define FOR_WINDOW(w, BODY)                                                                              \
+    for (int64_t o0 = 0; o0 < (w)->out[0]; o0++)                                                         \
+        for (int64_t o1 = 0; o1 < (w)->out[1]; o1++)                                                     \
+            for (int64_t o2 = 0; o2 < (w)->out[2]; o2++) {                                               \
+                int64_t oi = (o0 * (w)->out[1] + o1) * (w)->out[2] + o2;                                 \
+                for (int64_t t0 = 0; t0 < (w)->k[0]; t0++) {                                             \
+                    int64_t i0 = o0 * (w)->stride[0] - (w)->pad_begin[0] + t0 * (w)->dil[0];             \
+                    if (i0 < 0 || i0 >= (w)->in[0]) continue;                                            \
+                    for (int64_t t1 = 0; t1 < (w)->k[1]; t1++) {                                         \
+                        int64_t i1 = o1 * (w)->stride[1] - (w)->pad_begin[1] + t1 * (w)->dil[1];         \
+                        if (i1 < 0 || i1 >= (w)->in[1]) continue;                                        \
+                        for (int64_t t2 = 0; t2 < (w)->k[2]; t2++) {                                     \
+                            int64_t i2 = o2 * (w)->stride[2] - (w)->pad_begin[2] + t2 * (w)->dil[2];     \
+                            if (i2 < 0 || i2 >= (w)->in[2]) continue;                                    \
+                            int64_t ii = (i0 * (w)->in[1] + i1) * (w)->in[2] + i2;                       \
+                            int64_t ti = (t0 * (w)->k[1] + t1) * (w)->k[2] + t2;                         \
+                            BODY                                                                         \
+                        }                                                                                \
+                    }                                                                                    \
+                }                                                                                        \
+            }
+
+static void conv_grad_ref_f64(const cpu_window *w, conv_dims d, const double *dy, const double *x,
+                              const double *wt, double *dx, double *dw, double *db) {
+    int64_t cg = d.C / d.G, mg = d.M / d.G;
+    int64_t in_sp = w->in[0] * w->in[1] * w->in[2], out_sp = w->out[0] * w->out[1] * w->out[2];
+    int64_t k_sp = w->k[0] * w->k[1] * w->k[2];
+    if (dx) {
+        memset(dx, 0, sizeof(double) * (size_t)(d.N * d.C * in_sp));
+        /* Groups write disjoint channels of dX, samples disjoint planes. */
+#pragma omp parallel for collapse(2)
+        for (int64_t n = 0; n < d.N; n++)
+            for (int64_t g = 0; g < d.G; g++)
+                for (int64_t m = g * mg; m < (g + 1) * mg; m++) {
+                    const double *gp = dy + (n * d.M + m) * out_sp;
+                    for (int64_t c = 0; c < cg; c++) {
+                        double *xp = dx + (n * d.C + g * cg + c) * in_sp;
+                        const double *wp = wt + (m * cg + c) * k_sp;
+                        FOR_WINDOW(w, xp[ii] += gp[oi] * wp[ti];)
+                    }
+                }
+    }
+    if (dw) {
+#pragma omp parallel for
+        for (int64_t m = 0; m < d.M; m++) {
+            int64_t g = m / mg;
+            double *wp = dw + m * cg * k_sp;
+            memset(wp, 0, sizeof(double) * (size_t)(cg * k_sp));
+            for (int64_t n = 0; n < d.N; n++) {
+                const double *gp = dy + (n * d.M + m) * out_sp;
+                for (int64_t c = 0; c < cg; c++) {
+                    const double *xp = x + (n * d.C + g * cg + c) * in_sp;
+                    double *wc = wp + c * k_sp;
+                    FOR_WINDOW(w, wc[ti] += gp[oi] * xp[ii];)
+                }
+            }
+        }
+    }
+    if (db) {
+        for (int64_t m = 0; m < d.M; m++) {
+            double s = 0;
+            for (int64_t n = 0; n < d.N; n++)
+                for (int64_t o = 0; o < out_sp; o++) s += dy[(n * d.M + m) * out_sp + o];
+            db[m] = s;
+        }
+    }
+}
+
+/* ---- oneDNN f32 path ---- */
+
+typedef enum { BWD_DATA, BWD_WEIGHTS } bwd_kind;
+
+typedef struct {
+    int kind;
+    int nd;
+    dnnl_dims_t src, wei, dst; /* full dnnl_dims_t: oneDNN reads all DNNL_MAX_NDIMS entries */
+    int64_t stride[3], dil[3], pl[3], pr[3];
+    int64_t group;
+    int has_bias;
+    int plain;
+} bwd_key;
+
+/* A tensor in the user's plain layout and, when the primitive prefers another, its own copy in
+ * that layout with the reorder between them (user -> prim for inputs, prim -> user for outputs). */
+typedef struct {
+    dnnl_memory_t user, prim;
+    dnnl_primitive_t reorder;
+} bwd_mem;
+
+typedef struct {
+    bwd_key key;
+    dnnl_primitive_t prim;
+    bwd_mem a, b, c; /* data: diff_dst, weights, diff_src; weights: src, diff_dst, diff_weights */
+    dnnl_memory_t bias;
+} bwd_entry;
+
+static cpu_prim_list bwd_entries; /* bwd_entry *, keyed by bwd_key (their first member) */
+
+static void bwd_mem_free(bwd_mem *m) {
+    if (m->user) dnnl_memory_destroy(m->user);
+    if (m->prim) dnnl_memory_destroy(m->prim);
+    if (m->reorder) dnnl_primitive_destroy(m->reorder);
+}
+
+static void bwd_entry_free(bwd_entry *e) {
+    if (e->prim) dnnl_primitive_destroy(e->prim);
+    bwd_mem_free(&e->a);
+    bwd_mem_free(&e->b);
+    bwd_mem_free(&e->c);
+    if (e->bias) dnnl_memory_destroy(e->bias);
+    free(e);
+}
+
+static dnnl_format_tag_t plain_tag(int nd) {
+    static const dnnl_format_tag_t tags[] = {dnnl_a, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde, dnnl_abcdef};
+    return tags[nd];
+}
+
+static sc_status bwd_mem_init(const sc_kernel_call *call, dnnl_engine_t eng, const dnnl_memory_desc_t *user,
+                              const dnnl_memory_desc_t *prim, bool input, bwd_mem *m) {
+    if (dnnl_memory_create(&m->user, user, eng, NULL) != dnnl_success)
+        return cpu_errorf(call, "oneDNN memory creation failed");
+    if (dnnl_memory_desc_equal(user, prim)) return SC_OK;
+    if (dnnl_memory_create(&m->prim, prim, eng, DNNL_MEMORY_ALLOCATE) != dnnl_success)
+        return cpu_errorf(call, "oneDNN memory creation failed");
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = input ? dnnl_reorder_primitive_desc_create(&pd, user, eng, prim, eng, NULL)
+                            : dnnl_reorder_primitive_desc_create(&pd, prim, eng, user, eng, NULL);
+    if (s != dnnl_success) return cpu_dnnl_error(call, "reorder descriptor", s);
+    s = dnnl_primitive_create(&m->reorder, pd);
+    dnnl_primitive_desc_destroy(pd);
+    return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "reorder creation", s);
+}
+
+/* Binds user data; for an input runs the reorder into the primitive's layout. Returns the memory
+ * the primitive reads or writes. */
+static dnnl_memory_t bwd_mem_bind(bwd_mem *m, void *data, bool input, dnnl_stream_t strm, dnnl_status_t *s) {
+    dnnl_memory_set_data_handle(m->user, data);
+    if (!m->prim) return m->user;
+    if (input && *s == dnnl_success) {
+        dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, m->user}, {DNNL_ARG_TO, m->prim}};
+        *s = dnnl_primitive_execute(m->reorder, strm, 2, a);
+    }
+    return m->prim;
+}
+
+static void bwd_mem_finish(bwd_mem *m, dnnl_stream_t strm, dnnl_status_t *s) {
+    if (!m->prim || *s != dnnl_success) return;
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, m->prim}, {DNNL_ARG_TO, m->user}};
+    *s = dnnl_primitive_execute(m->reorder, strm, 2, a);
+}
+
+static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, const bwd_key *k, bwd_entry *e) {
+    int nd = k->nd, wnd = k->group > 1 ? nd + 1 : nd;
+    dnnl_format_tag_t act = k->plain ? plain_tag(nd) : dnnl_format_tag_any;
+    dnnl_memory_desc_t src_user, dst_user, wei_user, src_any, dst_any, wei_any, bias_md;
+    dnnl_memory_desc_init_by_tag(&src_user, nd, k->src, dnnl_f32, plain_tag(nd));
+    dnnl_memory_desc_init_by_tag(&dst_user, nd, k->dst, dnnl_f32, plain_tag(nd));
+    dnnl_memory_desc_init_by_tag(&wei_user, wnd, k->wei, dnnl_f32, plain_tag(wnd));
+    dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dnnl_f32, act);
+    dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dnnl_f32, act);
+    dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dnnl_f32, dnnl_format_tag_any);
+    dnnl_dims_t bias_dims = {k->dst[1]};
+    dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_a);
+    dnnl_dims_t strides, dil, pl, pr;
+    for (int i = 0; i < nd - 2; i++) {
+        strides[i] = k->stride[i];
+        dil[i] = k->dil[i] - 1; /* oneDNN counts the gaps */
+        pl[i] = k->pl[i];
+        pr[i] = k->pr[i];
+    }
+    /* Backward primitives need the forward-training primitive descriptor as a hint. */
+    dnnl_convolution_desc_t fd, bd;
+    dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
+                                                                &src_any, &wei_any, k->has_bias ? &bias_md : NULL,
+                                                                &dst_any, strides, dil, pl, pr);
+    if (s != dnnl_success) return cpu_dnnl_error(call, "convolution descriptor", s);
+    dnnl_primitive_desc_t hint, pd;
+    s = dnnl_primitive_desc_create(&hint, &fd, NULL, eng, NULL);
+    if (s != dnnl_success) return cpu_dnnl_error(call, "forward-training primitive descriptor", s);
+    if (k->kind == BWD_DATA)
+        s = dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src_any, &wei_any, &dst_any,
+                                                             strides, dil, pl, pr);
+    else
+        s = dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &src_any, &wei_any,
+                                                                k->has_bias ? &bias_md : NULL, &dst_any, strides, dil,
+                                                                pl, pr);
+    if (s != dnnl_success) {
+        dnnl_primitive_desc_destroy(hint);
+        return cpu_dnnl_error(call, "backward convolution descriptor", s);
+    }
+    s = dnnl_primitive_desc_create(&pd, &bd, NULL, eng, hint);
+    dnnl_primitive_desc_destroy(hint);
+    if (s != dnnl_success) return cpu_dnnl_error(call, "backward convolution primitive descriptor", s);
+    sc_status st = SC_OK;
+    if (k->kind == BWD_DATA) {
+        st = bwd_mem_init(call, eng, &dst_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0), true, &e->a);
+        if (!st) st = bwd_mem_init(call, eng, &wei_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), true, &e->b);
+        if (!st) st = bwd_mem_init(call, eng, &src_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0), false, &e->c);
+    } else {
+        st = bwd_mem_init(call, eng, &src_user, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), true, &e->a);
+        if (!st) st = bwd_mem_init(call, eng, &dst_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0), true, &e->b);
+        if (!st) st = bwd_mem_init(call, eng, &wei_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0), false, &e->c);
+        if (!st && k->has_bias && dnnl_memory_create(&e->bias, &bias_md, eng, NULL) != dnnl_success)
+            st = cpu_errorf(call, "oneDNN memory creation failed");
+    }
+    if (!st) {
+        s = dnnl_primitive_create(&e->prim, pd);
+        if (s != dnnl_success) st = cpu_dnnl_error(call, "backward convolution creation", s);
+    }
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+static sc_status bwd_entry_get(const sc_kernel_call *call, dnnl_engine_t eng, const bwd_key *k, bwd_entry **out) {
+    bwd_entry *e = cpu_prim_list_find(&bwd_entries, k, sizeof *k);
+    if (e) {
+        *out = e;
+        return SC_OK;
+    }
+    e = calloc(1, sizeof *e);
+    if (!e) return cpu_errorf(call, "out of memory for the convolution cache");
+    e->key = *k;
+    sc_status st = bwd_entry_build(call, eng, k, e);
+    if (!st && !cpu_prim_list_add(&bwd_entries, e)) st = cpu_errorf(call, "out of memory for the convolution cache");
+    if (st) {
+        bwd_entry_free(e);
+        return st;
+    }
+    *out = e;
+    return SC_OK;
+}
+
+/* dY as the weights primitive reads it: the data primitive's reordered copy (dy_done, from the
+ * same call) when both primitives chose the same layout, which spares a second reorder of dY. */
+static dnnl_memory_t bwd_dy_bind(bwd_mem *m, const bwd_mem *dy_done, void *dy, dnnl_stream_t strm, dnnl_status_t *s) {
+    if (dy_done && dy_done->prim && m->prim) {
+        const dnnl_memory_desc_t *a = NULL, *b = NULL;
+        if (dnnl_memory_get_memory_desc(dy_done->prim, &a) == dnnl_success &&
+            dnnl_memory_get_memory_desc(m->prim, &b) == dnnl_success && dnnl_memory_desc_equal(a, b)) {
+            dnnl_memory_set_data_handle(m->user, dy);
+            return dy_done->prim;
+        }
+    }
+    return bwd_mem_bind(m, dy, true, strm, s);
+}
+
+/* Runs one cached backward primitive: data (dY, W -> dX) or weights (X, dY -> dW[, dB]). *used is
+ * the entry run; dy_done, when set, is a data entry that this call already ran on the same dY. */
+static sc_status bwd_run(const sc_kernel_call *call, const bwd_key *k, const float *dy, const float *x,
+                         const float *w, float *dx, float *dw, float *db, const bwd_mem *dy_done, bwd_entry **used) {
+    sc_status st = SC_OK;
+    dnnl_engine_t eng = cpu_dnnl_engine(&st);
+    if (!eng) return st;
+    dnnl_stream_t strm = cpu_dnnl_stream(&st);
+    if (!strm) return st;
+    bwd_entry *e = NULL;
+    SC_TRY(bwd_entry_get(call, eng, k, &e));
+    *used = e;
+    dnnl_status_t s = dnnl_success;
+    if (k->kind == BWD_DATA) {
+        dnnl_exec_arg_t args[3] = {{DNNL_ARG_DIFF_DST, bwd_mem_bind(&e->a, (void *)dy, true, strm, &s)},
+                                   {DNNL_ARG_WEIGHTS, bwd_mem_bind(&e->b, (void *)w, true, strm, &s)},
+                                   {DNNL_ARG_DIFF_SRC, bwd_mem_bind(&e->c, dx, false, strm, &s)}};
+        if (s == dnnl_success) s = dnnl_primitive_execute(e->prim, strm, 3, args);
+    } else {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, bwd_mem_bind(&e->a, (void *)x, true, strm, &s)},
+                                   {DNNL_ARG_DIFF_DST, bwd_dy_bind(&e->b, dy_done, (void *)dy, strm, &s)},
+                                   {DNNL_ARG_DIFF_WEIGHTS, bwd_mem_bind(&e->c, dw, false, strm, &s)},
+                                   {DNNL_ARG_DIFF_BIAS, e->bias}};
+        if (e->bias) dnnl_memory_set_data_handle(e->bias, db);
+        if (s == dnnl_success) s = dnnl_primitive_execute(e->prim, strm, e->bias ? 4 : 3, args);
+    }
+    bwd_mem_finish(&e->c, strm, &s);
+    if (s == dnnl_success) s = dnnl_stream_wait(strm);
+    return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "backward convolution", s);
+}
+
+static sc_status conv_grad_f32(const sc_kernel_call *call, const cpu_window *w, conv_dims d, float *dx, float *dw,
+                               float *db) {
+    const sc_desc *dy = &call->in[0].desc, *x = &call->in[1].desc, *wd = &call->in[2].desc;
+    bwd_key k;
+    memset(&k, 0, sizeof k);
+    k.nd = x->rank;
+    for (int i = 0; i < x->rank; i++) {
+        k.src[i] = x->dims[i];
+        k.dst[i] = dy->dims[i];
+    }
+    int wi = 0;
+    if (d.G > 1) k.wei[wi++] = d.G;
+    k.wei[wi++] = d.M / d.G;
+    for (int i = 1; i < wd->rank; i++) k.wei[wi++] = wd->dims[i];
+    bool pointwise = true;
+    for (int i = 0; i < w->n_spatial; i++) {
+        k.stride[i] = w->stride[i];
+        k.dil[i] = w->dil[i];
+        k.pl[i] = w->pad_begin[i];
+        k.pr[i] = w->pad_end[i];
+        pointwise = pointwise && w->k[i] == 1;
+    }
+    k.group = d.G;
+    cpu_conv_layout layout = cpu_conv_get_layout();
+    k.plain = layout == CPU_CONV_LAYOUT_PLAIN || (layout == CPU_CONV_LAYOUT_AUTO && pointwise);
+    /* oneDNN computes dB with dW; without dW, dB is a plain reduction. */
+    float *db_dnnl = dw ? db : NULL;
+    sc_status st = SC_OK;
+    bwd_entry *data = NULL, *weights = NULL;
+    cpu_dnnl_lock();
+    if (dx) {
+        k.kind = BWD_DATA;
+        st = bwd_run(call, &k, call->in[0].data, NULL, call->in[2].data, dx, NULL, NULL, NULL, &data);
+    }
+    if (!st && dw) {
+        k.kind = BWD_WEIGHTS;
+        k.has_bias = db_dnnl != NULL;
+        st = bwd_run(call, &k, call->in[0].data, call->in[1].data, NULL, NULL, dw, db_dnnl, data ? &data->a : NULL,
+                     &weights);
+    }
+    cpu_dnnl_unlock();
+    if (!st && db && !db_dnnl) {
+        const float *g = call->in[0].data;
+        int64_t sp = w->out[0] * w->out[1] * w->out[2];
+#pragma omp parallel for
+        for (int64_t m = 0; m < d.M; m++) {
+            double s = 0;
+            for (int64_t n = 0; n < d.N; n++) {
+                const float *p = g + (n * d.M + m) * sp;
+                float ps = 0;
+#pragma omp simd reduction(+ : ps)
+                for (int64_t i = 0; i < sp; i++) ps += p[i];
+                s += ps;
+            }
+            db[m] = (float)s;
+        }
+    }
+    return st;
+}
+
+/* ---- the kernel ---- */
+
+sc_status cpu_conv_grad(const sc_kernel_call *call) {
+    const sc_window_attrs *wa = &call->node->attrs->window;
+    const sc_desc *dy = &call->in[0].desc, *x = &call->in[1].desc, *wd = &call->in[2].desc;
+    int64_t G = wa->group > 0 ? wa->group : 1;
+    char a[96], b[96], c[96];
+    if (wd->rank != x->rank || dy->rank != x->rank || x->rank < 3 || x->dims[1] != wd->dims[1] * G ||
+        wd->dims[0] % G || dy->dims[0] != x->dims[0] || dy->dims[1] != wd->dims[0])
+        return cpu_errorf(call, "inconsistent shapes dY %s, X %s, W %s for group %lld", sc_desc_str(dy, a, sizeof a),
+                          sc_desc_str(x, b, sizeof b), sc_desc_str(wd, c, sizeof c), (long long)G);
+    if (dy->dtype != x->dtype || wd->dtype != x->dtype) return cpu_errorf(call, "dY, X and W must share one dtype");
+    cpu_window w;
+    SC_TRY(cpu_window_resolve(call, wa, x, &wd->dims[2], dy, &w));
+    for (int i = 0; i < w.n_spatial; i++) {
+        int64_t expect = (w.in[i] + w.pad_begin[i] + w.pad_end[i] - ((w.k[i] - 1) * w.dil[i] + 1)) / w.stride[i] + 1;
+        if (expect != w.out[i])
+            return cpu_errorf(call, "dY spatial dim %d is %lld, the window gives %lld", i, (long long)w.out[i],
+                              (long long)expect);
+    }
+    conv_dims d = {x->dims[0], x->dims[1], wd->dims[0], G};
+    void *dx = call->n_out > 0 ? call->out[0].data : NULL;
+    void *dw = call->n_out > 1 ? call->out[1].data : NULL;
+    void *db = call->n_out > 2 ? call->out[2].data : NULL;
+    if (sc_desc_numel(dy) == 0) {
+        /* No output positions: every gradient is zero. */
+        if (dx) memset(dx, 0, (size_t)sc_desc_bytes(x));
+        if (dw) memset(dw, 0, (size_t)sc_desc_bytes(wd));
+        if (db) memset(db, 0, (size_t)wd->dims[0] * sc_dtype_size(x->dtype));
+        return SC_OK;
+    }
+    if (x->dtype == SC_F64) {
+        conv_grad_ref_f64(&w, d, call->in[0].data, call->in[1].data, call->in[2].data, dx, dw, db);
+        return SC_OK;
+    }
+    if (x->dtype != SC_F32) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
+    return conv_grad_f32(call, &w, d, dx, dw, db);
+}

@@ -1,0 +1,58 @@
+/* MaxPool (values only) and GlobalAveragePool on channels-last f32 activations, (N, D1.., C) in
+ * memory while the desc stays (N, C, D1..): the layout graph/pass_fuse.c gives values passed
+ * between Convs (sc_window_attrs.nhwc_in / nhwc_out), so ResNet's stem pool and head read the
+ * Convs' buffers without a reorder.
+ *
+ * MaxPool walks the same windows as the generic loop (pool_taps_of, POOL_FOR_TAPS) with the same
+ * rule per channel: seeded with the window's first tap, replaced only by a strictly greater tap,
+ * so the result is bit for bit the NCHW kernel's; C contiguous channels are one vector per tap.
+ * Input and output share the layout. GlobalAveragePool sums each channel over the positions in
+ * order and writes (N, C) means, identical in both layouts since its spatial dims are all 1.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backends/cpu/cpu_nn_pool_geom.h"
+
+void pool_max_channels_last_f32(const cpu_window *w, int64_t N, int64_t C, const float *x, float *y) {
+    int64_t in_sp = w->in[0] * w->in[1] * w->in[2], O0 = w->out[0], O1 = w->out[1], O2 = w->out[2];
+#pragma omp parallel for collapse(2)
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o0 = 0; o0 < O0; o0++) {
+            pool_taps a = pool_taps_of(w, 0, o0);
+            const float *xn = x + n * in_sp * C;
+            for (int64_t o1 = 0; o1 < O1; o1++) {
+                pool_taps b = pool_taps_of(w, 1, o1);
+                for (int64_t o2 = 0; o2 < O2; o2++) {
+                    pool_taps c = pool_taps_of(w, 2, o2);
+                    float *restrict yp = y + (((n * O0 + o0) * O1 + o1) * O2 + o2) * C;
+                    bool seeded = false;
+                    POOL_FOR_TAPS(w, &a, &b, &c, p) {
+                        const float *xp = xn + p * C;
+                        if (!seeded) {
+                            for (int64_t ch = 0; ch < C; ch++) yp[ch] = xp[ch];
+                            seeded = true;
+                            continue;
+                        }
+#pragma omp simd
+                        for (int64_t ch = 0; ch < C; ch++) yp[ch] = xp[ch] > yp[ch] ? xp[ch] : yp[ch];
+                    }
+                    if (!seeded)
+                        for (int64_t ch = 0; ch < C; ch++) yp[ch] = -INFINITY;
+                }
+            }
+        }
+}
+
+void pool_global_avg_channels_last_f32(int64_t N, int64_t C, int64_t sp, const float *x, float *y) {
+#pragma omp parallel for
+    for (int64_t n = 0; n < N; n++) {
+        float *restrict yn = y + n * C;
+        const float *xn = x + n * sp * C;
+        for (int64_t ch = 0; ch < C; ch++) yn[ch] = 0.0f;
+        for (int64_t j = 0; j < sp; j++)
+#pragma omp simd
+            for (int64_t ch = 0; ch < C; ch++) yn[ch] += xn[j * C + ch];
+        for (int64_t ch = 0; ch < C; ch++) yn[ch] /= (float)sp;
+    }
+}

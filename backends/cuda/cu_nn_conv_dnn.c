@@ -1,0 +1,155 @@
+/* cuDNN convolutions (built only with SC_HAVE_CUDNN; cu_nn_conv.c decides when they apply).
+ *
+ * Descriptors are made per call (NCHW / NCDHW, packed; 1-D convolutions get a unit second spatial
+ * dim, as cuDNN wants at least 2). The algorithm is the first of cuDNN's heuristic list
+ * (cudnnGet*Algorithm_v7, best first) that is deterministic and whose workspace fits
+ * CU_DNN_WORKSPACE_MAX; the workspace is the backend's scratch. Both conditions keep the plan
+ * invariant on the GPU: the choice depends on the convolution alone, not on the memory a plan
+ * leaves free, and the algorithm repeats its bits (cuDNN's BWD_DATA_ALGO_0 and BWD_FILTER_ALGO_0 /
+ * _3 add with atomics), so a recomputed convolution equals the first run and every plan gives the
+ * weights of `none`. The fixed cap is within the 256 MiB of scratch the backend always allows.
+ * f32 runs with CUDNN_FMA_MATH unless TF32 is enabled (CUDNN_TENSOR_OP_MATH); f64 for checks.
+ * Every descriptor is destroyed on every path, failures included.
+ */
+#ifdef SC_HAVE_CUDNN
+#include <string.h>
+
+#include "backends/cuda/cu_kernels.h"
+
+typedef struct {
+    cudnnTensorDescriptor_t x, y, b;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+} dnn_descs;
+
+static void descs_free(dnn_descs *d) {
+    if (d->x) cudnnDestroyTensorDescriptor(d->x);
+    if (d->y) cudnnDestroyTensorDescriptor(d->y);
+    if (d->b) cudnnDestroyTensorDescriptor(d->b);
+    if (d->w) cudnnDestroyFilterDescriptor(d->w);
+    if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
+}
+
+static void packed(int nd, const int *dims, int *st) {
+    int s = 1;
+    for (int i = nd - 1; i >= 0; i--) st[i] = s, s *= dims[i];
+}
+
+static sc_status descs_make(const cu_call *c, const cu_window *w, int64_t N, int64_t C, int64_t M, int64_t G, sc_dtype t, dnn_descs *d) {
+    memset(d, 0, sizeof *d);
+    cudnnDataType_t dt = t == SC_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    int ns = w->ns < 2 ? 2 : w->ns, nd = ns + 2;
+    int xd[5] = {(int)N, (int)C}, yd[5] = {(int)N, (int)M}, wd[5] = {(int)M, (int)(C / G)}, bd[5] = {1, (int)M};
+    int pad[3], str[3], dil[3], st[5];
+    for (int i = 0; i < ns; i++) {
+        xd[2 + i] = (int)w->in[i], yd[2 + i] = (int)w->out[i], wd[2 + i] = (int)w->k[i], bd[2 + i] = 1;
+        pad[i] = (int)w->pb[i], str[i] = (int)w->stride[i], dil[i] = (int)w->dil[i];
+    }
+    CUDNN_CHECK(c, cudnnCreateTensorDescriptor(&d->x));
+    CUDNN_CHECK(c, cudnnCreateTensorDescriptor(&d->y));
+    CUDNN_CHECK(c, cudnnCreateTensorDescriptor(&d->b));
+    CUDNN_CHECK(c, cudnnCreateFilterDescriptor(&d->w));
+    CUDNN_CHECK(c, cudnnCreateConvolutionDescriptor(&d->conv));
+    packed(nd, xd, st);
+    CUDNN_CHECK(c, cudnnSetTensorNdDescriptor(d->x, dt, nd, xd, st));
+    packed(nd, yd, st);
+    CUDNN_CHECK(c, cudnnSetTensorNdDescriptor(d->y, dt, nd, yd, st));
+    packed(nd, bd, st);
+    CUDNN_CHECK(c, cudnnSetTensorNdDescriptor(d->b, dt, nd, bd, st));
+    CUDNN_CHECK(c, cudnnSetFilterNdDescriptor(d->w, dt, CUDNN_TENSOR_NCHW, nd, wd));
+    CUDNN_CHECK(c, cudnnSetConvolutionNdDescriptor(d->conv, ns, pad, str, dil, CUDNN_CROSS_CORRELATION, dt));
+    CUDNN_CHECK(c, cudnnSetConvolutionGroupCount(d->conv, (int)G));
+    CUDNN_CHECK(c, cudnnSetConvolutionMathType(d->conv, t == SC_F32 && c->ctx->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    return SC_OK;
+}
+
+#define CU_DNN_WORKSPACE_MAX (256ll << 20)
+
+/* The first usable deterministic algorithm of a perf list whose workspace fits. */
+#define PICK_ALGO(perf, n, limit, algo, ws)                                                                \
+    do {                                                                                                   \
+        int found_ = 0;                                                                                    \
+        for (int i_ = 0; i_ < (n) && !found_; i_++)                                                        \
+            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (perf)[i_].determinism == CUDNN_DETERMINISTIC && \
+                (int64_t)(perf)[i_].memory <= (limit)) {                                                   \
+                (algo) = (perf)[i_].algo;                                                                  \
+                (ws) = (int64_t)(perf)[i_].memory;                                                         \
+                found_ = 1;                                                                                \
+            }                                                                                              \
+        if (!found_) st = cu_errorf(c, "no deterministic cuDNN algorithm fits a workspace of %lld bytes", (long long)(limit)); \
+    } while (0)
+
+static sc_status fwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void *x, const void *wt, const void *b, void *y) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int n = 0;
+    CUDNN_CHECK(c, cudnnGetConvolutionForwardAlgorithm_v7(c->ctx->cudnn, d->x, d->w, d->conv, d->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
+    sc_status st = SC_OK;
+    cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    int64_t ws = 0;
+    PICK_ALGO(perf, n, CU_DNN_WORKSPACE_MAX, algo, ws);
+    if (st) return st;
+    void *work = NULL;
+    if (ws > 0) SC_TRY(cu_scratch(c, ws, &work));
+    double one = 1, zero = 0;
+    float onef = 1, zerof = 0;
+    const void *al = t == SC_F64 ? (const void *)&one : (const void *)&onef, *be = t == SC_F64 ? (const void *)&zero : (const void *)&zerof;
+    CUDNN_CHECK(c, cudnnConvolutionForward(c->ctx->cudnn, al, d->x, x, d->w, wt, d->conv, algo, work, (size_t)ws, be, d->y, y));
+    if (b) CUDNN_CHECK(c, cudnnAddTensor(c->ctx->cudnn, al, d->b, b, al, d->y, y));
+    return SC_OK;
+}
+
+static sc_status bwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void *dy, const void *x, const void *wt, void *dx, void *dw) {
+    double one = 1, zero = 0;
+    float onef = 1, zerof = 0;
+    const void *al = t == SC_F64 ? (const void *)&one : (const void *)&onef, *be = t == SC_F64 ? (const void *)&zero : (const void *)&zerof;
+    sc_status st = SC_OK;
+    int64_t limit = CU_DNN_WORKSPACE_MAX;
+    if (dw) {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        int n = 0;
+        CUDNN_CHECK(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->ctx->cudnn, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
+        cudnnConvolutionBwdFilterAlgo_t algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+        int64_t ws = 0;
+        PICK_ALGO(perf, n, limit, algo, ws);
+        if (st) return st;
+        void *work = NULL;
+        if (ws > 0) SC_TRY(cu_scratch(c, ws, &work));
+        CUDNN_CHECK(c, cudnnConvolutionBackwardFilter(c->ctx->cudnn, al, d->x, x, d->y, dy, d->conv, algo, work, (size_t)ws, be, d->w, dw));
+    }
+    if (dx) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        int n = 0;
+        CUDNN_CHECK(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(c->ctx->cudnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
+        cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+        int64_t ws = 0;
+        PICK_ALGO(perf, n, limit, algo, ws);
+        if (st) return st;
+        void *work = NULL;
+        if (ws > 0) SC_TRY(cu_scratch(c, ws, &work));
+        CUDNN_CHECK(c, cudnnConvolutionBackwardData(c->ctx->cudnn, al, d->w, wt, d->y, dy, d->conv, algo, work, (size_t)ws, be, d->x, dx));
+    }
+    return SC_OK;
+}
+
+sc_status cu_conv_dnn_fwd(const cu_call *c, const cu_window *w, int64_t N, int64_t C, int64_t M, int64_t G, sc_dtype t,
+                          const void *x, const void *wt, const void *b, void *y) {
+    if (t != SC_F32 && t != SC_F64) return cu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(t));
+    dnn_descs d;
+    sc_status st = descs_make(c, w, N, C, M, G, t, &d);
+    if (!st) st = fwd_run(c, &d, t, x, wt, b, y);
+    descs_free(&d);
+    return st;
+}
+
+sc_status cu_conv_dnn_bwd(const cu_call *c, const cu_window *w, int64_t N, int64_t C, int64_t M, int64_t G, sc_dtype t,
+                          const void *dy, const void *x, const void *wt, void *dx, void *dw, void *db) {
+    if (t != SC_F32 && t != SC_F64) return cu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(t));
+    if (db) SC_TRY(cu_bias_grad(c, t, dy, N, M, w->out[0] * w->out[1] * w->out[2], db));
+    if (!dx && !dw) return SC_OK;
+    dnn_descs d;
+    sc_status st = descs_make(c, w, N, C, M, G, t, &d);
+    if (!st) st = bwd_run(c, &d, t, dy, x, wt, dx, dw);
+    descs_free(&d);
+    return st;
+}
+#endif

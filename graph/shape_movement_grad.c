@@ -1,0 +1,75 @@
+/* Shape functions of the internal gradient ops of data movement (graph/ops_train.def):
+ *   SliceGrad  (dY, X, starts, ends[, axes, steps]) -> dX like X
+ *   GatherGrad (dY, indices, data) -> dData like data              attrs.axis
+ * Both check that dY has the shape the forward op gave its output (ONNX Slice / Gather rules), so
+ * a wrongly wired gradient fails at build time, naming the node, not in the kernel. */
+#include "graph/shape_fns.h"
+
+/* ONNX Slice count per axis: negative starts/ends add the dim, then clamp to [0, d] (step > 0) or
+ * start to [0, d-1] and end to [-1, d-1] (step < 0); count = ceil((end - start) / step), >= 0. */
+static int64_t slice_count(int64_t d, int64_t b, int64_t e, int64_t s) {
+    if (b < 0) b += d;
+    if (e < 0) e += d;
+    if (s > 0) {
+        b = b < 0 ? 0 : b > d ? d : b;
+        e = e < 0 ? 0 : e > d ? d : e;
+        return e > b ? (e - b + s - 1) / s : 0;
+    }
+    b = b < 0 ? 0 : b > d - 1 ? d - 1 : b;
+    e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
+    return b > e ? (b - e + (-s) - 1) / (-s) : 0;
+}
+
+sc_status shape_slice_grad(sc_graph *g, sc_node *n) {
+    const sc_desc *dy = shape_in(g, n, 0), *x = shape_in(g, n, 1);
+    int64_t starts[SC_MAX_RANK], ends[SC_MAX_RANK], axes[SC_MAX_RANK], steps[SC_MAX_RANK];
+    int ns = 0, ne = 0, na = -1, nst = -1;
+    SC_TRY(shape_const_ints(g, n, 2, starts, SC_MAX_RANK, &ns));
+    SC_TRY(shape_const_ints(g, n, 3, ends, SC_MAX_RANK, &ne));
+    if (node_has_input(n, 4)) SC_TRY(shape_const_ints(g, n, 4, axes, SC_MAX_RANK, &na));
+    if (node_has_input(n, 5)) SC_TRY(shape_const_ints(g, n, 5, steps, SC_MAX_RANK, &nst));
+    if (ne != ns || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
+        return shape_fail(g, n, "starts, ends, axes and steps must have the same length");
+    if (dy->rank != x->rank || dy->dtype != x->dtype) return shape_fail(g, n, "dY must have X's rank and dtype");
+    int64_t want[SC_MAX_RANK];
+    bool seen[SC_MAX_RANK] = {false};
+    for (int i = 0; i < x->rank; i++) want[i] = x->dims[i];
+    for (int k = 0; k < ns; k++) {
+        int a;
+        SC_TRY(shape_axis(g, n, na >= 0 ? axes[k] : k, x->rank, &a));
+        if (seen[a]) return shape_fail(g, n, "axis %d repeats", a);
+        seen[a] = true;
+        int64_t s = nst >= 0 ? steps[k] : 1;
+        if (s == 0) return shape_fail(g, n, "step is 0 on axis %d", a);
+        want[a] = slice_count(x->dims[a], starts[k], ends[k], s);
+    }
+    for (int i = 0; i < x->rank; i++)
+        if (dy->dims[i] != want[i])
+            return shape_fail(g, n, "dY dim %d is %lld but the slice has %lld", i, (long long)dy->dims[i], (long long)want[i]);
+    shape_set_out(g, n, 0, x);
+    return SC_OK;
+}
+
+sc_status shape_gather_grad(sc_graph *g, sc_node *n) {
+    /* data gives the output's shape; with a base it may be absent (base has that shape) */
+    bool has_base = n->n_in > 3 && n->in[3] >= 0;
+    if (n->in[2] < 0 && !has_base) return shape_fail(g, n, "data (for its shape) or base is required");
+    const sc_desc *dy = shape_in(g, n, 0), *idx = shape_in(g, n, 1), *data = shape_in(g, n, n->in[2] >= 0 ? 2 : 3);
+    int axis;
+    SC_TRY(shape_axis(g, n, n->attrs->axis.axis, data->rank, &axis));
+    if (idx->dtype != SC_I64 && idx->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
+    if (dy->dtype != data->dtype) return shape_fail(g, n, "dY must have data's dtype");
+    sc_desc want = *data;
+    want.rank = 0;
+    for (int i = 0; i < axis; i++) want.dims[want.rank++] = data->dims[i];
+    for (int i = 0; i < idx->rank; i++) want.dims[want.rank++] = idx->dims[i];
+    for (int i = axis + 1; i < data->rank; i++) want.dims[want.rank++] = data->dims[i];
+    if (want.rank > SC_MAX_RANK || dy->rank != want.rank || !sc_desc_same_shape(dy, &want))
+        return shape_fail(g, n, "dY must be data[:axis] ++ indices ++ data[axis+1:]");
+    if (has_base) {
+        const sc_desc *base = shape_in(g, n, 3);
+        if (base->dtype != data->dtype || !sc_desc_same_shape(base, data)) return shape_fail(g, n, "base must have data's dtype and shape");
+    }
+    shape_set_out(g, n, 0, data);
+    return SC_OK;
+}
