@@ -273,6 +273,9 @@ scorch_error *scorch_options_set(scorch_options *o, const char *key, const char 
         if (!(st = float_value(key, value, &c->train.momentum))) o->momentum_set = true;
     } else if (!strcmp(key, "weight-decay")) {
         if (!(st = float_value(key, value, &c->train.weight_decay))) o->wd_set = true;
+    } else if (!strcmp(key, "precision")) {
+        static const char *const precisions[] = {"fp32", "bf16"};
+        if (!(st = choice(key, value, precisions, 2, &k))) c->precision = k ? SC_BF16 : SC_F32;
     } else if (!strcmp(key, "nesterov") || !strcmp(key, "tf32")) {
         if (!(st = choice(key, value, flags, 2, &k))) *(!strcmp(key, "tf32") ? &c->tf32 : &c->train.nesterov) = k;
     } else if (!strcmp(key, "schedule")) {

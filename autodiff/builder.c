@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/half.h"
+
 #include "autodiff/grad_rules.h"
 #include "graph/shape.h"
 
@@ -113,6 +115,7 @@ int ad_const_scalar(sc_grad_ctx *c, sc_dtype dtype, double v) {
         float f32;
         int64_t i64;
         int32_t i32;
+        uint16_t b16;
         uint8_t u8;
     } u;
     memset(&u, 0, sizeof u);
@@ -122,9 +125,10 @@ int ad_const_scalar(sc_grad_ctx *c, sc_dtype dtype, double v) {
     case SC_I64: u.i64 = (int64_t)v; break;
     case SC_I32: u.i32 = (int32_t)v; break;
     case SC_BOOL: u.u8 = v != 0; break;
+    case SC_BF16: u.b16 = sc_f32_to_bf16((float)v); break; /* mixed precision (graph/pass_precision.c) */
     default:
         if (!c->st)
-            c->st = sc_errorf("gradient of node '%s' (%s): no scalar constant of dtype %s (f32, f64, i32, i64, bool)",
+            c->st = sc_errorf("gradient of node '%s' (%s): no scalar constant of dtype %s (f32, f64, bf16, i32, i64, bool)",
                               c->fwd.name, sc_op_name(c->fwd.op), sc_dtype_name(dtype));
         return -1;
     }

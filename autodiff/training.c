@@ -222,6 +222,53 @@ static sc_status mode_switch(sc_graph *g, bool *not_trainable, wb_list *wb) {
     return b.st;
 }
 
+/* Mixed precision (graph/pass_precision.c) casts each parameter to bf16 once, and ConvGrad / MatMul
+ * gradients read that cast in the backward pass, so a whole model's bf16 copy would stay from its
+ * forward use to its backward one: for a large model more than its activations. A second Cast of the
+ * parameter feeds the backward readers instead, placed right before the first of them: the forward
+ * copy dies after its last forward reader, and the backward one is made when it is needed (PyTorch's
+ * autocast keeps the forward copy; recomputing a cast costs one pass over the weights). */
+static sc_status param_casts_again(sc_graph *g, int F) {
+    int n0 = g->n_nodes;
+    int *first = malloc(sizeof(int) * ((size_t)n0 + 1)); /* per new cast: its first backward reader */
+    sc_status st = first ? SC_OK : sc_errorf("out of memory placing parameter casts");
+    int made = 0;
+    for (int i = 0; !st && i < F; i++) {
+        const sc_node *c = &g->nodes[i];
+        if (c->op != SC_OP_CAST || c->in[0] < 0 || g->values[c->in[0]].kind != SC_VALUE_PARAM) continue;
+        int v = c->out[0], f = -1;
+        for (int j = F; j < n0 && f < 0; j++)
+            for (int k = 0; k < g->nodes[j].n_in; k++)
+                if (g->nodes[j].in[k] == v) f = j;
+        if (f < 0) continue;
+        char name[512];
+        snprintf(name, sizeof name, "%s/again", g->values[v].name);
+        int again = graph_add_value_unique(g, name, SC_VALUE_ACT, &g->values[v].desc, &st);
+        sc_node copy = g->nodes[i];
+        int id = again < 0 ? -1 : graph_add_node(g, SC_OP_CAST, name, copy.in, 1, &again, 1, &st);
+        if (id < 0) break;
+        g->nodes[id].attrs = copy.attrs;
+        for (int j = f; j < n0; j++)
+            for (int k = 0; k < g->nodes[j].n_in; k++)
+                if (g->nodes[j].in[k] == v) g->nodes[j].in[k] = again;
+        first[made++] = f;
+    }
+    if (!st && made) {
+        sc_node *order = malloc(sizeof(sc_node) * ((size_t)g->n_nodes + 1));
+        if (!order) st = sc_errorf("out of memory placing parameter casts");
+        int at = 0;
+        for (int j = 0; order && j < n0; j++) {
+            for (int m = 0; m < made; m++)
+                if (first[m] == j) order[at++] = g->nodes[n0 + m];
+            order[at++] = g->nodes[j];
+        }
+        if (order) memcpy(g->nodes, order, sizeof(sc_node) * (size_t)at);
+        free(order);
+    }
+    free(first);
+    return st ? st : graph_link(g);
+}
+
 static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {
     tg->loss = tg->output = tg->labels = tg->lr = tg->step = -1;
     SC_TRY(model_output(g, &tg->output));
@@ -247,6 +294,7 @@ static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_tra
         SC_TRY(b.st);
     }
     SC_TRY(optimizer_build(g, opt, tg)); /* ends with graph_link (updates_place) */
+    SC_TRY(param_casts_again(g, tg->n_forward_nodes));
     int bad = -1;
     if (!graph_is_topo_sorted(g, &bad))
         return sc_errorf("internal: the training graph is not in topological order at node '%s'",

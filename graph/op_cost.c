@@ -82,7 +82,7 @@ static sc_op_cost cost_pool(const sc_graph *g, const sc_node *n) {
 }
 
 static const sc_cost_fn cost_fns[SC_OP_COUNT] = {
-#define SC_OP(id, name, min_in, max_in, min_out, max_out, family, attrs, since, shape, kernel, grad, cost) \
+#define SC_OP(id, name, min_in, max_in, min_out, max_out, family, attrs, since, shape, kernel, grad, cost, ...) \
     [SC_OP_##id] = cost_##cost,
 #include "graph/ops.def"
 #include "graph/ops_train.def"

@@ -3,8 +3,11 @@
 #include <string.h>
 
 const sc_op_info sc_op_infos[SC_OP_COUNT] = {
-#define SC_OP(id, name, min_in, max_in, min_out, max_out, family, attrs, since, ...) \
-    [SC_OP_##id] = {name, min_in, max_in, min_out, max_out, #family, since},
+#define PREC_low SC_OP_PREC_LOW
+#define PREC_fp32 SC_OP_PREC_FP32
+#define PREC_follow SC_OP_PREC_FOLLOW
+#define SC_OP(id, name, min_in, max_in, min_out, max_out, family, attrs, since, shape, kernel, grad, cost, precision) \
+    [SC_OP_##id] = {name, min_in, max_in, min_out, max_out, #family, since, PREC_##precision},
 #include "graph/ops.def"
 #include "graph/ops_train.def"
 #undef SC_OP

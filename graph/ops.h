@@ -17,11 +17,15 @@ typedef enum {
     SC_OP_COUNT
 } sc_op;
 
+/* Where an op runs under mixed precision (ops.def's precision column, graph/pass_precision.c). */
+typedef enum { SC_OP_PREC_LOW, SC_OP_PREC_FP32, SC_OP_PREC_FOLLOW } sc_op_precision;
+
 typedef struct {
     const char *onnx_name;
     int min_inputs, max_inputs, min_outputs, max_outputs;
     const char *family; /* file stem in every stage (ops.def) */
     int since;          /* ONNX opset that introduced the op; 0 for internal ops */
+    sc_op_precision precision;
 } sc_op_info;
 
 extern const sc_op_info sc_op_infos[SC_OP_COUNT];

@@ -167,6 +167,10 @@ sc_status graph_prepare(sc_graph *g, const sc_bind_options *opt) {
         SC_TRY(graph_fuse_inference(g, opt->eval));
         SC_TRY(graph_eliminate_dead_code(g));
     }
+    if (opt && opt->precision && opt->precision != SC_F32) {
+        SC_TRY(graph_apply_precision(g, opt->precision, opt->eval));
+        SC_TRY(graph_eliminate_dead_code(g));
+    }
     SC_TRY(graph_link(g));
     return prepare_verify(g);
 }

@@ -27,6 +27,9 @@ typedef struct {
     /* Constant folding's kernels; NULL: nothing is folded, so a graph that needs folding to get
      * static shapes (PyTorch's Shape/Gather/Concat chains) does not prepare. */
     const sc_node_evaluator *eval;
+    /* Mixed precision: SC_BF16 runs the ops the precision column of graph/ops.def marks low in bf16
+     * (graph_apply_precision); 0 or SC_F32: everything as the model has it. */
+    sc_dtype precision;
 } sc_bind_options;
 
 /* Binds symbolic input dims; fails naming the input and dim that stays unbound. */
@@ -41,6 +44,9 @@ sc_status graph_eliminate_dead_code(sc_graph *g);
 /* Added (perf helper, graph/pass_fuse.c): inference-only rewrites (parameter folding, Conv+BN,
  * Conv+Relu, GELU from Erf). Invalid for a graph that trains. */
 sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval);
+/* Casts the inputs of every node to the type its op's precision rule wants (graph/pass_precision.c),
+ * low being SC_BF16 (SC_F32: nothing to do); graph outputs keep their types. */
+sc_status graph_apply_precision(sc_graph *g, sc_dtype low, const sc_node_evaluator *eval);
 /* All of the above, in order (graph_fuse_inference only with opt->inference), then links and
  * checks the graph. */
 sc_status graph_prepare(sc_graph *g, const sc_bind_options *opt);

@@ -68,8 +68,8 @@ sc_status shape_batch_norm_grad(sc_graph *g, sc_node *n) {
     SC_TRY(shape_float_input(g, n, 0));
     SC_TRY(shape_same_desc(g, n, 0, 1));
     if (x->rank < 2) return shape_fail(g, n, "X must have rank >= 2");
-    if (s->rank != 1 || s->dims[0] != x->dims[1] || s->dtype != x->dtype)
-        return shape_fail(g, n, "scale must be [C] with C = %lld and X's dtype", (long long)x->dims[1]);
+    if (s->rank != 1 || s->dims[0] != x->dims[1] || !sc_dtype_is_float(s->dtype))
+        return shape_fail(g, n, "scale must be a float [C] with C = %lld", (long long)x->dims[1]);
     shape_set_out(g, n, 0, x);
     shape_set_out(g, n, 1, s);
     shape_set_out(g, n, 2, s);

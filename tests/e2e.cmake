@@ -7,6 +7,8 @@
 #   *_adamw10    the same with AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, wd 0.01)
 #   *_grads64    model and data in float64 on both sides: gradients within 1e-9 relative
 #   *_sgd3_64    float64: weights after 3 SGD / AdamW steps within 1e-4 of the update
+#   *_bf16       --precision bf16, 10 steps: losses within 2x the largest relative difference between
+#                torch's float32 run and its torch.autocast("cpu", bfloat16) run, of torch's float32 ones
 #   *_adamw3_64
 # resnet18 trains on a fresh batch each step (10 batches of 16; adamw10 at the fine-tuning lr 3e-5).
 # DRANet is the small, better-conditioned one of e2e_dranet.py (image 16, width 4, batch 8, attention
@@ -27,7 +29,7 @@ if(E2E_TORCH_PYTHON)
                      --workdir ${dir} --check ${check} ${ARGN})
     set_tests_properties(e2e_${model}_${check} PROPERTIES TIMEOUT 300 LABELS e2e)
   endfunction()
-  foreach(check grads sgd10 adamw10 grads64)
+  foreach(check grads sgd10 adamw10 grads64 adamw10_bf16)
     scorch_e2e_test(gpt ${check})
   endforeach()
   foreach(check grads adamw10 grads64 sgd3_64 adamw3_64)
@@ -35,7 +37,8 @@ if(E2E_TORCH_PYTHON)
   endforeach()
   # The SGD curve on torchvision's resnet18 with each block's last BN gamma started at 0.1 (see above).
   scorch_e2e_test(resnet18 sgd10 --residual-gamma 0.1)
-  foreach(check grads sgd10 adamw10 grads64 sgd3_64 adamw3_64)
+  scorch_e2e_test(resnet18 sgd10_bf16 --residual-gamma 0.1)
+  foreach(check grads sgd10 adamw10 grads64 sgd3_64 adamw3_64 sgd10_bf16)
     scorch_e2e_test(dranet ${check})
   endforeach()
 endif()

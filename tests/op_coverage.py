@@ -43,7 +43,8 @@ STAGES = (  # column, symbol prefix, object folder under the build dir, file pre
     ("grad", "grad_", "CMakeFiles/scorch.dir/autodiff", "grad_"),
 )
 COLUMNS = ("enum", "name", "min_in", "max_in", "min_out", "max_out", "family", "attrs", "since", "shape",
-           "kernel", "grad", "cost")
+           "kernel", "grad", "cost", "precision")
+PRECISIONS = ("low", "fp32", "follow")
 
 
 def op_rows():
@@ -55,6 +56,8 @@ def op_rows():
             if len(cols) != len(COLUMNS):
                 sys.exit(f"graph/{name}: row {cols[0]} has {len(cols)} columns, want {len(COLUMNS)}")
             row = dict(zip(COLUMNS, cols))
+            if row["precision"] not in PRECISIONS:
+                sys.exit(f"graph/{name}: row {cols[0]}: precision {row['precision']} is not one of {PRECISIONS}")
             row["name"] = row["name"].strip('"')
             row["internal"] = name == "ops_train.def"
             rows.append(row)

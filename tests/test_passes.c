@@ -176,6 +176,59 @@ static void test_prepare_convnet(void) {
     CHECK(G.n_nodes == 5, "want 5 nodes after identity removal, got %d", G.n_nodes);
 }
 
+/* The node reading value v as its input k, or -1. */
+static int reader_of(int v, int *k) {
+    for (int i = 0; i < G.n_nodes; i++)
+        for (int j = 0; j < G.nodes[i].n_in; j++)
+            if (G.nodes[i].in[j] == v) {
+                *k = j;
+                return i;
+            }
+    return -1;
+}
+
+/* bf16 mixed precision (graph/pass_precision.c): x -> MatMul(x, w) (low) -> Exp (fp32) -> Add with
+ * the MatMul's output (follow, mixed: promoted) -> Relu (follow) -> output; and the MatMul's output is
+ * a graph output too, which must keep its f32 type and name. */
+static void test_precision(void) {
+    t_reset();
+    int x = t_in("x", "f32[2,4]"), w = t_value("w", SC_VALUE_PARAM, "f32[4,3]"), m = t_act("m"), s = t_act("s"),
+        a = t_act("a"), r = t_act("r");
+    T_NODE(SC_OP_MATMUL, "mm", L(x, w), L(m));
+    T_NODE(SC_OP_EXP, "exp", L(m), L(s));
+    T_NODE(SC_OP_ADD, "add", L(s, m), L(a));
+    T_NODE(SC_OP_RELU, "relu", L(a), L(r));
+    T_INPUTS(x);
+    T_OUTPUTS(r, m);
+    EXPECT_OK(graph_prepare(&G, &(sc_bind_options){.eval = cpu_evaluator(), .precision = SC_BF16}));
+    int k = -1, mm = -1;
+    for (int i = 0; i < G.n_nodes; i++)
+        if (G.nodes[i].op == SC_OP_MATMUL) mm = i;
+    CHECK(mm >= 0, "the MatMul is gone");
+    if (mm < 0) return;
+    for (int j = 0; j < 2; j++) {
+        int v = G.nodes[mm].in[j], p = G.values[v].producer;
+        CHECK(G.values[v].desc.dtype == SC_BF16 && p >= 0 && G.nodes[p].op == SC_OP_CAST,
+              "MatMul input %d is not a bf16 Cast (%s)", j, sc_dtype_name(G.values[v].desc.dtype));
+    }
+    CHECK(G.nodes[G.values[w].consumers[0]].op == SC_OP_CAST && G.values[w].desc.dtype == SC_F32,
+          "the parameter must stay f32, read through a Cast");
+    int low = G.nodes[mm].out[0];
+    CHECK(low != m && G.values[low].desc.dtype == SC_BF16, "the MatMul must write a bf16 value");
+    int smn = reader_of(low, &k), soft = -1;
+    CHECK(smn >= 0 && G.nodes[smn].op == SC_OP_CAST, "the MatMul's bf16 output is read by a Cast");
+    for (int i = 0; i < G.n_nodes; i++)
+        if (G.nodes[i].op == SC_OP_EXP) soft = i;
+    CHECK(soft >= 0 && G.values[G.nodes[soft].in[0]].desc.dtype == SC_F32 && G.values[s].desc.dtype == SC_F32,
+          "Exp runs in f32");
+    CHECK(G.values[a].desc.dtype == SC_F32 && G.values[r].desc.dtype == SC_F32, "Add (mixed) and Relu promote to f32");
+    CHECK(G.values[m].desc.dtype == SC_F32 && !strcmp(G.values[m].name, "m") && G.values[m].producer >= 0 &&
+              G.nodes[G.values[m].producer].op == SC_OP_CAST,
+          "the graph output 'm' keeps f32 and its name, cast from the bf16 value");
+    int bad = -1;
+    CHECK(graph_is_topo_sorted(&G, &bad), "not in topological order at node %d", bad);
+}
+
 static bool need_kernels(const char *test, const sc_op *ops, int n) {
     bool ok = true;
     for (int i = 0; i < n; i++)
@@ -347,6 +400,7 @@ int main(void) {
     test_identity();
     test_dce();
     test_prepare_convnet();
+    test_precision();
     test_fold_shape_chain();
     test_fold_params_never();
     test_deferred_names();

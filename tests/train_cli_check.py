@@ -70,9 +70,11 @@ def weights(path):
 
 def read_log(path):
     rows = open(path).read().strip().splitlines()
-    if rows[0] != "step,loss,lr,samples_per_s,elapsed_s":
+    if rows[0] != "step,loss,lr,samples_per_s,elapsed_s,precision":
         fail("log header is %r" % rows[0])
-    return [[float(v) for v in r.split(",")] for r in rows[1:]]
+    if any(r.split(",")[-1] != "fp32" for r in rows[1:]):
+        fail("log rows do not all say precision fp32")
+    return [[float(v) for v in r.split(",")[:-1]] for r in rows[1:]]
 
 
 def roundtrip(kind):

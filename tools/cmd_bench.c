@@ -32,6 +32,7 @@
 #include "import/onnx.h"
 #include "schedule/cost.h"
 #include "tools/cmd.h"
+#include "tools/model_load.h"
 #include "core/units.h"
 #include "tools/plan_report.h"
 #include "train/trainer.h"
@@ -286,6 +287,8 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
     cfg->lr = 0.0f; /* every point trains the same weights; nothing can diverge */
     cfg->train.momentum = 0.9f;
     if ((o = args_get(s, "batch"))->set && (cfg->batch = o->i) < 1) return "--batch must be at least 1";
+    const char *why;
+    if ((o = args_get(s, "precision"))->set && !(cfg->precision = precision_parse(o->s, &why))) return why;
     if ((o = args_get(s, "seq"))->set && (cfg->seq = o->i) < 1) return "--seq must be at least 1";
     if ((o = args_get(s, "threads"))->set && (cfg->threads = (int)o->i) < 1) return "--threads must be at least 1";
     int k = 0;
@@ -334,6 +337,7 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
 int cmd_bench(int argc, char **argv) {
     arg_opt opts[] = {
         {.name = "batch", .kind = ARG_INT, .metavar = "N", .help = "batch size (default 1)"},
+        PRECISION_OPT,
         {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs"},
         {.name = "memories", .kind = ARG_STR, .metavar = "a,b,c", .help = "budgets: sizes or N% of the none peak"},
         {.name = "strategies", .kind = ARG_STR, .metavar = "s,t,...", .help = "default none,sqrt,dc,optimal"},

@@ -26,6 +26,7 @@
 #include "graph/passes.h"
 #include "import/onnx.h"
 #include "tools/cmd.h"
+#include "tools/model_load.h"
 #include "tools/plan_report.h"
 #include "train/calibrate.h"
 #include "train/trainer.h"
@@ -35,6 +36,7 @@ typedef struct {
     int64_t batch, seq;
     bool adamw;
     float clip; /* global-norm gradient clipping as train --clip (0: none) */
+    sc_dtype precision;
 } plan_model_opts;
 
 typedef struct {
@@ -46,7 +48,7 @@ static sc_status plan_model_load(const plan_model_opts *o, plan_model *pm) {
     memset(pm, 0, sizeof *pm);
     SC_TRY(sc_model_load(o->path, &pm->model));
     sc_graph *g = &pm->model->graph;
-    sc_bind_options bo = {.batch = o->batch, .seq = o->seq, .eval = cpu_evaluator()};
+    sc_bind_options bo = {.batch = o->batch, .seq = o->seq, .eval = cpu_evaluator(), .precision = o->precision};
     sc_train_options to;
     sc_train_options_default(&to); /* as sc_trainer_config_default + cmd_train's optimizer defaults */
     to.optim = o->adamw ? SC_OPTIM_ADAMW : SC_OPTIM_SGD;
@@ -224,6 +226,7 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     cfg.device = SC_DEVICE_CPU;
     cfg.threads = out->threads;
     cfg.calibrate = out->calibrate;
+    cfg.precision = mo->precision;
     sc_trainer *t = NULL;
     SC_TRY(sc_trainer_create(&cfg, &t));
     sc_graph *g = &sc_trainer_model(t)->graph;
@@ -240,6 +243,7 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
 int cmd_plan(int argc, char **argv) {
     arg_opt opts[] = {
         {.name = "batch", .kind = ARG_INT, .metavar = "N", .help = "batch size, binds the inputs' dim 0 (default 1)"},
+        PRECISION_OPT,
         {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs (default: the model's)"},
         {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "as train (default sgd, momentum 0.9)"},
         {.name = "clip", .kind = ARG_FLOAT, .metavar = "X", .help = "as train: clip gradients to global norm X"},
@@ -272,6 +276,9 @@ int cmd_plan(int argc, char **argv) {
     arg_opt *a;
     if (!usage && (a = args_get(&spec, "batch"))->set && (mo.batch = a->i) < 1) usage = "--batch must be at least 1";
     if (!usage && (a = args_get(&spec, "seq"))->set && (mo.seq = a->i) < 1) usage = "--seq must be at least 1";
+    const char *why = NULL;
+    if (!usage && (a = args_get(&spec, "precision"))->set && !(mo.precision = precision_parse(a->s, &why))) usage = why;
+    s.precision = mo.precision == SC_BF16 ? "bf16" : "fp32";
     if (!usage && (a = args_get(&spec, "optimizer"))->set) {
         if (!strcmp(a->s, "adamw")) mo.adamw = true;
         else if (strcmp(a->s, "sgd")) usage = "--optimizer must be sgd or adamw";

@@ -9,7 +9,8 @@
  * Output: a progress line (step, loss, samples or tokens per second, elapsed, ETA), updated in place
  * on a terminal and printed every --print-every steps otherwise; at the end "loss A -> B" (the first
  * and the last step of this run) and the path written. --log FILE writes CSV
- * (step,loss,lr,samples_per_s,elapsed_s; samples_per_s of that step, elapsed since the run began),
+ * (step,loss,lr,samples_per_s,elapsed_s,precision; samples_per_s of that step, elapsed since the run
+ * began, precision fp32 or bf16),
  * appending when resuming into an existing log.
  * Checkpoints: --save-every N --state DIR saves DIR/state.bin every N steps and after the last step;
  * --resume DIR continues from DIR/state.bin (and keeps saving there unless --state says otherwise).
@@ -40,6 +41,7 @@
 #include "core/clock.h"
 #include "tools/args.h"
 #include "tools/cmd.h"
+#include "tools/model_load.h"
 #include "tools/plan_report.h"
 #include "train/train_signal.h"
 #include "train/trainer.h"
@@ -60,6 +62,7 @@ typedef struct {
     const char *unit_name;
     float first_loss, last_loss;
     FILE *log;
+    const char *precision; /* the log's last column: fp32 or bf16 */
     int64_t peak_bytes;     /* max measured arena high-water mark (plans) */
     int64_t bytes_h2d, bytes_d2h; /* moved by the last step (plans) */
     int64_t host_bytes;           /* host copies of the session after the last step (plans) */
@@ -128,7 +131,7 @@ static sc_status log_open(progress *p, const char *path, bool resuming) {
     bool append = resuming && access(path, F_OK) == 0;
     p->log = fopen(path, append ? "a" : "w");
     if (!p->log) return sc_errorf("%s: cannot open the log for writing", path);
-    if (!append) fprintf(p->log, "step,loss,lr,samples_per_s,elapsed_s\n");
+    if (!append) fprintf(p->log, "step,loss,lr,samples_per_s,elapsed_s,precision\n");
     return SC_OK;
 }
 
@@ -176,8 +179,8 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
         exec_time_add(p, r.exec_time);
         p->units += strcmp(p->unit_name, "tokens") ? r.samples : r.tokens;
         if (p->log) {
-            fprintf(p->log, "%lld,%.9g,%.9g,%.3f,%.3f\n", (long long)r.step, r.loss, r.lr,
-                    dt > 0 ? (double)r.samples / dt : 0.0, sc_clock_seconds() - p->t0);
+            fprintf(p->log, "%lld,%.9g,%.9g,%.3f,%.3f,%s\n", (long long)r.step, r.loss, r.lr,
+                    dt > 0 ? (double)r.samples / dt : 0.0, sc_clock_seconds() - p->t0, p->precision);
             fflush(p->log);
         }
         progress_show(p, t, &r);
@@ -223,7 +226,8 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
                 fmt_bytes(pl->arena_bytes, a, sizeof a),
                 sc_trainer_plan_options(t)->budget ? fmt_bytes(sc_trainer_plan_options(t)->budget, b, sizeof b) : "unlimited");
     }
-    progress p = {.tty = isatty(2), .t0 = sc_clock_seconds(), .print_every = print_every, .unit_name = "samples", .peak_bytes = -1};
+    progress p = {.tty = isatty(2), .t0 = sc_clock_seconds(), .print_every = print_every, .unit_name = "samples", .peak_bytes = -1,
+                  .precision = cfg->precision == SC_BF16 ? "bf16" : "fp32"};
     if (p.print_every <= 0) p.print_every = total > 20 ? total / 20 : 1;
     sc_status st = log ? log_open(&p, log, cfg->resume_dir != NULL) : SC_OK;
     if (!st) st = train_loop(t, o, &p);
@@ -265,6 +269,8 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
     c->train.weight_decay = adamw ? 0.01f : 0.0f;
     c->steps = 100;
     if ((a = args_get(s, "batch"))->set && (c->batch = a->i) < 1) return "--batch must be at least 1";
+    const char *why;
+    if ((a = args_get(s, "precision"))->set && !(c->precision = precision_parse(a->s, &why))) return why;
     if ((a = args_get(s, "seq"))->set && (c->seq = a->i) < 1) return "--seq must be at least 1";
     if ((a = args_get(s, "epochs"))->set) {
         if (args_get(s, "steps")->set) return "give --steps or --epochs, not both";
@@ -323,6 +329,7 @@ int cmd_train(int argc, char **argv) {
     arg_opt opts[] = {
         {.name = "output", .short_name = 'o', .kind = ARG_STR, .metavar = "FILE", .help = "trained model (default MODEL.trained.onnx)"},
         {.name = "batch", .kind = ARG_INT, .metavar = "N", .help = "batch size, binds the inputs' dim 0 (default 1)"},
+        PRECISION_OPT,
         {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs (default: the model's)"},
         {.name = "steps", .kind = ARG_INT, .metavar = "N", .help = "total optimizer steps (default 100)"},
         {.name = "epochs", .kind = ARG_INT, .metavar = "N", .help = "train N passes over the data instead"},
@@ -344,7 +351,7 @@ int cmd_train(int argc, char **argv) {
         {.name = "save-every", .kind = ARG_INT, .metavar = "N", .help = "save the training state every N steps"},
         {.name = "state", .kind = ARG_STR, .metavar = "DIR", .help = "folder of the training state"},
         {.name = "resume", .kind = ARG_STR, .metavar = "DIR", .help = "continue from DIR/state.bin"},
-        {.name = "log", .kind = ARG_STR, .metavar = "FILE.csv", .help = "CSV: step,loss,lr,samples_per_s,elapsed_s"},
+        {.name = "log", .kind = ARG_STR, .metavar = "FILE.csv", .help = "CSV: step,loss,lr,samples_per_s,elapsed_s,precision"},
         {.name = "print-every", .kind = ARG_INT, .metavar = "N", .help = "plain progress lines every N steps (not a terminal)"},
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},
         {.name = "dump-grads", .kind = ARG_STR, .metavar = "DIR", .help = "write step 1's gradients and loss as .npy"},

@@ -10,9 +10,25 @@ sc_status model_load_prepared(arg_spec *spec, sc_model **out, int *usage_error) 
     return model_load_prepared_for(spec, false, out, usage_error);
 }
 
+sc_dtype precision_parse(const char *name, const char **why) {
+    *why = NULL;
+    if (!strcmp(name, "fp32")) return SC_F32;
+    if (!strcmp(name, "bf16")) return SC_BF16;
+    *why = !strcmp(name, "fp16") ? "--precision fp16 is not implemented yet (it needs dynamic loss scaling); use bf16"
+                                 : "--precision must be fp32 or bf16";
+    return SC_DTYPE_UNDEFINED;
+}
+
 sc_status model_load_prepared_for(arg_spec *spec, bool inference, sc_model **out, int *usage_error) {
     *out = NULL;
     *usage_error = 0;
+    arg_opt *prec = args_get(spec, "precision");
+    const char *why = NULL;
+    sc_dtype precision = prec && prec->set ? precision_parse(prec->s, &why) : SC_F32;
+    if (why) {
+        *usage_error = 1;
+        return sc_errorf("%s", why);
+    }
     arg_opt *batch = args_get(spec, "batch"), *seq = args_get(spec, "seq"), *dim = args_get(spec, "dim");
     if ((batch->set && batch->i < 1) || (seq->set && seq->i < 1)) {
         *usage_error = 1;
@@ -42,7 +58,7 @@ sc_status model_load_prepared_for(arg_spec *spec, bool inference, sc_model **out
     if (!st) st = sc_model_load(spec->pos[0], &m);
     if (!st) {
         sc_bind_options bo = {.eval = cpu_evaluator(), .batch = batch->set ? batch->i : 0, .seq = seq->set ? seq->i : 0, .dims = binds,
-                              .n_dims = dim->n_list, .inference = inference};
+                              .n_dims = dim->n_list, .inference = inference, .precision = precision};
         st = sc_status_prefix(graph_prepare(&m->graph, &bo), "%s: ", spec->pos[0]);
     }
     for (int i = 0; names && i < dim->n_list; i++) free(names[i]);

@@ -9,7 +9,16 @@
 #define MODEL_LOAD_OPTS                                                                               \
     {.name = "batch", .kind = ARG_INT, .metavar = "N", .help = "binds every input's symbolic dim 0 (default 1)"}, \
         {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "binds dim 1 of token-id inputs"},          \
-        {.name = "dim", .kind = ARG_LIST, .metavar = "NAME=N", .help = "binds a symbolic dim by name (repeatable)"}
+        {.name = "dim", .kind = ARG_LIST, .metavar = "NAME=N", .help = "binds a symbolic dim by name (repeatable)"}, \
+        PRECISION_OPT
+#define PRECISION_OPT                                                                                  \
+    {.name = "precision", .kind = ARG_STR, .metavar = "fp32|bf16",                                      \
+     .help = "fp32 (default), or bf16 mixed precision: convolutions and matrix products in bf16 with f32 " \
+             "accumulation, norms, softmax, reductions and the loss in f32, f32 master weights"}
+
+/* --precision NAME -> the low type (SC_F32 for fp32, SC_BF16); SC_DTYPE_UNDEFINED with *why set
+ * when NAME is not one (fp16 is named as not implemented yet). */
+sc_dtype precision_parse(const char *name, const char **why);
 
 /* Loads and prepares spec's first positional argument with the options above. Returns a status with
  * a usage-style message for a malformed --dim (sets *usage_error). */

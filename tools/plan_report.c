@@ -163,6 +163,7 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     char a[32], b[32], c[32], d[32];
     fprintf(f, "model          %s (batch %lld", s->model, (long long)s->batch);
     if (s->seq) fprintf(f, ", seq %lld", (long long)s->seq);
+    if (s->precision && strcmp(s->precision, "fp32")) fprintf(f, ", %s mixed precision", s->precision);
     fprintf(f, ")\n");
     fprintf(f, "budget         %s\n", s->budget ? fmt_bytes(s->budget, a, sizeof a) : "unlimited");
     fprintf(f, "strategy       %s (asked: %s", plan_strategy_name(p->strategy), s->requested);
@@ -231,8 +232,10 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
 
 void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
     char m[1024];
-    fprintf(f, "{\"model\": \"%s\", \"batch\": %lld, \"seq\": %lld, \"budget\": %lld, \"requested\": \"%s\", ",
-            sb_safe(s->model, m, sizeof m), (long long)s->batch, (long long)s->seq, (long long)s->budget, s->requested);
+    fprintf(f, "{\"model\": \"%s\", \"batch\": %lld, \"seq\": %lld, \"precision\": \"%s\", \"budget\": %lld, "
+               "\"requested\": \"%s\", ",
+            sb_safe(s->model, m, sizeof m), (long long)s->batch, (long long)s->seq, s->precision ? s->precision : "fp32",
+            (long long)s->budget, s->requested);
     fprintf(f, "\"strategy\": \"%s\", \"requested_offload\": \"%s\", \"offload\": \"%s\", \"offload_window\": %d, ",
             plan_strategy_name(p->strategy), s->offload, plan_offload_name(p->offload), p->offload_window);
     fprintf(f, "\"slots\": %d, \"segments\": %d, \"steps\": %d, ", s->slots, p->n_segments, p->n_steps);

@@ -192,12 +192,16 @@ static sc_status trainer_build(sc_trainer *t) {
     SC_TRY(strings_copy(t));
     SC_TRY(sc_device_resolve(t->cfg.device, &t->cfg.device));
     if (t->cfg.device == SC_DEVICE_CUDA) t->cfg.use_plan = true; /* the GPU runs plans only (train_plan.c) */
+    if (t->cfg.device == SC_DEVICE_CUDA && t->cfg.precision == SC_BF16)
+        return sc_errorf("--precision bf16 is not supported by the CUDA backend yet (it has no bf16 kernels: Cast, "
+                         "GEMM and convolution among them); train on the CPU with --device cpu, or in fp32");
     sc_backend_config host = {.device = SC_DEVICE_CPU};
     SC_TRY(backend_open(&host, &t->host));
     if (t->cfg.threads > 0) t->host->iface->set_threads(t->host, t->cfg.threads);
     SC_TRY(sc_model_load(t->cfg.model_path, &t->model));
     sc_graph *g = &t->model->graph;
-    sc_bind_options bo = {.batch = t->cfg.batch, .seq = t->cfg.seq, .eval = t->host->iface->evaluator(t->host)};
+    sc_bind_options bo = {.batch = t->cfg.batch, .seq = t->cfg.seq, .eval = t->host->iface->evaluator(t->host),
+                          .precision = t->cfg.precision};
     SC_TRY(sc_status_prefix(graph_prepare(g, &bo), "%s: ", t->cfg.model_path));
     SC_TRY(sc_status_prefix(autodiff_build_training(g, &t->cfg.train, &t->tg), "%s: ", t->cfg.model_path));
     if (t->tg.n_params == 0) sc_log(SC_LOG_WARN, "%s: no trainable parameters (all frozen?)", t->cfg.model_path);

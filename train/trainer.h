@@ -69,6 +69,7 @@ typedef struct {
      * planned size, instead of sc_forward_cpu. The weights are bit-identical either way. */
     bool use_plan;
     sc_plan_options plan;
+    sc_dtype precision;     /* SC_F32 (or 0) or SC_BF16: mixed precision (graph_apply_precision) */
     bool calibrate;         /* with use_plan: measure the node times and the link on the CPU backend
                                (train/calibrate.h) before the one plan is built, and plan with them */
     sc_device device;       /* default CPU (the CLI's default is AUTO); resolved by sc_trainer_create.

@@ -11,6 +11,11 @@
 #include "graph/ops_train.def"
 #undef SC_OP
 
+/* bf16 tensors through the f32 kernels (cpu_widen.c): whether the node has any, and running k on
+ * widened copies with each bf16 output rounded once. */
+bool cpu_needs_widening(sc_op op, const sc_tensor *in, int n_in, const sc_tensor *out, int n_out);
+sc_status cpu_run_widened(sc_cpu_kernel k, const sc_kernel_call *call);
+
 /* Checks a fused gradient's (dY, Y or X) pair: same dtype and shape, f32 or f64 (cpu_elementwise_grad.c). */
 sc_status cpu_check_grad_pair(const sc_kernel_call *call);
 

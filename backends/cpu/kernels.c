@@ -34,9 +34,10 @@ sc_status cpu_run_node(const sc_node *node, const sc_tensor *in, int n_in, sc_te
                          sc_op_name(node->op), cpu_kernel_missing_reason(node->op) ? ": " : "",
                          cpu_kernel_missing_reason(node->op) ? cpu_kernel_missing_reason(node->op) : "");
     sc_kernel_call call = {node, in, n_in, out, n_out};
-    if (!sc_profile_enabled()) return k(&call);
+    bool wide = cpu_needs_widening(node->op, in, n_in, out, n_out);
+    if (!sc_profile_enabled()) return wide ? cpu_run_widened(k, &call) : k(&call);
     double t0 = sc_profile_now_ms();
-    sc_status st = k(&call);
+    sc_status st = wide ? cpu_run_widened(k, &call) : k(&call);
     int64_t bytes = 0;
     for (int i = 0; i < n_out; i++)
         if (out[i].data) bytes += sc_desc_bytes(&out[i].desc);

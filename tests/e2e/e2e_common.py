@@ -63,6 +63,9 @@ MIN_CURVE_CHANGE = 20 * CURVE_RTOL
 # total update (max|w_ref - w0|, at least lr) + 1e-12.
 F64_TOL = (1e-9, 1e-10, 1e-14)
 WEIGHT_STEPS = 3
+# The *_bf16 curve checks: Scorch's bf16 losses within this many times torch autocast's own
+# largest relative difference from float32 (check_curve_bf16).
+BF16_SPREADS = 2
 WEIGHT_RTOL = 1e-4
 
 
@@ -76,7 +79,8 @@ def parse_args(description, add_options=None):
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--scorch", required=True, help="path of scorch-run")
     p.add_argument("--workdir", required=True, help="scratch folder (created)")
-    p.add_argument("--check", required=True, choices=["grads", "sgd10", "adamw10", "grads64", "sgd3_64", "adamw3_64"])
+    p.add_argument("--check", required=True,
+                   choices=["grads", "sgd10", "adamw10", "grads64", "sgd3_64", "adamw3_64", "sgd10_bf16", "adamw10_bf16"])
     p.add_argument("--keep", action="store_true", help="print every tensor's comparison")
     p.add_argument("--lr", type=float, help="override the learning rate (experiments)")
     p.add_argument("--oracle", action="store_true",
@@ -231,14 +235,17 @@ def make_optimizer(optim, params):
     return torch.optim.SGD(params, **SGD) if optim == "sgd" else torch.optim.AdamW(params, **ADAMW)
 
 
-def torch_train(module, case, steps, optim, params, on_step1=None):
+def torch_train(module, case, steps, optim, params, on_step1=None, bf16=False):
     """`steps` optimizer steps of `optim` (None: gradients only) on `params`, step k on the trainer's
-    batch k; on_step1(loss) runs after the first backward. Returns the losses."""
+    batch k; on_step1(loss) runs after the first backward. bf16: each forward under
+    torch.autocast("cpu", dtype=torch.bfloat16), entered per step as a training loop does (its cache
+    of bf16 weights lives as long as the region). Returns the losses."""
     opt = make_optimizer(optim, params) if optim else None
     losses = []
     for step in range(steps):
         module.zero_grad(set_to_none=True)
-        loss = forward_loss(module, case, step)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = forward_loss(module, case, step)
         loss.backward()
         if step == 0 and on_step1:
             on_step1(loss)
@@ -267,7 +274,7 @@ def run_oracle(case, dump, log, steps, optim):
     print("[%.1fs] oracle: PyTorch float32, %d step(s) of %s in place of Scorch" % (time.time() - t0, steps, optim))
 
 
-def run_scorch(args, case, tag, steps, optim):
+def run_scorch(args, case, tag, steps, optim, extra_args=()):
     """`steps` steps of `optim` (None: one step at lr 0, the gradient dump only)."""
     out_dir = os.path.join(case.workdir, tag)
     os.makedirs(out_dir, exist_ok=True)
@@ -279,7 +286,7 @@ def run_scorch(args, case, tag, steps, optim):
     extra = ["--steps", str(steps)] + (optimizer_args(optim) if optim else ["--lr", "0"])
     cmd = [args.scorch, "train", case.model_path, "-o", os.path.join(out_dir, "trained.onnx"),
            "--data", case.x_path, "--labels", case.y_path, "--dump-grads", dump, "--log", log,
-           "--seed", str(SEED)] + case.train_args + extra
+           "--seed", str(SEED)] + case.train_args + extra + list(extra_args)
     sh(cmd)
     return dump, log
 
@@ -462,10 +469,58 @@ def check_weights(args, case, optim):
     print("PASS %s %s: %d weight tensors, worst max|d|/max|update| %.3g" % (case.name, tag, len(rows), max(r[2] / max(r[3], 1e-300) for r in rows)))
 
 
+def check_curve_bf16(args, case, optim, lr=None):
+    """STEPS steps of `optim` with `--precision bf16`, against PyTorch's float32 module trained in
+    float32 and under torch.autocast("cpu", dtype=torch.bfloat16). A bf16 curve is checked against the
+    float32 one with PyTorch's own spread as the scale: Scorch's bf16 losses may differ from torch's
+    float32 losses by at most BF16_SPREADS times the largest relative difference torch's autocast run
+    shows against them (floored at CURVE_RTOL, the float32 curve check's). One run's spread is one
+    sample of how bf16 rounding perturbs training, and where training amplifies rounding (ResNet-18 on
+    fresh batches) two bf16 runs drift apart as either does from float32; the distance to torch's bf16
+    curve is printed too."""
+    lr = args.lr or lr
+    if lr:
+        (SGD if optim == "sgd" else ADAMW)["lr"] = lr
+    dump, log = run_scorch(args, case, optim + str(STEPS) + "_bf16", STEPS, optim, ["--precision", "bf16"])
+    ours = read_losses(log)
+    if len(ours) != STEPS:
+        fail("%s: %d losses in the log, expected %d" % (log, len(ours), STEPS))
+
+    def torch_run(bf16):
+        module = OnnxTorch(case.model, dtype=torch.float32, bn_training=True)
+        params = [p for _, p in trained_params(module, dump, case)]
+        return torch_train(module, case, STEPS, optim, params, bf16=bf16)
+    t0 = time.time()
+    ref32, ref16 = torch_run(False), torch_run(True)
+    print("[%.1fs] torch float32 and autocast bf16, %d steps of %s" % (time.time() - t0, STEPS, optim))
+    rel = lambda a, b: abs(a - b) / abs(b)
+    spread = max(rel(b, c) for b, c in zip(ref16, ref32))
+    tol = max(BF16_SPREADS * spread, CURVE_RTOL)
+    worst, worst_step, worst16 = 0.0, 0, 0.0
+    for i, (a, b, c) in enumerate(zip(ours, ref16, ref32)):
+        print("  step %2d  scorch-bf16 %.7g  torch-bf16 %.7g  torch-f32 %.7g  | scorch-bf16 vs f32 %.3g, torch-bf16 vs f32 "
+              "%.3g, scorch-bf16 vs torch-bf16 %.3g" % (i + 1, a, b, c, rel(a, c), rel(b, c), rel(a, b)))
+        if rel(a, c) > worst:
+            worst, worst_step = rel(a, c), i + 1
+        worst16 = max(worst16, rel(a, b))
+    if rel(ours[0], ref32[0]) < 1e-6:
+        fail("%s %s%d_bf16: the first loss %.9g equals torch's float32 %.9g: --precision bf16 changed nothing"
+             % (case.name, optim, STEPS, ours[0], ref32[0]))
+    if worst > tol:
+        fail("%s %s%d_bf16: step %d loss %.7g vs torch float32 %.7g (rel diff %.3g > %.3g, %g times torch autocast's "
+             "own largest difference from float32)" % (case.name, optim, STEPS, worst_step, ours[worst_step - 1],
+                                                       ref32[worst_step - 1], worst, tol, BF16_SPREADS))
+    print("PASS %s %s%d_bf16: bf16 vs torch float32 at most %.3g (step %d), torch autocast's spread %.3g; "
+          "vs torch autocast at most %.3g" % (case.name, optim, STEPS, worst, worst_step, spread, worst16))
+
+
 def run_check(args, case, extra_refs=lambda: (), curve_lr=None):
     """curve_lr: {"sgd": lr, "adamw": lr} of the model's sgd10 / adamw10 checks (default SGD / ADAMW)."""
     if args.check in ("grads", "grads64"):
         check_grads(args, case, extra_refs())
+    elif args.check.endswith("_bf16"):
+        optim = args.check[:-len(str(STEPS) + "_bf16")]
+        check_curve_bf16(args, case, optim, (curve_lr or {}).get(optim))
     elif args.check.endswith("_64"):
         check_weights(args, case, args.check[:-len("%d_64" % WEIGHT_STEPS)])
     else:
