@@ -80,6 +80,12 @@ struct sc_backend {
     void *ctx;
 };
 
+/* The host's Dropout (seed, step) state and thread count (backends/cpu/cpu_rng.h, OpenMP): the CPU
+ * backend's set_seed and set_threads, and the CUDA backend's, whose Dropout keys are computed on
+ * the host from the same state so both draw the same masks. */
+void backend_host_set_seed(sc_backend *b, uint64_t seed, uint64_t step);
+void backend_host_set_threads(sc_backend *b, int n);
+
 /* capacity: the modelled device memory in bytes (0 = unlimited). */
 sc_status backend_cpu_create(int64_t capacity, sc_backend **out);
 /* Copies of at most max_bytes started while no other transfer is pending are done at once by the

@@ -199,12 +199,12 @@ static void cpu_params_changed_hook(sc_backend *b) {
     cpu_params_changed();
 }
 
-static void cpu_set_seed(sc_backend *b, uint64_t seed, uint64_t step) {
+void backend_host_set_seed(sc_backend *b, uint64_t seed, uint64_t step) {
     (void)b;
     cpu_set_dropout_rng(seed, step);
 }
 
-static void cpu_set_threads(sc_backend *b, int n) {
+void backend_host_set_threads(sc_backend *b, int n) {
     (void)b;
     cpu_set_num_threads(n);
 }
@@ -249,8 +249,8 @@ static const sc_backend_i cpu_iface = {
     .synchronize = cpu_synchronize,
     .memory = cpu_memory,
     .params_changed = cpu_params_changed_hook,
-    .set_seed = cpu_set_seed,
-    .set_threads = cpu_set_threads,
+    .set_seed = backend_host_set_seed,
+    .set_threads = backend_host_set_threads,
     .evaluator = cpu_backend_evaluator,
     .destroy = cpu_destroy,
 };

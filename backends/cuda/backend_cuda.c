@@ -29,8 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/cpu.h"
-#include "backends/cpu/cpu_rng.h"
 #include "backends/cuda/cuda_common.h"
 
 typedef struct {
@@ -355,19 +353,6 @@ static void cuda_destroy(sc_backend *b) {
     free(b);
 }
 
-/* The device's Dropout keys are computed on the host from the CPU's (seed, step) state
- * (cu_elementwise_dropout.cu), so both backends draw the same masks. */
-static void cuda_set_seed(sc_backend *b, uint64_t seed, uint64_t step) {
-    (void)b;
-    cpu_set_dropout_rng(seed, step);
-}
-
-/* Host threads: the host-side work of a session (host optimizer updates) runs on OpenMP. */
-static void cuda_set_threads(sc_backend *b, int n) {
-    (void)b;
-    cpu_set_num_threads(n);
-}
-
 static const sc_backend_i cuda_iface = {
     .name = "cuda",
     .arena_create = cuda_arena_create,
@@ -379,8 +364,8 @@ static const sc_backend_i cuda_iface = {
     .synchronize = cuda_synchronize,
     .memory = cuda_memory,
     .params_changed = NULL, /* no cache depends on parameter values */
-    .set_seed = cuda_set_seed,
-    .set_threads = cuda_set_threads,
+    .set_seed = backend_host_set_seed,       /* Dropout keys come from the host's (seed, step) state */
+    .set_threads = backend_host_set_threads, /* threads of the session's host work (host updates) */
     .evaluator = NULL,
     .host_pin = cuda_host_pin,
     .host_unpin = cuda_host_unpin,
