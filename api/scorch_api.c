@@ -9,7 +9,6 @@
 #include "backends/cpu/cpu.h"
 #include "scorch.h"
 
-#include "backends/executor.h"
 #include "backends/infer.h"
 #include "core/units.h"
 #include "graph/passes.h"

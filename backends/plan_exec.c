@@ -38,7 +38,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/executor.h"
 
 
 void plan_session_free(sc_plan_session *s) {
@@ -56,6 +55,7 @@ void plan_session_free(sc_plan_session *s) {
     free(s->host_step);
     free(s->root);
     free(s->fixed_iv);
+    free(s->iv_home);
     free(s->cur);
     free(s->xfer);
     free(s->streamed);
@@ -95,7 +95,15 @@ static sc_status copy_sync(sc_plan_session *s, bool to_device, void *dev, void *
     return SC_OK;
 }
 
-static void *dev_ptr(const sc_plan_session *s, int interval) { return s->base + s->plan->intervals[interval].offset; }
+static void *dev_ptr(const sc_plan_session *s, int interval) {
+    if (s->iv_home && s->iv_home[interval]) return s->iv_home[interval];
+    return s->base + s->plan->intervals[interval].offset;
+}
+
+/* Whether value v's device copy is its host data (params in place): nothing to copy either way. */
+static bool at_home(const sc_plan_session *s, int v) {
+    return s->iv_home && s->fixed_iv[v] >= 0 && s->iv_home[s->fixed_iv[v]] == s->g->values[v].data;
+}
 
 #ifndef NDEBUG
 static void fly_add(sc_plan_session *s, int64_t id, int iv, bool h2d) {
@@ -133,7 +141,7 @@ static void fly_check(const sc_plan_session *s, int iv, bool write) {
 
 sc_status plan_session_load_params(sc_plan_session *s) {
     for (int v = 0; v < s->g->n_values; v++)
-        if (s->fixed_iv[v] >= 0 && s->g->values[v].data)
+        if (s->fixed_iv[v] >= 0 && s->g->values[v].data && !at_home(s, v))
             SC_TRY(copy_sync(s, true, dev_ptr(s, s->fixed_iv[v]), s->g->values[v].data, value_bytes(s->g, v)));
     if (s->be->iface->params_changed) s->be->iface->params_changed(s->be);
     return SC_OK;
@@ -142,14 +150,36 @@ sc_status plan_session_load_params(sc_plan_session *s) {
 sc_status plan_exec_sync_params_to_host(sc_plan_session *s) {
     for (int v = 0; v < s->g->n_values; v++) {
         sc_value_kind k = s->g->values[v].kind;
-        if (s->fixed_iv[v] >= 0 && s->g->values[v].data && (k == SC_VALUE_PARAM || k == SC_VALUE_OPT_STATE))
+        if (s->fixed_iv[v] >= 0 && s->g->values[v].data && (k == SC_VALUE_PARAM || k == SC_VALUE_OPT_STATE) &&
+            !at_home(s, v))
             SC_TRY(copy_sync(s, false, dev_ptr(s, s->fixed_iv[v]), s->g->values[v].data, value_bytes(s->g, v)));
     }
     return SC_OK;
 }
 
 sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, sc_plan_session **out) {
+    return plan_session_create_in_place(be, g, plan, false, out);
+}
+
+/* Persistent values with host data (parameters, optimizer state, constants) that have a fixed
+ * interval use their host data as their device copy. */
+static sc_status homes_in_place(sc_plan_session *s) {
+    s->iv_home = calloc((size_t)s->plan->n_intervals + 1, sizeof(void *));
+    if (!s->iv_home) return sc_errorf("out of memory creating a plan session");
+    for (int i = 0; i < s->plan->n_fixed_intervals; i++) {
+        const sc_value *x = &s->g->values[s->plan->intervals[i].value];
+        if (x->data && (x->kind == SC_VALUE_PARAM || x->kind == SC_VALUE_OPT_STATE || x->kind == SC_VALUE_CONST))
+            s->iv_home[i] = x->data;
+    }
+    return SC_OK;
+}
+
+sc_status plan_session_create_in_place(sc_backend *be, sc_graph *g, const sc_plan *plan, bool params_in_place,
+                                       sc_plan_session **out) {
     *out = NULL;
+    if (params_in_place && !be->iface->compute_on_host)
+        return sc_errorf("plan: parameters can stay in place only on a backend that computes in host memory (not %s)",
+                         be->iface->name);
     sc_plan_session *s = calloc(1, sizeof *s);
     if (!s) return sc_errorf("out of memory creating a plan session");
     s->g = g;
@@ -219,7 +249,8 @@ sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, 
         return st;
     }
     homes_pin(s);
-    st = plan_session_load_params(s);
+    if (params_in_place) st = homes_in_place(s);
+    if (!st) st = plan_session_load_params(s);
     if (st) {
         plan_session_free(s);
         return st;

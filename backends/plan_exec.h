@@ -12,8 +12,8 @@
  * kernel tensors at arena base + interval offset (outputs of in-place ops share their input's
  * place), FREE ends the value's interval (a later read of it is an internal error: SC_ASSERT),
  * OFFLOAD / PREFETCH / WAIT go through the backend's asynchronous copies. Graph outputs are copied
- * out at the end, malloc'd and owned by the caller exactly as sc_forward_cpu does (free with
- * sc_tensor_free_data), so the trainer can swap one for the other.
+ * out at the end, malloc'd and owned by the caller (free with sc_tensor_free_data), as the tests'
+ * reference executor (tests/ref_executor.h) hands them out.
  *
  * Measurements per step: the arena high-water mark actually used (max offset + bytes over every
  * interval opened, the fixed region included), which tests compare with plan->arena_bytes, and the
@@ -39,6 +39,13 @@ typedef struct {
 
 /* g and plan must outlive the session; the backend too (the session does not own it). */
 sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, sc_plan_session **out);
+/* As plan_session_create; with params_in_place, on a backend that computes in host memory (the CPU),
+ * the persistent values that have a place in the fixed region (parameters, optimizer state,
+ * constants) are used at their host data instead of being copied into the arena: the updates land in
+ * the graph's data directly, loading and syncing copy nothing, and the arena's fixed region is never
+ * touched. The CPU training step without a budget runs so, with no second copy of its state. */
+sc_status plan_session_create_in_place(sc_backend *be, sc_graph *g, const sc_plan *plan, bool params_in_place,
+                                       sc_plan_session **out);
 void plan_session_free(sc_plan_session *s);
 
 /* inputs[i] feeds g->inputs[i] (desc must match); outputs[i] receives g->outputs[i]. */

@@ -14,6 +14,8 @@ struct sc_plan_session {
     char *base;          /* device arena */
     int *root;           /* per value: storage root (in-place outputs resolved to their input) */
     int *fixed_iv;       /* per value: its fixed interval, -1 if none */
+    void **iv_home;      /* per interval: with params in place, a persistent value's own host data
+                            used as its device copy (NULL: the arena at the interval's offset) */
     int *cur;            /* per value (root): interval resident now, -1 when not resident */
     void **host;         /* per value: host copy made by OFFLOAD (or streamed home), NULL if none */
     int64_t *host_step;  /* per value: the step (n_step) whose OFFLOAD made host[v], 0 if none */

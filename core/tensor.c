@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 size_t sc_dtype_size(sc_dtype t) {
@@ -83,4 +84,9 @@ sc_desc sc_desc_make(sc_dtype t, int rank, const int64_t *dims) {
     d.rank = rank;
     for (int i = 0; i < rank; i++) d.dims[i] = dims[i];
     return d;
+}
+
+void sc_tensor_free_data(sc_tensor *t) {
+    free(t->data);
+    t->data = NULL;
 }

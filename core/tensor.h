@@ -57,4 +57,7 @@ typedef struct {
     void *data;
 } sc_tensor;
 
+/* Frees t->data (malloc'd: outputs handed out by the executors) and clears it. */
+void sc_tensor_free_data(sc_tensor *t);
+
 #endif

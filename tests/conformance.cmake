@@ -7,7 +7,7 @@
 # onnx==1.16.2 of scripts/install.sh); configure only asks Python where that package is.
 
 add_executable(conformance_runner ${CMAKE_CURRENT_SOURCE_DIR}/conformance/conformance_runner.c)
-target_link_libraries(conformance_runner PRIVATE scorch)
+target_link_libraries(conformance_runner PRIVATE scorch sc_ref_exec)
 
 # The python3 on PATH (possibly a pyenv one), the interpreter scripts/install.sh installs onnx for.
 find_program(SCORCH_PYTHON3 python3)

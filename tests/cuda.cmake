@@ -7,7 +7,7 @@
 if(TARGET scorch_cuda)
   add_executable(test_cuda_ops ${CMAKE_CURRENT_SOURCE_DIR}/cuda/test_cuda_ops.c)
   target_include_directories(test_cuda_ops PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-  target_link_libraries(test_cuda_ops PRIVATE scorch_cuda)
+  target_link_libraries(test_cuda_ops PRIVATE scorch_cuda sc_ref_exec)
   add_test(NAME test_cuda_ops COMMAND test_cuda_ops WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
   add_test(NAME test_plan_offload_cuda COMMAND test_plan_offload --cuda WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/device_tmp/train_cuda)

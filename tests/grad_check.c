@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "autodiff/autodiff.h"
-#include "backends/executor.h"
+#include "tests/ref_executor.h"
 #include "graph/shape.h"
 
 /* splitmix64: a tiny seeded generator, so every check sees the same numbers on every machine. */

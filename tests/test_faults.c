@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
-#include "backends/executor.h"
+#include "tests/ref_executor.h"
 #include "backends/plan_exec.h"
 #include "core/alloc_fail.h"
 #include "plan_test_graphs.h"

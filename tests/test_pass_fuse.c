@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
-#include "backends/executor.h"
+#include "tests/ref_executor.h"
 #include "graph/passes.h"
 
 static int failures;

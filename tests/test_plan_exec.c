@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/executor.h"
+#include "tests/ref_executor.h"
 #include "core/clock.h"
 #include "backends/plan_exec.h"
 #include "plan_test_graphs.h"

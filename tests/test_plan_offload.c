@@ -35,7 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backends/executor.h"
+#include "tests/ref_executor.h"
 #include "backends/plan_exec.h"
 #ifdef SCORCH_HAVE_CUDA
 #include "backends/cuda/backend_cuda.h"

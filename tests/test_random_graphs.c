@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
-#include "backends/executor.h"
+#include "tests/ref_executor.h"
 #include "backends/plan_exec.h"
 #include "plan_test_graphs.h"
 

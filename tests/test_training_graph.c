@@ -20,7 +20,7 @@
 
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_rng.h"
-#include "backends/executor.h"
+#include "tests/ref_executor.h"
 #include "graph/shape.h"
 
 static int failures;

@@ -17,7 +17,6 @@
 #include "graph/graph.h"
 #include "graph/passes.h"
 #include "import/onnx.h"
-#include "backends/executor.h"
 
 #include "scorch.h" /* SCORCH_VERSION */
 

@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "core/clock.h"
-#include "backends/executor.h"
 #include "backends/profile.h"
 #include "train/trainer_internal.h"
 

@@ -49,7 +49,10 @@ static sc_status session_open(sc_trainer *t, const sc_plan *p, int64_t budget, s
     *be = NULL;
     *s = NULL;
     SC_TRY(device_open(t, p, budget, be));
-    sc_status st = plan_session_create(*be, &t->model->graph, p, s);
+    /* Without a plan asked for, the CPU step is the store-everything plan with parameters and state
+     * used where they live: one executor, and no second copy of the state. */
+    bool in_place = !t->cfg.use_plan && t->cfg.device == SC_DEVICE_CPU;
+    sc_status st = plan_session_create_in_place(*be, &t->model->graph, p, in_place, s);
     if (st) {
         backend_destroy(*be);
         *be = NULL;
@@ -110,12 +113,12 @@ sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, in
 
 sc_status train_plan_reload(sc_trainer *t) { return t->session ? plan_session_load_params(t->session) : SC_OK; }
 
-const sc_plan *sc_trainer_plan(const sc_trainer *t) { return t->session ? &t->plan : NULL; }
+const sc_plan *sc_trainer_plan(const sc_trainer *t) { return t->cfg.use_plan && t->session ? &t->plan : NULL; }
 
 const sc_plan_options *sc_trainer_plan_options(const sc_trainer *t) { return &t->cfg.plan; }
 
 sc_status sc_trainer_replan(sc_trainer *t, const sc_plan_options *o) {
-    if (!t->session) return sc_errorf("the session runs without a plan (use_plan is off)");
+    if (!t->cfg.use_plan || !t->session) return sc_errorf("the session runs without a plan (use_plan is off)");
     sc_plan_options capped = *o;
     capped.capacity = backend_device_free_bytes(t->cfg.device);
     if (capped.capacity < 0) capped.capacity = 0;

@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "core/clock.h"
-#include "backends/executor.h"
 #include "core/npy.h"
 #include "graph/passes.h"
 #include "train/trainer_internal.h"
@@ -211,7 +210,7 @@ static sc_status trainer_build(sc_trainer *t) {
     SC_TRY(sc_status_prefix(host_memory_check(t), "%s: ", t->cfg.model_path));
     SC_TRY(state_collect(t));
     if (t->cfg.resume_dir) SC_TRY(train_state_read(t, t->cfg.resume_dir));
-    if (t->cfg.use_plan) SC_TRY(sc_status_prefix(train_plan_open(t), "%s: ", t->cfg.model_path));
+    SC_TRY(sc_status_prefix(train_plan_open(t), "%s: ", t->cfg.model_path)); /* without use_plan: the none plan */
     return SC_OK;
 }
 
@@ -280,21 +279,18 @@ static void writebacks_apply(sc_trainer *t) {
     }
 }
 
-/* The step's graph execution: the plan's session, or the store-everything executor; *seconds is
- * the time of the execution itself. */
+/* The step's graph execution by the plan executor: the configured plan, or without use_plan the
+ * store-everything plan with parameters and state in place (train_plan.c); *seconds is the time of
+ * the execution itself. */
 static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h,
                               int64_t *host_bytes) {
     *peak_bytes = -1;
     *seconds = 0;
     *h2d = *d2h = *host_bytes = 0;
-    if (t->cfg.use_plan) {
-        if (!t->session) return sc_errorf("no plan to run (the last re-plan failed)");
-        return train_plan_run(t, peak_bytes, seconds, h2d, d2h, host_bytes);
-    }
-    double t0 = sc_clock_seconds();
-    sc_status st = sc_forward_cpu(&t->model->graph, t->feeds, t->outs);
-    *seconds = sc_clock_seconds() - t0;
-    return st;
+    if (!t->session) return sc_errorf("no plan to run (the last re-plan failed)");
+    SC_TRY(train_plan_run(t, peak_bytes, seconds, h2d, d2h, host_bytes));
+    if (!t->cfg.use_plan) *peak_bytes = -1, *h2d = *d2h = *host_bytes = 0; /* figures of a plan nobody asked for */
+    return SC_OK;
 }
 
 /* A session whose state a failed step left behind (no rollback copy) cannot go on or save it. */

@@ -66,7 +66,8 @@ typedef struct {
     int threads;            /* 0 = library default */
     /* Memory-budgeted plans: with use_plan every step runs the plan built under `plan`
      * (schedule/plan.h) with the plan executor (backends/plan_exec.h) in an arena of exactly the
-     * planned size, instead of sc_forward_cpu. The weights are bit-identical either way. */
+     * planned size. Without it the step is the store-everything plan on the CPU with parameters and
+     * state used in place (plan_session_create_in_place). The weights are bit-identical either way. */
     bool use_plan;
     sc_plan_options plan;
     sc_dtype precision;     /* SC_F32 (or 0) or SC_BF16: mixed precision (graph_apply_precision) */

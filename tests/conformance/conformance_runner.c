@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 
 #include "backends/cpu/cpu.h"
-#include "backends/executor.h"
+#include "tests/ref_executor.h"
 #include "graph/passes.h"
 #include "import/onnx.h"
 

@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
-#include "backends/executor.h"
+#include "tests/ref_executor.h"
 #include "backends/cpu/cpu_rng.h"
 #include "backends/cuda/backend_cuda.h"
 #include "backends/cuda/cuda_common.h"

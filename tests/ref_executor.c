@@ -1,26 +1,23 @@
-/* Forward executor: runs a prepared graph node by node on the CPU backend.
+/* The reference forward executor of the tests: runs a prepared graph node by node on the CPU
+ * backend, independently of the plan executor (backends/plan_exec.c) that the library runs
+ * everything with, so the tests can compare the two.
  *
  * Memory: parameters and constants are read in place; each activation gets a 64-byte aligned heap
  * buffer when its producer runs and is freed right after its last consumer, so peak memory is the
- * largest live set of the topological order. schedule/ will replace this with planned arena offsets.
+ * largest live set of the topological order.
  * Zero-element tensors still get a (tiny) buffer, because data == NULL means "omitted" to kernels.
  * Outputs of in-place ops (sc_op_inplace_input: optimizer updates) share their input's storage.
  * An output may also take over a dying input's buffer (donor_input): a Conv with a fused residual
  * sum (graph/pass_fuse.c) accumulates into its summand, so when this node is the summand's last
  * reader the output reuses that buffer and the kernel skips copying it.
  */
-#include "backends/executor.h"
+#include "tests/ref_executor.h"
 #include "core/alloc_fail.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
-
-void sc_tensor_free_data(sc_tensor *t) {
-    free(t->data);
-    t->data = NULL;
-}
 
 static void *buffer_alloc(int64_t bytes) {
     size_t size = (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64);
