@@ -230,9 +230,7 @@ static sc_status mode_switch(sc_graph *g, bool *not_trainable, wb_list *wb) {
  * autocast keeps the forward copy; recomputing a cast costs one pass over the weights). */
 static sc_status param_casts_again(sc_graph *g, int F) {
     int n0 = g->n_nodes;
-    int *first = malloc(sizeof(int) * ((size_t)n0 + 1)); /* per new cast: its first backward reader */
-    sc_status st = first ? SC_OK : sc_errorf("out of memory placing parameter casts");
-    int made = 0;
+    sc_status st = SC_OK;
     for (int i = 0; !st && i < F; i++) {
         const sc_node *c = &g->nodes[i];
         if (c->op != SC_OP_CAST || c->in[0] < 0 || g->values[c->in[0]].kind != SC_VALUE_PARAM) continue;
@@ -251,22 +249,8 @@ static sc_status param_casts_again(sc_graph *g, int F) {
         for (int j = f; j < n0; j++)
             for (int k = 0; k < g->nodes[j].n_in; k++)
                 if (g->nodes[j].in[k] == v) g->nodes[j].in[k] = again;
-        first[made++] = f;
     }
-    if (!st && made) {
-        sc_node *order = malloc(sizeof(sc_node) * ((size_t)g->n_nodes + 1));
-        if (!order) st = sc_errorf("out of memory placing parameter casts");
-        int at = 0;
-        for (int j = 0; order && j < n0; j++) {
-            for (int m = 0; m < made; m++)
-                if (first[m] == j) order[at++] = g->nodes[n0 + m];
-            order[at++] = g->nodes[j];
-        }
-        if (order) memcpy(g->nodes, order, sizeof(sc_node) * (size_t)at);
-        free(order);
-    }
-    free(first);
-    return st ? st : graph_link(g);
+    return st ? st : graph_place_appended(g, n0);
 }
 
 static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {

@@ -361,6 +361,40 @@ bool graph_is_topo_sorted(const sc_graph *g, int *first_bad_node) {
 
 /* Kahn's algorithm with a FIFO of ready nodes seeded in index order, so an already sorted graph
  * keeps its order. Nodes left over sit on a cycle (or depend on one). */
+sc_status graph_place_appended(sc_graph *g, int n0) {
+    int n = g->n_nodes;
+    if (n0 >= n) return graph_link(g);
+    int *reader = malloc(sizeof(int) * ((size_t)g->n_values + 1)); /* per value: its first reader < n0 */
+    int *at = malloc(sizeof(int) * ((size_t)(n - n0) + 1));        /* per appended node: where it goes */
+    sc_node *order = malloc(sizeof(sc_node) * ((size_t)n + 1));
+    if (!reader || !at || !order) {
+        free(reader);
+        free(at);
+        free(order);
+        return sc_errorf("out of memory placing nodes");
+    }
+    for (int v = 0; v < g->n_values; v++) reader[v] = n0;
+    for (int j = n0 - 1; j >= 0; j--)
+        for (int k = 0; k < g->nodes[j].n_in; k++)
+            if (g->nodes[j].in[k] >= 0) reader[g->nodes[j].in[k]] = j;
+    for (int m = n0; m < n; m++) {
+        at[m - n0] = n0;
+        for (int k = 0; k < g->nodes[m].n_out; k++)
+            if (g->nodes[m].out[k] >= 0 && reader[g->nodes[m].out[k]] < at[m - n0]) at[m - n0] = reader[g->nodes[m].out[k]];
+    }
+    int put = 0;
+    for (int j = 0; j <= n0; j++) {
+        for (int m = n0; m < n; m++)
+            if (at[m - n0] == j) order[put++] = g->nodes[m];
+        if (j < n0) order[put++] = g->nodes[j];
+    }
+    memcpy(g->nodes, order, sizeof(sc_node) * (size_t)n);
+    free(reader);
+    free(at);
+    free(order);
+    return graph_link(g);
+}
+
 sc_status graph_topo_sort(sc_graph *g) {
     SC_TRY(graph_link(g));
     int n = g->n_nodes;

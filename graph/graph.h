@@ -133,6 +133,11 @@ sc_status graph_link(sc_graph *g);
 /* Orders nodes topologically (stable: keeps the given order where it is valid). Fails naming a node
  * on a cycle. */
 sc_status graph_topo_sort(sc_graph *g);
+/* Moves the nodes from n0 on (just appended) to just before the first of nodes [0, n0) that reads
+ * one of their outputs, keeping their own order among those with the same reader; one that none of
+ * them reads goes last. So an inserted node (a Cast) lives from its use, not from the start of the
+ * step. Their inputs must come from before that reader. Relinks the graph. */
+sc_status graph_place_appended(sc_graph *g, int n0);
 /* True when every node's inputs are produced by earlier nodes (or are inputs/params/consts). */
 bool graph_is_topo_sorted(const sc_graph *g, int *first_bad_node);
 

@@ -20,7 +20,6 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "graph/pass_internal.h"
 #include "graph/shape.h"
@@ -131,36 +130,6 @@ static sc_status output_restore(prec_ctx *c, int out, sc_dtype was) {
     return graph_node_set_attrs(g, &g->nodes[node], &a);
 }
 
-/* The casts (nodes from n0 on) move to just before their first reader, so a cast lives from there,
- * not from the start of the step (a topological sort would run every parameter's cast first); one
- * nobody reads (an output's) goes last. */
-static sc_status casts_place(sc_graph *g, int n0) {
-    int n = g->n_nodes;
-    int *first = malloc(sizeof(int) * ((size_t)n + 1));
-    sc_node *order = malloc(sizeof(sc_node) * ((size_t)n + 1));
-    if (!first || !order) {
-        free(first);
-        free(order);
-        return sc_errorf("out of memory placing casts");
-    }
-    for (int m = n0; m < n; m++) {
-        first[m] = n0;
-        for (int j = 0; j < n0 && first[m] == n0; j++)
-            for (int k = 0; k < g->nodes[j].n_in; k++)
-                if (g->nodes[j].in[k] == g->nodes[m].out[0]) first[m] = j;
-    }
-    int at = 0;
-    for (int j = 0; j <= n0; j++) {
-        for (int m = n0; m < n; m++)
-            if (first[m] == j) order[at++] = g->nodes[m];
-        if (j < n0) order[at++] = g->nodes[j];
-    }
-    memcpy(g->nodes, order, sizeof(sc_node) * (size_t)n);
-    free(first);
-    free(order);
-    return graph_link(g);
-}
-
 sc_status graph_apply_precision(sc_graph *g, sc_dtype low, const sc_node_evaluator *eval) {
     if (low == SC_F32 || low == SC_DTYPE_UNDEFINED) return SC_OK;
     if (low != SC_BF16) return sc_errorf("precision %s is not supported (f32 or bf16)", sc_dtype_name(low));
@@ -178,7 +147,9 @@ sc_status graph_apply_precision(sc_graph *g, sc_dtype low, const sc_node_evaluat
     free(c.cast_low);
     free(c.cast_f32);
     free(out_was);
-    if (!st) st = casts_place(g, n_nodes);
+    /* each cast lives from its first reader on, not from the start of the step (a topological sort
+     * would run every parameter's cast first) */
+    if (!st) st = graph_place_appended(g, n_nodes);
     if (!st) st = graph_infer_shapes(g, eval); /* folds the casts of constants */
     return st;
 }

@@ -16,8 +16,9 @@ int64_t cost_node_bytes(const sc_graph *g, int node) { return (int64_t)sc_node_c
 
 double cost_node_time(const sc_cost_model *m, const sc_graph *g, int node) {
     if (m->node_time) return m->node_time[node];
-    double tf = cost_node_flops(g, node) / m->peak_flops;
-    double tb = (double)cost_node_bytes(g, node) / m->mem_bandwidth;
+    sc_op_cost c = sc_node_cost(g, &g->nodes[node]);
+    double tf = c.flops / m->peak_flops;
+    double tb = (double)(int64_t)c.bytes / m->mem_bandwidth;
     return tf > tb ? tf : tb;
 }
 

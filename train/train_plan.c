@@ -63,10 +63,15 @@ static sc_status session_open(sc_trainer *t, const sc_plan *p, int64_t budget, s
 /* The session's plan options: the configured ones, with the device's free memory (plan_build caps a
  * budget to it, or re-plans a plan that does not fit without one), the host's room for the plan's
  * copies and, with cfg.calibrate, the node times and link measured before planning. */
+/* sc_plan_options.capacity: the device's free bytes, 0 when unlimited or unknown. */
+static int64_t device_capacity(const sc_trainer *t) {
+    int64_t fr = backend_device_free_bytes(t->cfg.device);
+    return fr > 0 ? fr : 0;
+}
+
 static sc_status plan_inputs(sc_trainer *t, sc_plan_options *o) {
     *o = t->cfg.plan;
-    o->capacity = backend_device_free_bytes(t->cfg.device);
-    if (o->capacity < 0) o->capacity = 0;
+    o->capacity = device_capacity(t);
     if (!o->host_budget) o->host_budget = t->host_room; /* copies must fit the host too */
     if (!t->cfg.calibrate) return SC_OK;
     SC_TRY(train_calibrate_once(t));
@@ -120,8 +125,7 @@ const sc_plan_options *sc_trainer_plan_options(const sc_trainer *t) { return &t-
 sc_status sc_trainer_replan(sc_trainer *t, const sc_plan_options *o) {
     if (!t->cfg.use_plan || !t->session) return sc_errorf("the session runs without a plan (use_plan is off)");
     sc_plan_options capped = *o;
-    capped.capacity = backend_device_free_bytes(t->cfg.device);
-    if (capped.capacity < 0) capped.capacity = 0;
+    capped.capacity = device_capacity(t);
     o = &capped;
     sc_plan p;
     SC_TRY(plan_build(&t->model->graph, &t->tg, o, &p));
