@@ -273,8 +273,16 @@ scorch_error *scorch_options_set(scorch_options *o, const char *key, const char 
     } else if (!strcmp(key, "weight-decay")) {
         if (!(st = float_value(key, value, &c->train.weight_decay))) o->wd_set = true;
     } else if (!strcmp(key, "precision")) {
-        static const char *const precisions[] = {"fp32", "bf16"};
-        if (!(st = choice(key, value, precisions, 2, &k))) c->precision = k ? SC_BF16 : SC_F32;
+        static const char *const precisions[] = {"fp32", "bf16", "fp16"};
+        static const sc_dtype types[] = {SC_F32, SC_BF16, SC_F16};
+        if (!(st = choice(key, value, precisions, 3, &k))) c->precision = types[k];
+    } else if (!strcmp(key, "loss-scale")) {
+        float f = 0;
+        if (!(st = float_value(key, value, &f)) && !(f > 0 && isfinite(f)))
+            st = sc_errorf("option loss-scale: '%s' is not a finite value > 0", value);
+        if (!st) c->loss_scale_init = f;
+    } else if (!strcmp(key, "loss-scale-interval")) {
+        if (!(st = int_value(key, value, 1, &i))) c->loss_scale_interval = i;
     } else if (!strcmp(key, "nesterov") || !strcmp(key, "tf32")) {
         if (!(st = choice(key, value, flags, 2, &k))) *(!strcmp(key, "tf32") ? &c->tf32 : &c->train.nesterov) = k;
     } else if (!strcmp(key, "schedule")) {

@@ -35,6 +35,8 @@ typedef struct {
     const char *freeze_regex; /* POSIX extended regex over parameter names; NULL = none */
     bool keep_grads;        /* make every parameter gradient a graph output (tests, --dump-grads) */
     uint64_t dropout_seed;
+    bool loss_scaling;      /* fp16: dLoss is the input loss_scale and updates read gradients times the
+                               input inv_loss_scale (dynamic loss scaling, train/trainer.c) */
 } sc_train_options;
 
 /* Sets the PyTorch defaults: cross-entropy auto, SGD momentum 0, AdamW 0.9/0.999/1e-8, wd 0. */
@@ -48,6 +50,9 @@ typedef struct {
     int output;         /* the model output the loss reads */
     int labels;         /* graph input for the loss targets */
     int lr, step;       /* scalar graph inputs: f32 learning rate, i64 1-based step */
+    int loss_scale, inv_loss_scale; /* with loss_scaling, f32 scalar graph inputs: the seed dLoss and the
+                           factor the updates multiply gradients by (a power of two and its inverse,
+                           so unscaling is exact); -1 without */
     int n_params;
     int *params;        /* trainable parameter value ids */
     int *grads;         /* final gradient of each parameter (a graph output when keep_grads) */
@@ -67,5 +72,9 @@ void autodiff_inference_graph(const sc_graph *g, sc_training_graph *tg);
  * final gradient id into grads (-1 when loss does not depend on it). The seed dLoss is a constant 1.
  * Rules come from sc_grad_rules; an op on the path without one fails naming the node. */
 sc_status autodiff_build_backward(sc_graph *g, int loss, const int *wrt, int n_wrt, int *grads);
+
+/* The same with the seed dLoss taken from value `seed` (same dtype and shape as the loss), or the
+ * constant 1 when seed < 0. */
+sc_status autodiff_build_backward_seeded(sc_graph *g, int loss, int seed, const int *wrt, int n_wrt, int *grads);
 
 #endif

@@ -62,13 +62,20 @@ static sc_status bw_mark(bw_state *s, int loss, const int *wrt, int n_wrt) {
     return SC_OK;
 }
 
-static sc_status bw_seed(bw_state *s, int loss) {
+static sc_status bw_seed(bw_state *s, int loss, int seed) {
     sc_graph *g = s->g;
     const sc_value *l = &g->values[loss];
     if (!sc_dtype_is_float(l->desc.dtype) || !sc_desc_is_static(&l->desc)) {
         char d[128];
         return sc_errorf("loss '%s' must be a float value with a static shape, got %s", l->name,
                          sc_desc_str(&l->desc, d, sizeof d));
+    }
+    if (seed >= 0) {
+        const sc_value *sv = &g->values[seed];
+        if (sv->desc.dtype != l->desc.dtype || !sc_desc_same_shape(&sv->desc, &l->desc))
+            return sc_errorf("loss '%s': the seed '%s' differs from it in type or shape", l->name, sv->name);
+        s->grad[loss] = seed;
+        return SC_OK;
     }
     char base[512];
     snprintf(base, sizeof base, "%s/grad", l->name);
@@ -218,7 +225,7 @@ static sc_status bw_node(bw_state *s, int i) {
     return st;
 }
 
-static sc_status backward_build(sc_graph *g, int loss, const int *wrt, int n_wrt, int *grads) {
+static sc_status backward_build(sc_graph *g, int loss, int seed, const int *wrt, int n_wrt, int *grads) {
     if (loss < 0 || loss >= g->n_values) return sc_errorf("autodiff: loss value id %d is invalid", loss);
     int bad = -1;
     if (!graph_is_topo_sorted(g, &bad)) SC_TRY(graph_topo_sort(g));
@@ -230,7 +237,7 @@ static sc_status backward_build(sc_graph *g, int loss, const int *wrt, int n_wrt
         for (int v = 0; v < g->n_values; v++) s.grad[v] = -1;
         st = bw_mark(&s, loss, wrt, n_wrt);
     }
-    if (!st) st = bw_seed(&s, loss);
+    if (!st) st = bw_seed(&s, loss, seed);
     /* grad and need are indexed by forward values only (inputs and outputs of forward nodes), so
      * values the backward pass creates need no slots. */
     for (int i = s.n_fwd - 1; i >= 0 && !st; i--) {
@@ -247,8 +254,12 @@ static sc_status backward_build(sc_graph *g, int loss, const int *wrt, int n_wrt
 }
 
 sc_status autodiff_build_backward(sc_graph *g, int loss, const int *wrt, int n_wrt, int *grads) {
+    return autodiff_build_backward_seeded(g, loss, -1, wrt, n_wrt, grads);
+}
+
+sc_status autodiff_build_backward_seeded(sc_graph *g, int loss, int seed, const int *wrt, int n_wrt, int *grads) {
     graph_names_defer(g);
-    sc_status st = backward_build(g, loss, wrt, n_wrt, grads);
+    sc_status st = backward_build(g, loss, seed, wrt, n_wrt, grads);
     sc_status named = graph_names_resolve(g);
     if (st) sc_status_free(named);
     return st ? st : named;

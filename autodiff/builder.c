@@ -126,9 +126,11 @@ int ad_const_scalar(sc_grad_ctx *c, sc_dtype dtype, double v) {
     case SC_I32: u.i32 = (int32_t)v; break;
     case SC_BOOL: u.u8 = v != 0; break;
     case SC_BF16: u.b16 = sc_f32_to_bf16((float)v); break; /* mixed precision (graph/pass_precision.c) */
+    case SC_F16: u.b16 = sc_f64_to_f16(v); break;
     default:
         if (!c->st)
-            c->st = sc_errorf("gradient of node '%s' (%s): no scalar constant of dtype %s (f32, f64, bf16, i32, i64, bool)",
+            c->st = sc_errorf("gradient of node '%s' (%s): no scalar constant of dtype %s (f32, f64, bf16, f16, i32, i64, "
+                              "bool)",
                               c->fwd.name, sc_op_name(c->fwd.op), sc_dtype_name(dtype));
         return -1;
     }

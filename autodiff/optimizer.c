@@ -61,13 +61,19 @@ static int state_new(tb_builder *b, sc_training_graph *tg, int param, const char
     return v;
 }
 
-/* Sum of squares of every gradient, as an f32 scalar; then the clip factor. */
+/* Sum of squares of every gradient, as an f32 scalar; then the clip factor. With loss scaling the
+ * norm is that of the unscaled gradients (g * inv_loss_scale, as GradScaler.unscale_ before
+ * clip_grad_norm_), and the factor the updates apply is clip factor * inv_loss_scale: a power of two
+ * times the factor, so g * (coef * inv) equals (g * inv) * coef bit for bit. */
 static int clip_scale_build(tb_builder *b, const sc_train_options *opt, const sc_training_graph *tg) {
     sc_attrs red = {0};
     red.reduce.keepdims = false;
     int total = -1;
     for (int i = 0; i < tg->n_params && !b->st; i++) {
         int gv = tg->grads[i];
+        if (tg->inv_loss_scale >= 0)
+            gv = tb_emit(b, SC_OP_MUL, "clip.unscaled", (const int[]){gv, tg->inv_loss_scale}, 2, 1, NULL, NULL,
+                         SC_VALUE_ACT);
         int sq = tb_emit(b, SC_OP_MUL, "clip.sq", (const int[]){gv, gv}, 2, 1, NULL, NULL, SC_VALUE_ACT);
         int s = tb_emit(b, SC_OP_REDUCE_SUM, "clip.sumsq", (const int[]){sq}, 1, 1, NULL, &red, SC_VALUE_ACT);
         if (s >= 0 && b->g->values[s].desc.dtype != SC_F32) {
@@ -83,7 +89,10 @@ static int clip_scale_build(tb_builder *b, const sc_train_options *opt, const sc
     int maxn = tb_const_scalar(b, "clip.max_norm", SC_F32, opt->clip_norm);
     int coef = tb_emit(b, SC_OP_DIV, "clip.coef", (const int[]){maxn, denom}, 2, 1, NULL, NULL, SC_VALUE_ACT);
     int one = tb_const_scalar(b, "clip.one", SC_F32, 1.0);
-    return tb_emit(b, SC_OP_MIN, "clip.scale", (const int[]){coef, one}, 2, 1, NULL, NULL, SC_VALUE_ACT);
+    int scale = tb_emit(b, SC_OP_MIN, "clip.scale", (const int[]){coef, one}, 2, 1, NULL, NULL, SC_VALUE_ACT);
+    if (tg->inv_loss_scale < 0) return scale;
+    return tb_emit(b, SC_OP_MUL, "clip.scale_unscaled", (const int[]){scale, tg->inv_loss_scale}, 2, 1, NULL, NULL,
+                   SC_VALUE_ACT);
 }
 
 static int update_emit(tb_builder *b, const sc_train_options *opt, sc_training_graph *tg, int i, int scale,
@@ -173,11 +182,12 @@ sc_status optimizer_build(sc_graph *g, const sc_train_options *opt, sc_training_
     tb_builder b = {g, SC_OK};
     tg->lr = tb_input(&b, "lr", &(sc_desc){.dtype = SC_F32, .rank = 0});
     tg->step = tb_input(&b, "step", &(sc_desc){.dtype = SC_I64, .rank = 0});
+    if (opt->loss_scaling) tg->inv_loss_scale = tb_input(&b, "inv_loss_scale", &(sc_desc){.dtype = SC_F32, .rank = 0});
     tg->states = sc_arena_alloc_array(&g->arena, (size_t)(2 * tg->n_params + 1), sizeof(int));
     if (!tg->states) return sc_errorf("out of memory listing optimizer state");
     tg->n_states = 0;
     bool clip = opt->clip_norm > 0 && tg->n_params > 0;
-    int scale = clip ? clip_scale_build(&b, opt, tg) : -1;
+    int scale = clip ? clip_scale_build(&b, opt, tg) : tg->inv_loss_scale;
     SC_TRY(b.st);
     /* The caller's graph is linked (autodiff_build_backward ends with graph_link) and lr/step are
      * new values without consumers; only clipping added nodes. */

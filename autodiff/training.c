@@ -255,6 +255,7 @@ static sc_status param_casts_again(sc_graph *g, int F) {
 
 static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {
     tg->loss = tg->output = tg->labels = tg->lr = tg->step = -1;
+    tg->loss_scale = tg->inv_loss_scale = -1;
     SC_TRY(model_output(g, &tg->output));
     bool *not_trainable = calloc((size_t)g->n_values + 1, 1);
     if (!not_trainable) return sc_errorf("out of memory building the training graph");
@@ -270,7 +271,12 @@ static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_tra
     tg->grads = sc_arena_alloc_array(&g->arena, (size_t)tg->n_params + 1, sizeof(int));
     if (!tg->grads) return sc_errorf("out of memory listing gradients");
     tg->n_forward_nodes = g->n_nodes;
-    SC_TRY(autodiff_build_backward(g, tg->loss, tg->params, tg->n_params, tg->grads));
+    if (opt->loss_scaling) {
+        tb_builder b = {g, SC_OK};
+        tg->loss_scale = tb_input(&b, "loss_scale", &g->values[tg->loss].desc);
+        SC_TRY(b.st);
+    }
+    SC_TRY(autodiff_build_backward_seeded(g, tg->loss, tg->loss_scale, tg->params, tg->n_params, tg->grads));
     params_keep_with_grads(g, tg);
     if (opt->keep_grads) {
         tb_builder b = {g, SC_OK};
@@ -289,6 +295,7 @@ static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_tra
 void autodiff_inference_graph(const sc_graph *g, sc_training_graph *tg) {
     memset(tg, 0, sizeof *tg);
     tg->loss = tg->output = tg->labels = tg->lr = tg->step = -1;
+    tg->loss_scale = tg->inv_loss_scale = -1;
     tg->n_forward_nodes = g->n_nodes;
 }
 

@@ -1,7 +1,7 @@
 /* graph_apply_precision: mixed precision as a graph pass (docs/DESIGN.md, graph/). PyTorch's autocast
  * is the reference behaviour, and each op's rule is the precision column of its ops.def row:
  *
- *   low     its float inputs are cast to the low type (bf16): Conv, Gemm, MatMul (and their
+ *   low     its float inputs are cast to the low type (bf16 or f16): Conv, Gemm, MatMul (and their
  *           gradients, which autodiff derives from the casts: dX of a bf16 MatMul is a bf16 MatMul)
  *   fp32    its low inputs are cast up to f32: LayerNormalization, reductions, Exp, Log, Pow and the
  *           loss
@@ -16,7 +16,12 @@
  * is made, and its output is shared by every consumer. Graph outputs keep their f32 type: a value
  * that became low is renamed "<name>/bf16" and cast back into the output's id and name.
  * Kernels compute low-precision ops with f32 accumulation (the CPU backend widens bf16 tensors to
- * f32 and rounds the outputs once, backends/cpu/kernels.c).
+ * f32 and rounds the outputs once, backends/cpu/cpu_widen.c).
+ *
+ * f16 follows the same table. PyTorch's CUDA autocast, the fp16 reference, differs in one row: it
+ * runs Softmax in fp32, where here Softmax still computes in f32 and stores f16 (its values lie in
+ * [0, 1], well inside fp16's range). fp16's narrow range elsewhere is what the trainer's dynamic
+ * loss scaling is for (train/loss_scale.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +38,7 @@ typedef struct {
     sc_status st;
 } prec_ctx;
 
-static bool is_float(sc_dtype t) { return t == SC_F32 || t == SC_BF16; }
+static bool is_float(sc_dtype t) { return t == SC_F32 || t == SC_BF16 || t == SC_F16; }
 
 /* Inputs that are settings rather than data keep their type: Resize's roi and scales, Dropout's
  * ratio, and BatchNormalization's scale, bias and statistics (f32 parameters whose running
@@ -132,7 +137,8 @@ static sc_status output_restore(prec_ctx *c, int out, sc_dtype was) {
 
 sc_status graph_apply_precision(sc_graph *g, sc_dtype low, const sc_node_evaluator *eval) {
     if (low == SC_F32 || low == SC_DTYPE_UNDEFINED) return SC_OK;
-    if (low != SC_BF16) return sc_errorf("precision %s is not supported (f32 or bf16)", sc_dtype_name(low));
+    if (low != SC_BF16 && low != SC_F16)
+        return sc_errorf("precision %s is not supported (f32, bf16 or f16)", sc_dtype_name(low));
     prec_ctx c = {.g = g, .low = low, .n_values = g->n_values};
     c.cast_low = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     c.cast_f32 = malloc(sizeof(int) * ((size_t)g->n_values + 1));

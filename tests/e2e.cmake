@@ -9,6 +9,9 @@
 #   *_sgd3_64    float64: weights after 3 SGD / AdamW steps within 1e-4 of the update
 #   *_bf16       --precision bf16, 10 steps: losses within 2x the largest relative difference between
 #                torch's float32 run and its torch.autocast("cpu", bfloat16) run, of torch's float32 ones
+#   *_fp16       --precision fp16 (dynamic loss scaling), 10 steps: the bf16 allowance, and the first
+#                loss within half of torch autocast bf16's first-loss difference (fp16 rounds 8x
+#                finer); at most 3 skipped updates, at the start, which the torch runs skip too
 #   *_adamw3_64
 # resnet18 trains on a fresh batch each step (10 batches of 16; adamw10 at the fine-tuning lr 3e-5).
 # DRANet is the small, better-conditioned one of e2e_dranet.py (image 16, width 4, batch 8, attention
@@ -29,7 +32,7 @@ if(E2E_TORCH_PYTHON)
                      --workdir ${dir} --check ${check} ${ARGN})
     set_tests_properties(e2e_${model}_${check} PROPERTIES TIMEOUT 300 LABELS e2e)
   endfunction()
-  foreach(check grads sgd10 adamw10 grads64 adamw10_bf16)
+  foreach(check grads sgd10 adamw10 grads64 adamw10_bf16 adamw10_fp16)
     scorch_e2e_test(gpt ${check})
   endforeach()
   foreach(check grads adamw10 grads64 sgd3_64 adamw3_64)
@@ -38,7 +41,8 @@ if(E2E_TORCH_PYTHON)
   # The SGD curve on torchvision's resnet18 with each block's last BN gamma started at 0.1 (see above).
   scorch_e2e_test(resnet18 sgd10 --residual-gamma 0.1)
   scorch_e2e_test(resnet18 sgd10_bf16 --residual-gamma 0.1)
-  foreach(check grads sgd10 adamw10 grads64 sgd3_64 adamw3_64 sgd10_bf16)
+  scorch_e2e_test(resnet18 sgd10_fp16 --residual-gamma 0.1)
+  foreach(check grads sgd10 adamw10 grads64 sgd3_64 adamw3_64 sgd10_bf16 sgd10_fp16)
     scorch_e2e_test(dranet ${check})
   endforeach()
 endif()

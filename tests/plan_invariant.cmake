@@ -11,13 +11,16 @@ foreach(model resnet dranet gpt densenet)
   set_tests_properties(plan_invariant_${model} PROPERTIES TIMEOUT 900)
 endforeach()
 
-# The same under bf16 mixed precision (--precision bf16: graph/pass_precision.c), for the families the
-# precision rules change most: convolutions with batch norm, attention and the LM head, both.
-foreach(model resnet dranet gpt)
-  set(dir ${CMAKE_CURRENT_BINARY_DIR}/plan_tmp/invariant_${model}_bf16)
-  file(MAKE_DIRECTORY ${dir})
-  add_test(NAME plan_invariant_${model}_bf16
-           COMMAND python3 ${PLAN_INVARIANT} $<TARGET_FILE:scorch-run> invariant ${model} --precision bf16
-           WORKING_DIRECTORY ${dir})
-  set_tests_properties(plan_invariant_${model}_bf16 PROPERTIES TIMEOUT 900)
+# The same under bf16 and fp16 mixed precision (--precision: graph/pass_precision.c; fp16 adds the loss
+# scale inputs and their unscaling to every update), for the families the precision rules change
+# most: convolutions with batch norm, attention and the LM head, both.
+foreach(precision bf16 fp16)
+  foreach(model resnet dranet gpt)
+    set(dir ${CMAKE_CURRENT_BINARY_DIR}/plan_tmp/invariant_${model}_${precision})
+    file(MAKE_DIRECTORY ${dir})
+    add_test(NAME plan_invariant_${model}_${precision}
+             COMMAND python3 ${PLAN_INVARIANT} $<TARGET_FILE:scorch-run> invariant ${model} --precision ${precision}
+             WORKING_DIRECTORY ${dir})
+    set_tests_properties(plan_invariant_${model}_${precision} PROPERTIES TIMEOUT 900)
+  endforeach()
 endforeach()

@@ -1,6 +1,6 @@
 # `scorch-run train` end to end (tests/train_cli_check.py): train generated models and check the
 # loss, the gradient dump and the trained ONNX in onnxruntime; NaN stops without writing; kill -9
-# while saving and resume gives bit-identical weights. Each test works in its own folder.
+# while saving and resume gives bit-identical weights; fp16's loss scaler follows GradScaler's rules. Each test works in its own folder.
 set(TRAIN_CLI_CHECK ${CMAKE_CURRENT_SOURCE_DIR}/train_cli_check.py)
 function(scorch_train_cli_test name)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/train_tmp/${name})
@@ -12,4 +12,5 @@ scorch_train_cli_test(train_cli_resnet roundtrip resnet)
 scorch_train_cli_test(train_cli_gpt roundtrip gpt)
 scorch_train_cli_test(train_cli_dranet roundtrip dranet)
 scorch_train_cli_test(train_cli_nan nan)
+scorch_train_cli_test(train_cli_fp16 fp16)
 scorch_train_cli_test(train_cli_kill kill 6)

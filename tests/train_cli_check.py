@@ -8,6 +8,13 @@
   train_cli_check.py SCORCH_RUN nan
       --lr 1e30 must stop with exit 1 and a message naming the step and a tensor; no model is
       written and the state saved before the failure is left as it was.
+  train_cli_check.py SCORCH_RUN fp16
+      dynamic loss scaling (train/loss_scale.c) against GradScaler's rules: at a scale that
+      overflows, updates are skipped (weights unchanged) while the scale halves; the scale doubles
+      after --loss-scale-interval good steps; AdamW's first real update moves each weight by lr
+      (a skipped step does not count as an optimizer step); save and resume keep the scaler; an
+      fp16 overflow in the forward pass, or without the rollback copy, stops with the step and the
+      tensor and writes nothing.
   train_cli_check.py SCORCH_RUN kill [ITERATIONS]
       start a run saving every step, kill -9 it at random moments (while saving, thanks to
       SCORCH_TEST_SAVE_SLEEP_US), resume each time from the state folder (which must always load),
@@ -68,13 +75,17 @@ def weights(path):
     return {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
 
 
-def read_log(path):
+LOG_HEADER = "step,loss,lr,samples_per_s,elapsed_s,precision,loss_scale,skipped"
+
+
+def read_log(path, precision="fp32"):
+    """Rows of floats: step, loss, lr, samples_per_s, elapsed_s, loss_scale, skipped."""
     rows = open(path).read().strip().splitlines()
-    if rows[0] != "step,loss,lr,samples_per_s,elapsed_s,precision":
+    if rows[0] != LOG_HEADER:
         fail("log header is %r" % rows[0])
-    if any(r.split(",")[-1] != "fp32" for r in rows[1:]):
-        fail("log rows do not all say precision fp32")
-    return [[float(v) for v in r.split(",")[:-1]] for r in rows[1:]]
+    if any(r.split(",")[5] != precision for r in rows[1:]):
+        fail("log rows do not all say precision %s" % precision)
+    return [[float(v) for i, v in enumerate(r.split(",")) if i != 5] for r in rows[1:]]
 
 
 def roundtrip(kind):
@@ -176,6 +187,109 @@ def nan():
     print("nan ok")
 
 
+FP16_ARGS = ["--batch", "4", "--seq", "16", "--precision", "fp16"]
+HUGE_SCALE = str(2.0 ** 40)  # 2^40 times any gradient above 6e-8 overflows fp16 (max 65504)
+
+
+def scaler_rule_check(log, interval):
+    """Each row's scale follows from the previous row by GradScaler.update: halve after a skipped step,
+    double after `interval` good steps in a row, else keep."""
+    good = 0
+    for prev, row in zip(log, log[1:]):
+        scale, skipped = prev[5], prev[6]
+        good = 0 if skipped else good + 1
+        want = scale / 2 if skipped else scale * 2 if good == interval else scale
+        if good == interval:
+            good = 0
+        if row[5] != want:
+            fail("step %d ran at loss scale %g; after step %d (scale %g, skipped %d) GradScaler's rule gives %g"
+                 % (row[0], row[5], prev[0], scale, skipped, want))
+
+
+def fp16():
+    must(["gen"] + GEN["gpt"] + ["-o", "m.onnx"])
+    w0 = weights("m.onnx")
+    # 1. every step overflows: the updates are skipped and the weights come back unchanged
+    p = must(["train", "m.onnx", "-o", "s.onnx", "--log", "s.csv", "--steps", "3", "--loss-scale", HUGE_SCALE] + FP16_ARGS)
+    log = read_log("s.csv", "fp16")
+    if [r[6] for r in log] != [1, 1, 1] or [r[5] for r in log] != [2.0 ** 40, 2.0 ** 39, 2.0 ** 38]:
+        fail("at scale 2^40 the log's (scale, skipped) are %s" % [(r[5], r[6]) for r in log])
+    if "update skipped" not in p.stderr:
+        fail("no skipped-step line on stderr:\n" + p.stderr)
+    w = weights("s.onnx")
+    changed = [n for n in w0 if not np.array_equal(w0[n], w[n])]
+    if changed:
+        fail("three skipped steps changed %s" % changed[:5])
+    # 2. the scale halves until the gradients fit, then doubles after each 3 good steps
+    must(["train", "m.onnx", "-o", "g.onnx", "--log", "g.csv", "--steps", "40", "--loss-scale", HUGE_SCALE,
+          "--loss-scale-interval", "3"] + FP16_ARGS)
+    log = read_log("g.csv", "fp16")
+    scaler_rule_check(log, 3)
+    first_good = next((int(r[0]) for r in log if not r[6]), None)
+    if first_good is None or not any(r[6] for r in log[first_good:]) or not any(r[5] > log[first_good - 1][5] for r in log):
+        fail("expected skips, then good steps, a doubling and a later overflow: %s" % [(r[5], r[6]) for r in log])
+    losses = np.array([r[1] for r in log[first_good - 1:]])
+    if not np.all(np.isfinite(losses)) or losses[-3:].mean() >= losses[:3].mean():
+        fail("fp16 loss did not go down after the scale settled: %s" % losses)
+    # 3. AdamW after skipped steps: its first real update is step 1 of the optimizer, which moves every
+    #    weight with a clear gradient by lr (m/sqrt(v) = sign(g)); were the skipped steps counted, step k's
+    #    bias correction would give (0.1/(1-0.9^k)) / sqrt(0.001/(1-0.999^k)) lr, 0.74 lr at k = 2
+    lr = 1e-3
+    must(["train", "m.onnx", "-o", "a.onnx", "--log", "a.csv", "--steps", str(first_good), "--optimizer", "adamw",
+          "--lr", str(lr), "--weight-decay", "0", "--loss-scale", HUGE_SCALE] + FP16_ARGS)
+    log = read_log("a.csv", "fp16")
+    if [r[6] for r in log] != [1] * (first_good - 1) + [0]:
+        fail("AdamW run: skipped flags %s, expected %d skips then one update" % ([r[6] for r in log], first_good - 1))
+    w = weights("a.onnx")
+    moves = np.concatenate([np.abs(w[n].astype(np.float64) - w0[n]).ravel() for n in w0 if w0[n].dtype == np.float32])
+    moves = moves[moves > 0]
+    if abs(np.median(moves) / lr - 1) > 0.01:
+        fail("AdamW's first update after %d skipped steps moved weights by a median %.4g, not lr %g: the skipped "
+             "steps were counted as optimizer steps" % (first_good - 1, np.median(moves), lr))
+    # 4. save and resume mid-run keep the scaler: the same scales, skips and bits as one run (constant lr,
+    #    so a 15-step run resumed to 30 is the 30-step run)
+    args = ["train", "m.onnx", "--loss-scale", HUGE_SCALE, "--loss-scale-interval", "3", "--optimizer", "adamw"] + FP16_ARGS
+    must(args + ["--steps", "30", "-o", "r1.onnx", "--log", "r1.csv"])
+    shutil.rmtree("st", ignore_errors=True)
+    for f in ("r2.csv",):
+        if os.path.exists(f):
+            os.remove(f)
+    must(args + ["--steps", "15", "-o", "r2.onnx", "--log", "r2.csv", "--state", "st"])
+    must(args + ["--steps", "30", "-o", "r2.onnx", "--log", "r2.csv", "--resume", "st"])
+    a, b = weights("r1.onnx"), weights("r2.onnx")
+    if any(not np.array_equal(a[n], b[n]) for n in a):
+        fail("fp16 resumed at step 15 differs from the uninterrupted run")
+    l1, l2 = read_log("r1.csv", "fp16"), read_log("r2.csv", "fp16")
+    if [(r[5], r[6]) for r in l1] != [(r[5], r[6]) for r in l2]:
+        fail("resumed scales/skips %s differ from %s" % ([(r[5], r[6]) for r in l2], [(r[5], r[6]) for r in l1]))
+    # 5. what the scaler cannot recover stops the run, naming the step and the tensor, writing nothing:
+    #    an overflow in the forward pass (the loss is computed before scaling): weights of 1e5 do not fit
+    #    fp16 (max 65504), and products of 3e4 weights with the batch exceed it; and an overflow with no
+    #    rollback copy to undo it
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 8])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 4])
+    for value, name in ((1e5, "w1e5.onnx"), (3e4, "w3e4.onnx")):
+        big = numpy_helper.from_array(np.full((8, 4), value, np.float32), "W")
+        g = onnx.helper.make_graph([onnx.helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], "big", [x], [y], [big])
+        onnx.save(onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)]), name)
+    forward = ["--batch", "4", "--loss", "mse", "--precision", "fp16"]
+    cases = (("w1e5.onnx", forward, ["cannot recover an overflow in the forward pass", "in 'W/to_f16'"]),
+             ("w3e4.onnx", forward, ["cannot recover an overflow in the forward pass", "node 'mm' (MatMul)"]),
+             ("m.onnx", FP16_ARGS + ["--loss-scale", HUGE_SCALE, "--rollback", "off"], ["--rollback on", "'"]))
+    for model, extra, wants in cases:
+        if os.path.exists("bad.onnx"):
+            os.remove("bad.onnx")
+        p = run(["train", model, "-o", "bad.onnx", "--steps", "3"] + extra)
+        if p.returncode != 1 or not all(w in p.stderr for w in wants) or not re.search(r"step 1: ", p.stderr):
+            fail("%s %s: exit %d, want 1 and a message naming step 1 with %s:\n%s"
+                 % (model, " ".join(extra), p.returncode, wants, p.stderr))
+        if os.path.exists("bad.onnx"):
+            fail("a run stopped by an fp16 overflow wrote its model")
+        print("fp16 stop: " + p.stderr.strip().splitlines()[-1])
+    print("fp16 ok: %d skipped steps before the first update; AdamW median first move %.6g (lr %g)"
+          % (first_good - 1, np.median(moves), lr))
+
+
 def kill(iterations):
     must(["gen"] + GEN["resnet"] + ["-o", "m.onnx"])
     args = ["train", "m.onnx", "--batch", "4", "--steps", "24", "--lr", "0.02", "--threads", "2"]
@@ -230,6 +344,8 @@ def main():
         roundtrip(sys.argv[3])
     elif what == "nan":
         nan()
+    elif what == "fp16":
+        fp16()
     elif what == "kill":
         kill(int(sys.argv[3]) if len(sys.argv) > 3 else 6)
     else:

@@ -55,6 +55,7 @@ static sc_status plan_model_load(const plan_model_opts *o, plan_model *pm) {
     to.momentum = o->adamw ? 0.0f : 0.9f;
     to.weight_decay = o->adamw ? 0.01f : 0.0f;
     to.clip_norm = o->clip;
+    to.loss_scaling = o->precision == SC_F16; /* as the trainer: the scale inputs are part of the step */
     sc_status st = sc_status_prefix(graph_prepare(g, &bo), "%s: ", o->path);
     if (!st) st = sc_status_prefix(autodiff_build_training(g, &to, &pm->tg), "%s: ", o->path);
     if (st) {
@@ -278,7 +279,7 @@ int cmd_plan(int argc, char **argv) {
     if (!usage && (a = args_get(&spec, "seq"))->set && (mo.seq = a->i) < 1) usage = "--seq must be at least 1";
     const char *why = NULL;
     if (!usage && (a = args_get(&spec, "precision"))->set && !(mo.precision = precision_parse(a->s, &why))) usage = why;
-    s.precision = mo.precision == SC_BF16 ? "bf16" : "fp32";
+    s.precision = precision_word(mo.precision);
     if (!usage && (a = args_get(&spec, "optimizer"))->set) {
         if (!strcmp(a->s, "adamw")) mo.adamw = true;
         else if (strcmp(a->s, "sgd")) usage = "--optimizer must be sgd or adamw";

@@ -9,8 +9,9 @@
  * Output: a progress line (step, loss, samples or tokens per second, elapsed, ETA), updated in place
  * on a terminal and printed every --print-every steps otherwise; at the end "loss A -> B" (the first
  * and the last step of this run) and the path written. --log FILE writes CSV
- * (step,loss,lr,samples_per_s,elapsed_s,precision; samples_per_s of that step, elapsed since the run
- * began, precision fp32 or bf16),
+ * (step,loss,lr,samples_per_s,elapsed_s,precision,loss_scale,skipped; samples_per_s of that step, elapsed
+ * since the run began, precision fp32, bf16 or fp16; with fp16 the loss scale the step ran with and 1
+ * when its update overflowed and was skipped, else 0 and 0),
  * appending when resuming into an existing log.
  * Checkpoints: --save-every N --state DIR saves DIR/state.bin every N steps and after the last step;
  * --resume DIR continues from DIR/state.bin (and keeps saving there unless --state says otherwise).
@@ -62,7 +63,8 @@ typedef struct {
     const char *unit_name;
     float first_loss, last_loss;
     FILE *log;
-    const char *precision; /* the log's last column: fp32 or bf16 */
+    const char *precision; /* the log's precision column: fp32, bf16 or fp16 */
+    int64_t skipped;       /* fp16 steps whose update overflowed and was skipped */
     int64_t peak_bytes;     /* max measured arena high-water mark (plans) */
     int64_t bytes_h2d, bytes_d2h; /* moved by the last step (plans) */
     int64_t host_bytes;           /* host copies of the session after the last step (plans) */
@@ -131,7 +133,7 @@ static sc_status log_open(progress *p, const char *path, bool resuming) {
     bool append = resuming && access(path, F_OK) == 0;
     p->log = fopen(path, append ? "a" : "w");
     if (!p->log) return sc_errorf("%s: cannot open the log for writing", path);
-    if (!append) fprintf(p->log, "step,loss,lr,samples_per_s,elapsed_s,precision\n");
+    if (!append) fprintf(p->log, "step,loss,lr,samples_per_s,elapsed_s,precision,loss_scale,skipped\n");
     return SC_OK;
 }
 
@@ -173,14 +175,20 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
         }
         p->last_loss = r.loss;
         p->done++;
+        if (r.skipped) {
+            p->skipped++;
+            fprintf(stderr, "%sstep %lld: fp16 gradients overflowed at loss scale %g; update skipped, scale now %g\n",
+                    p->tty ? "\r\033[K" : "", (long long)r.step, r.loss_scale, r.loss_scale / 2);
+        }
         if (r.peak_bytes > p->peak_bytes) p->peak_bytes = r.peak_bytes;
         p->bytes_h2d = r.bytes_h2d, p->bytes_d2h = r.bytes_d2h;
         p->host_bytes = r.host_bytes;
         exec_time_add(p, r.exec_time);
         p->units += strcmp(p->unit_name, "tokens") ? r.samples : r.tokens;
         if (p->log) {
-            fprintf(p->log, "%lld,%.9g,%.9g,%.3f,%.3f,%s\n", (long long)r.step, r.loss, r.lr,
-                    dt > 0 ? (double)r.samples / dt : 0.0, sc_clock_seconds() - p->t0, p->precision);
+            fprintf(p->log, "%lld,%.9g,%.9g,%.3f,%.3f,%s,%.17g,%d\n", (long long)r.step, r.loss, r.lr,
+                    dt > 0 ? (double)r.samples / dt : 0.0, sc_clock_seconds() - p->t0, p->precision, r.loss_scale,
+                    r.skipped);
             fflush(p->log);
         }
         progress_show(p, t, &r);
@@ -227,7 +235,7 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
                 sc_trainer_plan_options(t)->budget ? fmt_bytes(sc_trainer_plan_options(t)->budget, b, sizeof b) : "unlimited");
     }
     progress p = {.tty = isatty(2), .t0 = sc_clock_seconds(), .print_every = print_every, .unit_name = "samples", .peak_bytes = -1,
-                  .precision = cfg->precision == SC_BF16 ? "bf16" : "fp32"};
+                  .precision = precision_word(cfg->precision)};
     if (p.print_every <= 0) p.print_every = total > 20 ? total / 20 : 1;
     sc_status st = log ? log_open(&p, log, cfg->resume_dir != NULL) : SC_OK;
     if (!st) st = train_loop(t, o, &p);
@@ -235,8 +243,8 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
     if (!st && !stopped_by) st = sc_trainer_save_model(t, o->out);
     if (!st && !stopped_by) {
         if (p.done)
-            printf("loss %.4f -> %.4f over %lld steps on %s\n", p.first_loss, p.last_loss, (long long)p.done,
-                   sc_device_name(sc_trainer_device(t)));
+            printf("loss %.4f -> %.4f over %lld steps on %s%s\n", p.first_loss, p.last_loss, (long long)p.done,
+                   sc_device_name(sc_trainer_device(t)), p.skipped ? " (some fp16 updates skipped, see above)" : "");
         else printf("nothing to do: the state is already at step %lld of %lld\n", (long long)done, (long long)total);
         printf("wrote %s\n", o->out);
         if (p.done) plan_report_line(t, &p);
@@ -272,6 +280,12 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
     const char *why;
     if ((a = args_get(s, "precision"))->set && !(c->precision = precision_parse(a->s, &why))) return why;
     if ((a = args_get(s, "seq"))->set && (c->seq = a->i) < 1) return "--seq must be at least 1";
+    bool fp16 = c->precision == SC_F16;
+    if ((a = args_get(s, "loss-scale"))->set &&
+        (!fp16 || !((c->loss_scale_init = a->f) > 0 && isfinite(c->loss_scale_init))))
+        return fp16 ? "--loss-scale must be a finite value > 0" : "--loss-scale needs --precision fp16";
+    if ((a = args_get(s, "loss-scale-interval"))->set && (!fp16 || (c->loss_scale_interval = a->i) < 1))
+        return fp16 ? "--loss-scale-interval must be at least 1" : "--loss-scale-interval needs --precision fp16";
     if ((a = args_get(s, "epochs"))->set) {
         if (args_get(s, "steps")->set) return "give --steps or --epochs, not both";
         if ((c->epochs = a->i) < 1) return "--epochs must be at least 1";
@@ -351,7 +365,13 @@ int cmd_train(int argc, char **argv) {
         {.name = "save-every", .kind = ARG_INT, .metavar = "N", .help = "save the training state every N steps"},
         {.name = "state", .kind = ARG_STR, .metavar = "DIR", .help = "folder of the training state"},
         {.name = "resume", .kind = ARG_STR, .metavar = "DIR", .help = "continue from DIR/state.bin"},
-        {.name = "log", .kind = ARG_STR, .metavar = "FILE.csv", .help = "CSV: step,loss,lr,samples_per_s,elapsed_s,precision"},
+        {.name = "log", .kind = ARG_STR, .metavar = "FILE.csv",
+         .help = "CSV: step,loss,lr,samples_per_s,elapsed_s,precision,loss_scale,skipped"},
+        {.name = "loss-scale", .kind = ARG_FLOAT, .metavar = "S",
+         .help = "fp16: the first step's loss scale (default 65536; halved on overflow, doubled after "
+                 "--loss-scale-interval good steps)"},
+        {.name = "loss-scale-interval", .kind = ARG_INT, .metavar = "N",
+         .help = "fp16: good steps in a row before the loss scale doubles (default 2000)"},
         {.name = "print-every", .kind = ARG_INT, .metavar = "N", .help = "plain progress lines every N steps (not a terminal)"},
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},
         {.name = "dump-grads", .kind = ARG_STR, .metavar = "DIR", .help = "write step 1's gradients and loss as .npy"},

@@ -14,10 +14,12 @@ sc_dtype precision_parse(const char *name, const char **why) {
     *why = NULL;
     if (!strcmp(name, "fp32")) return SC_F32;
     if (!strcmp(name, "bf16")) return SC_BF16;
-    *why = !strcmp(name, "fp16") ? "--precision fp16 is not implemented yet (it needs dynamic loss scaling); use bf16"
-                                 : "--precision must be fp32 or bf16";
+    if (!strcmp(name, "fp16")) return SC_F16;
+    *why = "--precision must be fp32, bf16 or fp16";
     return SC_DTYPE_UNDEFINED;
 }
+
+const char *precision_word(sc_dtype low) { return low == SC_BF16 ? "bf16" : low == SC_F16 ? "fp16" : "fp32"; }
 
 sc_status model_load_prepared_for(arg_spec *spec, bool inference, sc_model **out, int *usage_error) {
     *out = NULL;

@@ -12,13 +12,16 @@
         {.name = "dim", .kind = ARG_LIST, .metavar = "NAME=N", .help = "binds a symbolic dim by name (repeatable)"}, \
         PRECISION_OPT
 #define PRECISION_OPT                                                                                  \
-    {.name = "precision", .kind = ARG_STR, .metavar = "fp32|bf16",                                      \
-     .help = "fp32 (default), or bf16 mixed precision: convolutions and matrix products in bf16 with f32 " \
-             "accumulation, norms, softmax, reductions and the loss in f32, f32 master weights"}
+    {.name = "precision", .kind = ARG_STR, .metavar = "fp32|bf16|fp16",                                 \
+     .help = "fp32 (default), or bf16 / fp16 mixed precision: convolutions and matrix products in 16 bits " \
+             "with f32 accumulation, norms, reductions and the loss in f32, f32 master weights; fp16 "    \
+             "training scales the loss dynamically"}
 
-/* --precision NAME -> the low type (SC_F32 for fp32, SC_BF16); SC_DTYPE_UNDEFINED with *why set
- * when NAME is not one (fp16 is named as not implemented yet). */
+/* --precision NAME -> the low type (SC_F32 for fp32, SC_BF16, SC_F16); SC_DTYPE_UNDEFINED with *why
+ * set when NAME is not one. */
 sc_dtype precision_parse(const char *name, const char **why);
+/* The option's word for a low type: "fp32", "bf16" or "fp16". */
+const char *precision_word(sc_dtype low);
 
 /* Loads and prepares spec's first positional argument with the options above. Returns a status with
  * a usage-style message for a malformed --dim (sets *usage_error). */

@@ -59,7 +59,7 @@ int device_parse(const char *name);
 typedef struct {
     const char *model;          /* path, for titles */
     int64_t batch, seq;         /* seq 0 = the model's own */
-    const char *precision;      /* "fp32" or "bf16" (--precision) */
+    const char *precision;      /* "fp32", "bf16" or "fp16" (--precision) */
     int64_t budget;             /* requested device bytes, 0 = unlimited */
     const char *requested;      /* strategy asked for ("auto", "dc", ...) */
     const char *offload;        /* "none", "weights", ... */

@@ -78,10 +78,7 @@ static void run_free(calib_run *r, int n_outputs) {
 static sc_status feeds_prepare(sc_trainer *t) {
     sc_graph *g = &t->model->graph;
     SC_TRY(train_data_fill(&t->data, g, t->sample, t->feeds));
-    for (int i = 0; i < g->n_inputs; i++) {
-        if (g->inputs[i] == t->tg.lr) *(float *)t->feeds[i].data = t->cfg.lr;
-        if (g->inputs[i] == t->tg.step) *(int64_t *)t->feeds[i].data = 1;
-    }
+    train_scalars_fill(t, t->feeds, t->cfg.lr, t->skipped + 1);
     return SC_OK;
 }
 

@@ -103,7 +103,7 @@ static sc_status model_describe(train_data *d, const sc_graph *g, const sc_train
     d->ignore_index = cfg->train.ignore_index;
     for (int i = 0; i < g->n_inputs; i++) {
         int v = g->inputs[i];
-        if (v == tg->labels || v == tg->lr || v == tg->step) continue;
+        if (v == tg->labels || v == tg->lr || v == tg->step || v == tg->loss_scale || v == tg->inv_loss_scale) continue;
         const sc_value *val = &g->values[v];
         if (d->n_data == 8) return sc_errorf("the model has more than 8 data inputs; not supported");
         if (val->desc.rank < 1 || val->desc.dims[0] != d->batch || !dtype_supported(val->desc.dtype)) {

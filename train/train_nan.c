@@ -25,6 +25,14 @@ static fin_kind tensor_finite(const sc_desc *d, const void *data) {
                 if (isnan(p[i])) return FIN_NAN;
                 k = FIN_INF;
             }
+    } else if (d->dtype == SC_F16 || d->dtype == SC_BF16) { /* exponent all ones: Inf (mantissa 0) or NaN */
+        const uint16_t *p = data;
+        uint16_t exp = d->dtype == SC_F16 ? 0x7c00u : 0x7f80u;
+        for (int64_t i = 0; i < n; i++)
+            if ((p[i] & exp) == exp) {
+                if (p[i] & (uint16_t)(~exp & 0x7fffu)) return FIN_NAN;
+                k = FIN_INF;
+            }
     } else if (d->dtype == SC_F64) {
         const double *p = data;
         for (int64_t i = 0; i < n; i++)

@@ -2,9 +2,9 @@
  * renamed, then the folder fsync'd; a process killed at any moment leaves the previous state.bin
  * whole. All integers little-endian (the hosts we build for).
  *
- * Format, version 1:
+ * Format, version 2:
  *   char  magic[8] = "SCORCHTS"
- *   u32   version = 1
+ *   u32   version = 2
  *   u32   n_tensors
  *   u64   step           steps done
  *   u64   sample         global sample number of the next batch (the data position)
@@ -12,10 +12,17 @@
  *                        the two counters are the whole RNG state
  *   u64   total          steps of the run that wrote it (informational)
  *   u64   body_bytes     bytes of the tensor records that follow
+ *   u64   precision      the sc_dtype the run computed in (f32, bf16, f16); the records are the
+ *                        f32 master weights and state whatever it was, so a run may resume at another
+ *                        precision (with a warning)
+ *   f64   loss_scale     fp16's dynamic loss scaler (loss_scale.c): the next step's scale, the good
+ *   u64   growth_tracker steps since it changed, and the skipped steps (the optimizer's step count
+ *   u64   skipped        is step - skipped); 0 0 0 when the run did not scale
  *   n_tensors records:   u32 name_len, name, u32 dtype, u32 rank, i64 dims[rank], u64 nbytes, data
  *   u64   checksum       of every byte before it (ck_* below)
- * A file whose size is not 56 + body_bytes + 8, or whose checksum differs, is rejected as truncated
- * or corrupt and nothing is loaded. The records hold every parameter (trainable, frozen and the
+ * Version 1 (still read) ends the header at body_bytes: an fp32 run without a scaler.
+ * A file whose size is not the header's + body_bytes + 8, or whose checksum differs, is rejected as
+ * truncated or corrupt and nothing is loaded. The records hold every parameter (trainable, frozen and the
  * BatchNormalization running statistics) and every optimizer state value, by graph value name.
  *
  * SCORCH_TEST_SAVE_SLEEP_US (environment): sleep that long after each record while writing, so the
@@ -32,8 +39,10 @@
 #include "train/trainer_internal.h"
 
 static const char MAGIC[8] = {'S', 'C', 'O', 'R', 'C', 'H', 'T', 'S'};
-#define STATE_VERSION 1u
-#define HEADER_BYTES 56
+#define STATE_VERSION 2u
+#define HEADER_BYTES_V1 56
+#define HEADER_BYTES 88
+#define HEADER_WORDS 9 /* the u64/f64 fields after n_tensors */
 
 /* ---- checksum: 64-bit words folded with rotate-multiply, bytes streamed through a carry ---- */
 
@@ -139,6 +148,14 @@ static sc_status state_write_file(sc_trainer *t, const char *tmp) {
     put_u64(&w, t->cfg.seed);
     put_u64(&w, (uint64_t)t->total);
     put_u64(&w, body);
+    bool scaled = t->tg.loss_scale >= 0;
+    double scale = scaled ? t->loss_scale : 0;
+    uint64_t scale_bits;
+    memcpy(&scale_bits, &scale, 8);
+    put_u64(&w, (uint64_t)(t->cfg.precision ? t->cfg.precision : SC_F32));
+    put_u64(&w, scale_bits);
+    put_u64(&w, scaled ? (uint64_t)t->growth_tracker : 0);
+    put_u64(&w, scaled ? (uint64_t)t->skipped : 0);
     for (int i = 0; i < t->n_state; i++) {
         put_record(&w, &g->values[t->state_ids[i]]);
         if (pause) {
@@ -198,20 +215,25 @@ static sc_status skip(reader *r, size_t n) {
     return SC_OK;
 }
 
-static sc_status header_read(reader *r, uint64_t file_size, uint32_t *n_tensors, uint64_t hdr[5]) {
+static sc_status header_read(reader *r, uint64_t file_size, uint32_t *n_tensors, uint64_t hdr[HEADER_WORDS]) {
     char magic[8];
     uint32_t version;
-    if (file_size < HEADER_BYTES + 8) return sc_errorf("%s: truncated (%llu bytes)", r->path, (unsigned long long)file_size);
+    if (file_size < HEADER_BYTES_V1 + 8) return sc_errorf("%s: truncated (%llu bytes)", r->path, (unsigned long long)file_size);
     SC_TRY(get(r, magic, 8));
     if (memcmp(magic, MAGIC, 8)) return sc_errorf("%s: not a scorch training state (bad magic)", r->path);
     SC_TRY(get(r, &version, 4));
-    if (version != STATE_VERSION)
-        return sc_errorf("%s: state format version %u; this build reads version %u", r->path, version, STATE_VERSION);
+    if (version != 1 && version != STATE_VERSION)
+        return sc_errorf("%s: state format version %u; this build reads versions 1 and %u", r->path, version,
+                         STATE_VERSION);
+    uint64_t header = version == 1 ? HEADER_BYTES_V1 : HEADER_BYTES;
+    if (file_size < header + 8) return sc_errorf("%s: truncated (%llu bytes)", r->path, (unsigned long long)file_size);
     SC_TRY(get(r, n_tensors, 4));
-    SC_TRY(get(r, hdr, 5 * 8));
-    if (hdr[4] > file_size || file_size != HEADER_BYTES + hdr[4] + 8)
+    memset(hdr, 0, HEADER_WORDS * 8);
+    hdr[5] = SC_F32;
+    SC_TRY(get(r, hdr, (header - 16) / 8 * 8));
+    if (hdr[4] > file_size || file_size != header + hdr[4] + 8)
         return sc_errorf("%s: truncated or padded: %llu bytes, the header promises %llu", r->path,
-                         (unsigned long long)file_size, (unsigned long long)(HEADER_BYTES + hdr[4] + 8));
+                         (unsigned long long)file_size, (unsigned long long)(header + hdr[4] + 8));
     return SC_OK;
 }
 
@@ -249,7 +271,7 @@ static sc_status record_read(sc_trainer *t, reader *r, bool *seen, void *const *
     return SC_OK;
 }
 
-static sc_status state_read_file(sc_trainer *t, reader *r, uint64_t file_size, uint64_t hdr[5], void *const *dst) {
+static sc_status state_read_file(sc_trainer *t, reader *r, uint64_t file_size, uint64_t hdr[HEADER_WORDS], void *const *dst) {
     const sc_graph *g = &t->model->graph;
     uint32_t n_tensors;
     SC_TRY(header_read(r, file_size, &n_tensors, hdr));
@@ -268,7 +290,7 @@ static sc_status state_read_file(sc_trainer *t, reader *r, uint64_t file_size, u
 }
 
 /* One pass over DIR's state.bin: into dst (per state value), or a check only (dst NULL). */
-static sc_status state_pass(sc_trainer *t, const char *path, void *const *dst, uint64_t hdr[5]) {
+static sc_status state_pass(sc_trainer *t, const char *path, void *const *dst, uint64_t hdr[HEADER_WORDS]) {
     reader r = {.f = fopen(path, "rb"), .path = path};
     if (!r.f) return sc_errorf("%s: cannot open the training state: %s", path, strerror(errno));
     struct stat sb;
@@ -282,7 +304,7 @@ static sc_status state_pass(sc_trainer *t, const char *path, void *const *dst, u
  * checked out. Without one a first pass checks the file (sizes, names, checksum) before the
  * second overwrites the live values; a file that changes between the two passes leaves the
  * session spent. */
-static sc_status state_load(sc_trainer *t, const char *path, uint64_t hdr[5]) {
+static sc_status state_load(sc_trainer *t, const char *path, uint64_t hdr[HEADER_WORDS]) {
     if (t->snapshot) {
         sc_status st = state_pass(t, path, t->snapshot, hdr);
         if (st) train_snapshot_take(t); /* undo the partly overwritten snapshot */
@@ -298,10 +320,27 @@ static sc_status state_load(sc_trainer *t, const char *path, uint64_t hdr[5]) {
     return st ? train_spent(t, sc_status_prefix(st, "loading the state after checking it: ")) : SC_OK;
 }
 
+static const char *precision_word(uint64_t d) { return d == SC_BF16 ? "bf16" : d == SC_F16 ? "fp16" : "fp32"; }
+
+/* The saved precision and loss scaler. A run resumed at another precision goes on from the same f32
+ * master weights; fp16 resumed from a run that did not scale starts the scaler afresh. */
+static void scaler_resume(sc_trainer *t, const char *path, const uint64_t hdr[HEADER_WORDS]) {
+    uint64_t now = t->cfg.precision ? (uint64_t)t->cfg.precision : SC_F32;
+    if (hdr[5] != now)
+        sc_log(SC_LOG_WARN, "%s: the state was trained in %s; continuing in %s from its f32 master weights", path,
+               precision_word(hdr[5]), precision_word(now));
+    double scale;
+    memcpy(&scale, &hdr[6], 8);
+    if (t->tg.loss_scale < 0 || !(scale > 0)) return;
+    t->loss_scale = scale;
+    t->growth_tracker = (int64_t)hdr[7];
+    t->skipped = (int64_t)hdr[8];
+}
+
 sc_status train_state_read(sc_trainer *t, const char *dir) {
     char *path = path_join(dir, "state.bin");
     if (!path) return sc_errorf("out of memory");
-    uint64_t hdr[5] = {0};
+    uint64_t hdr[HEADER_WORDS] = {0};
     sc_status st = state_load(t, path, hdr);
     if (st) {
         free(path);
@@ -309,6 +348,7 @@ sc_status train_state_read(sc_trainer *t, const char *dir) {
     }
     t->step = (int64_t)hdr[0];
     t->sample = hdr[1];
+    scaler_resume(t, path, hdr);
     if (hdr[2] != t->cfg.seed) {
         /* the synthetic tables and every shuffle derive from the seed: reopen the data with the saved one */
         sc_log(SC_LOG_WARN, "%s: the state was trained with seed %llu; continuing with it (not %llu)", path,

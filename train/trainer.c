@@ -20,6 +20,8 @@ void sc_trainer_config_default(sc_trainer_config *c) {
     c->lr = 0.01f;
     c->schedule = SC_LR_CONSTANT;
     c->token_dtype = SC_U16;
+    c->loss_scale_init = 65536.0;
+    c->loss_scale_interval = 2000;
     sc_train_options_default(&c->train);
 }
 
@@ -191,9 +193,12 @@ static sc_status trainer_build(sc_trainer *t) {
     SC_TRY(strings_copy(t));
     SC_TRY(sc_device_resolve(t->cfg.device, &t->cfg.device));
     if (t->cfg.device == SC_DEVICE_CUDA) t->cfg.use_plan = true; /* the GPU runs plans only (train_plan.c) */
-    if (t->cfg.device == SC_DEVICE_CUDA && t->cfg.precision == SC_BF16)
-        return sc_errorf("--precision bf16 is not supported by the CUDA backend yet (it has no bf16 kernels: Cast, "
-                         "GEMM and convolution among them); train on the CPU with --device cpu, or in fp32");
+    if (t->cfg.device == SC_DEVICE_CUDA && (t->cfg.precision == SC_BF16 || t->cfg.precision == SC_F16))
+        return sc_errorf("--precision %s is not supported by the CUDA backend yet (it has no 16-bit kernels: Cast, "
+                         "GEMM and convolution among them); train on the CPU with --device cpu, or in fp32",
+                         t->cfg.precision == SC_BF16 ? "bf16" : "fp16");
+    t->cfg.train.loss_scaling = t->cfg.precision == SC_F16;
+    t->loss_scale = t->cfg.loss_scale_init;
     sc_backend_config host = {.device = SC_DEVICE_CPU};
     SC_TRY(backend_open(&host, &t->host));
     if (t->cfg.threads > 0) t->host->iface->set_threads(t->host, t->cfg.threads);
@@ -220,6 +225,9 @@ sc_status sc_trainer_create(const sc_trainer_config *cfg, sc_trainer **out) {
     if (cfg->batch < 0 || cfg->steps < 0 || cfg->epochs < 0 || cfg->warmup < 0)
         return sc_errorf("batch, steps, epochs and warmup must not be negative");
     if (!(cfg->lr >= 0) || !isfinite(cfg->lr)) return sc_errorf("learning rate %g is not a finite value >= 0", cfg->lr);
+    if (!(cfg->loss_scale_init > 0) || !isfinite(cfg->loss_scale_init) || cfg->loss_scale_interval < 1)
+        return sc_errorf("the loss scale must be a finite value > 0 (got %g) and its growth interval at least 1 "
+                         "(got %lld)", cfg->loss_scale_init, (long long)cfg->loss_scale_interval);
     sc_trainer *t = calloc(1, sizeof *t);
     if (!t) return sc_errorf("out of memory");
     t->cfg = *cfg;
@@ -262,12 +270,8 @@ void sc_trainer_free(sc_trainer *t) {
 /* ---- one step ---- */
 
 static sc_status feeds_fill(sc_trainer *t, int64_t step, float lr) {
-    sc_graph *g = &t->model->graph;
-    SC_TRY(train_data_fill(&t->data, g, t->sample, t->feeds));
-    for (int i = 0; i < g->n_inputs; i++) {
-        if (g->inputs[i] == t->tg.lr) *(float *)t->feeds[i].data = lr;
-        if (g->inputs[i] == t->tg.step) *(int64_t *)t->feeds[i].data = step;
-    }
+    SC_TRY(train_data_fill(&t->data, &t->model->graph, t->sample, t->feeds));
+    train_scalars_fill(t, t->feeds, lr, step);
     return SC_OK;
 }
 
@@ -321,8 +325,15 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
     }
     writebacks_apply(t);
     double loss = train_loss_value(&t->outs[t->loss_out]);
+    double scale = t->tg.loss_scale >= 0 ? t->loss_scale : 0;
     int bad = -1;
-    if (!isfinite(loss) || !train_state_finite(t, &bad)) {
+    bool skipped = false;
+    if (t->tg.loss_scale >= 0 && (!isfinite(loss) || !train_state_finite(t, &bad))) {
+        st = train_overflow_skip(t, step, loss, bad, &skipped);
+        if (skipped) writebacks_apply(t); /* the running statistics stay, as in PyTorch */
+        sc_status reload = train_plan_reload(t);
+        if (st || reload) return st ? (sc_status_free(reload), st) : reload;
+    } else if (!isfinite(loss) || !train_state_finite(t, &bad)) {
         char trigger[512];
         if (!isfinite(loss)) snprintf(trigger, sizeof trigger, "the loss is %g", loss);
         else snprintf(trigger, sizeof trigger, "'%s' became non-finite in the update", g->values[bad].name);
@@ -330,6 +341,7 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
         sc_status_free(train_plan_reload(t)); /* the device copy returns to the restored weights */
         return st;
     }
+    if (!skipped) train_loss_scale_good_step(t);
     train_snapshot_take(t);
     t->step = step;
     t->sample += (uint64_t)t->data.batch;
@@ -343,6 +355,8 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
         r->peak_bytes = peak_bytes;
         r->bytes_h2d = h2d, r->bytes_d2h = d2h;
         r->host_bytes = host_bytes;
+        r->loss_scale = scale;
+        r->skipped = skipped;
     }
     return SC_OK;
 }

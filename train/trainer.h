@@ -70,7 +70,13 @@ typedef struct {
      * state used in place (plan_session_create_in_place). The weights are bit-identical either way. */
     bool use_plan;
     sc_plan_options plan;
-    sc_dtype precision;     /* SC_F32 (or 0) or SC_BF16: mixed precision (graph_apply_precision) */
+    sc_dtype precision;     /* SC_F32 (or 0), SC_BF16 or SC_F16: mixed precision (graph_apply_precision);
+                               SC_F16 turns on dynamic loss scaling (train.loss_scaling) */
+    /* fp16 loss scaling, torch.cuda.amp.GradScaler's rules and defaults: the first step's scale
+     * (default 65536), halved on a step whose update overflows (that step's update is skipped),
+     * doubled after loss_scale_interval (default 2000) good steps in a row. */
+    double loss_scale_init;
+    int64_t loss_scale_interval;
     bool calibrate;         /* with use_plan: measure the node times and the link on the CPU backend
                                (train/calibrate.h) before the one plan is built, and plan with them */
     sc_device device;       /* default CPU (the CLI's default is AUTO); resolved by sc_trainer_create.
@@ -101,6 +107,9 @@ typedef struct {
     int64_t bytes_h2d, bytes_d2h; /* with a plan: bytes the step moved each way (feeds and outputs included) */
     int64_t host_bytes;     /* with a plan: host memory of the session's copies of moved values (plan->host_bytes
                                with inline host updates); else 0 */
+    double loss_scale;      /* fp16: the scale this step's backward ran with; 0 without loss scaling */
+    bool skipped;           /* fp16: the gradients overflowed and the update was skipped (the weights
+                               and optimizer state are those before the step) */
 } sc_step_result;
 
 sc_status sc_trainer_create(const sc_trainer_config *cfg, sc_trainer **out);

@@ -44,6 +44,11 @@ struct sc_trainer {
      * its vtable and the device backend's, never by calling a backend directly. */
     sc_backend *host;
     sc_calibration cal; /* with cfg.calibrate: measured before planning (n_nodes 0 until then) */
+    /* fp16 dynamic loss scaling (loss_scale.c): the scale of the next step, good steps since it last
+     * changed, and skipped steps over the run and in a row. The optimizer's step count (AdamW's bias
+     * correction) is t->step - skipped, as a skipped optimizer.step() does not count in PyTorch. */
+    double loss_scale;
+    int64_t growth_tracker, skipped, skip_run;
 };
 
 /* Measures t->cal once (cfg.calibrate), before the plan is built (calibrate.c). */
@@ -52,6 +57,14 @@ sc_status train_calibrate_once(sc_trainer *t);
 /* params_changed and set_seed on the host backend and the device backend (when there is one). */
 void train_backends_step_begin(sc_trainer *t, uint64_t step);
 void train_backends_params_changed(sc_trainer *t);
+
+/* loss_scale.c: the scalar inputs of a step (lr, the optimizer's step, the loss scale and its inverse)
+ * into feeds; and what a step whose state went non-finite means under loss scaling: SC_OK with
+ * *skipped when the update overflowed and was undone (the scale halves), or the error naming the
+ * step and the tensor when the scaler cannot recover. */
+void train_scalars_fill(const sc_trainer *t, sc_tensor *feeds, float lr, int64_t step);
+sc_status train_overflow_skip(sc_trainer *t, int64_t step, double loss, int bad, bool *skipped);
+void train_loss_scale_good_step(sc_trainer *t);
 
 /* train_state.c */
 sc_status train_state_write(sc_trainer *t, const char *dir);

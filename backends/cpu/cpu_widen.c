@@ -1,18 +1,18 @@
-/* bf16 through the f32 kernels. A node with a bf16 input or output (mixed precision,
- * graph/pass_precision.c) runs its op's f32 kernel on widened copies: bf16 -> f32 is exact, the
- * kernel computes and accumulates in f32, and each bf16 output is rounded once to nearest even
- * (core/half.h). That is PyTorch's CPU bf16 arithmetic for the ops it runs in bf16 (f32 accumulation,
- * one rounding of the result), and the bits equal those of the native bf16 element-wise kernels
- * (cpu_elementwise_binary.c), which widen and round the same way. Ops whose kernels take bf16 run as
- * they are: those (their NaN payloads pass through), and Cast and ConstantOfShape, which read their
- * output type from attributes. */
+/* 16-bit floats through the f32 kernels. A node with a bf16 or f16 input or output (mixed precision,
+ * graph/pass_precision.c, or a model stored in 16 bits) runs its op's f32 kernel on widened copies:
+ * bf16 -> f32 and f16 -> f32 are exact, the kernel computes and accumulates in f32, and each 16-bit
+ * output is rounded once to nearest even (core/half.h). That is PyTorch's CPU arithmetic for the ops
+ * it runs in 16 bits (f32 accumulation, one rounding of the result), and the bits equal those of
+ * the native 16-bit element-wise kernels (cpu_elementwise_binary.c), which widen and round the same
+ * way. Ops whose kernels take both types run as they are: those (their NaN payloads pass through),
+ * and Cast and ConstantOfShape, which read their output type from attributes. */
 #include <stdlib.h>
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "core/half.h"
 
-static bool takes_bf16(sc_op op) {
+static bool takes_16bit(sc_op op) {
     switch (op) {
     case SC_OP_CAST:
     case SC_OP_CONSTANT_OF_SHAPE:
@@ -30,45 +30,50 @@ static bool takes_bf16(sc_op op) {
     }
 }
 
+static bool is_16bit(sc_dtype t) { return t == SC_BF16 || t == SC_F16; }
+
 bool cpu_needs_widening(sc_op op, const sc_tensor *in, int n_in, const sc_tensor *out, int n_out) {
-    if (takes_bf16(op)) return false;
+    if (takes_16bit(op)) return false;
     for (int i = 0; i < n_in; i++)
-        if (in[i].data && in[i].desc.dtype == SC_BF16) return true;
+        if (in[i].data && is_16bit(in[i].desc.dtype)) return true;
     for (int i = 0; i < n_out; i++)
-        if (out[i].data && out[i].desc.dtype == SC_BF16) return true;
+        if (out[i].data && is_16bit(out[i].desc.dtype)) return true;
     return false;
 }
 
 /* Conversions in blocks over the cores: a bf16 model's every node converts its tensors. */
 #define WIDEN_BLOCK ((int64_t)1 << 16)
 
-static void to_f32(float *dst, const uint16_t *src, int64_t n) {
+static void to_f32(float *dst, const uint16_t *src, int64_t n, sc_dtype from) {
     int64_t blocks = (n + WIDEN_BLOCK - 1) / WIDEN_BLOCK;
 #pragma omp parallel for if (blocks > 1)
     for (int64_t b = 0; b < blocks; b++) {
         int64_t at = b * WIDEN_BLOCK, len = n - at < WIDEN_BLOCK ? n - at : WIDEN_BLOCK;
-        sc_bf16_to_f32_n(dst + at, src + at, len);
+        if (from == SC_F16) sc_f16_to_f32_n(dst + at, src + at, len);
+        else sc_bf16_to_f32_n(dst + at, src + at, len);
     }
 }
 
-static void to_bf16(uint16_t *dst, const float *src, int64_t n) {
+static void to_16bit(uint16_t *dst, const float *src, int64_t n, sc_dtype to) {
     int64_t blocks = (n + WIDEN_BLOCK - 1) / WIDEN_BLOCK;
 #pragma omp parallel for if (blocks > 1)
     for (int64_t b = 0; b < blocks; b++) {
         int64_t at = b * WIDEN_BLOCK, len = n - at < WIDEN_BLOCK ? n - at : WIDEN_BLOCK;
-        sc_f32_to_bf16_n(dst + at, src + at, len);
+        if (to == SC_F16) sc_f32_to_f16_n(dst + at, src + at, len);
+        else sc_f32_to_bf16_n(dst + at, src + at, len);
     }
 }
 
-/* t's f32 copy (data converted when `fill`), or t itself when it is not bf16. */
+/* t's f32 copy (data converted when `fill`), or t itself when it is not a 16-bit float. */
 static sc_status widen(const sc_tensor *t, bool fill, sc_tensor *w) {
     *w = *t;
-    if (!t->data || t->desc.dtype != SC_BF16) return SC_OK;
+    if (!t->data || !is_16bit(t->desc.dtype)) return SC_OK;
     int64_t n = sc_desc_numel(&t->desc);
     w->desc.dtype = SC_F32;
     w->data = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    if (!w->data) return sc_errorf("out of memory widening a bf16 tensor of %lld elements", (long long)n);
-    if (fill) to_f32(w->data, t->data, n);
+    if (!w->data) return sc_errorf("out of memory widening a %s tensor of %lld elements", sc_dtype_name(t->desc.dtype),
+                                   (long long)n);
+    if (fill) to_f32(w->data, t->data, n, t->desc.dtype);
     return SC_OK;
 }
 
@@ -85,7 +90,7 @@ sc_status cpu_run_widened(sc_cpu_kernel k, const sc_kernel_call *call) {
     }
     for (int i = 0; !st && i < n_out; i++)
         if (wout[i].data != call->out[i].data)
-            to_bf16(call->out[i].data, wout[i].data, sc_desc_numel(&call->out[i].desc));
+            to_16bit(call->out[i].data, wout[i].data, sc_desc_numel(&call->out[i].desc), call->out[i].desc.dtype);
     for (int i = 0; i < done_in; i++)
         if (win[i].data != call->in[i].data) free(win[i].data);
     for (int i = 0; i < done_out; i++)
