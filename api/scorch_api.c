@@ -276,6 +276,9 @@ scorch_error *scorch_options_set(scorch_options *o, const char *key, const char 
         static const char *const precisions[] = {"fp32", "bf16", "fp16"};
         static const sc_dtype types[] = {SC_F32, SC_BF16, SC_F16};
         if (!(st = choice(key, value, precisions, 3, &k))) c->precision = types[k];
+    } else if (!strcmp(key, "save-precision")) {
+        static const char *const saves[] = {"fp32", "bf16"};
+        if (!(st = choice(key, value, saves, 2, &k))) c->save_precision = k ? SC_BF16 : SC_F32;
     } else if (!strcmp(key, "loss-scale")) {
         float f = 0;
         if (!(st = float_value(key, value, &f)) && !(f > 0 && isfinite(f)))

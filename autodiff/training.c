@@ -173,6 +173,11 @@ static sc_status params_collect(sc_graph *g, const sc_train_options *opt, const 
         if (val->kind != SC_VALUE_PARAM || !sc_dtype_is_float(val->desc.dtype) || !val->n_consumers || not_trainable[v])
             continue;
         if (use_re && regexec(&re, val->name, 0, NULL, 0) == 0) continue;
+        if (val->desc.dtype == SC_BF16 || val->desc.dtype == SC_F16) { /* not frozen (params_check_16bit) */
+            if (use_re) regfree(&re);
+            return sc_errorf("parameter '%s' is stored in %s and not frozen by --freeze: training updates f32 master "
+                             "weights", val->name, sc_dtype_name(val->desc.dtype));
+        }
         tg->params[tg->n_params++] = v;
     }
     if (use_re) regfree(&re);
@@ -253,8 +258,25 @@ static sc_status param_casts_again(sc_graph *g, int F) {
     return st ? st : graph_place_appended(g, n0);
 }
 
+/* A model whose weights are stored in 16 bits (a file saved with --save-precision bf16, or an fp16
+ * export) is refused: updates of a bf16 weight would round away most of each step, and training
+ * keeps f32 master weights. Checked before BatchNormalization's statistics, which such a file also
+ * stores behind Casts. */
+static sc_status params_check_16bit(const sc_graph *g, const sc_train_options *opt) {
+    for (int v = 0; v < g->n_values; v++) {
+        const sc_value *val = &g->values[v];
+        if (val->kind == SC_VALUE_PARAM && (val->desc.dtype == SC_BF16 || val->desc.dtype == SC_F16) &&
+            !(opt->freeze_regex && opt->freeze_regex[0]))
+            return sc_errorf("parameter '%s' is stored in %s: training updates f32 master weights (mixed precision "
+                             "is --precision bf16|fp16 on an f32 model); train from the f32 model",
+                             val->name, sc_dtype_name(val->desc.dtype));
+    }
+    return SC_OK;
+}
+
 static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {
     tg->loss = tg->output = tg->labels = tg->lr = tg->step = -1;
+    SC_TRY(params_check_16bit(g, opt));
     tg->loss_scale = tg->inv_loss_scale = -1;
     SC_TRY(model_output(g, &tg->output));
     bool *not_trainable = calloc((size_t)g->n_values + 1, 1);

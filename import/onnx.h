@@ -31,6 +31,11 @@ sc_status sc_model_load_buffer(const void *data, size_t size, const char *name, 
 /* Writes the model with every initializer's data taken from the graph value of the same name.
  * Initializers over external_threshold bytes go to external data in "<path>.data" (0 = never). */
 sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_threshold);
+/* The same with the trained weights stored in `weights` (SC_F32: as sc_model_save; SC_BF16: every f32
+ * parameter initializer is written as a bf16 initializer "<name>.bf16", rounded to nearest even,
+ * and a Cast node to float named "<name>.to_float" makes "<name>" again before the first node, so
+ * the graph is unchanged for its readers and half the size; needs opset >= 13). */
+sc_status sc_model_save_as(const sc_model *m, const char *path, int64_t external_threshold, sc_dtype weights);
 /* The threshold for m: protobuf caps a message at 2 GiB, so a model with over 1.5 GiB of parameters
  * keeps every initializer over 1 KiB in external data; 0 (all inline) otherwise. */
 int64_t sc_model_external_threshold(const sc_model *m);

@@ -17,12 +17,20 @@
  * packed straight into the file (protobuf_c_message_pack_to_buffer). Both files are written
  * atomically (sc_atomic_file); the data file first, so a crash never leaves a model pointing at a
  * missing data file.
+ *
+ * bf16 weights (sc_model_save_as): a converted initializer is packed under "<name>.bf16" with bf16
+ * data, and the graph field starts with one Cast node per converted initializer. Initializers come
+ * after the nodes in the graph's bytes, so the first pass learns which are converted (and the
+ * Casts' length) by the end of the graph, and the second writes the Casts first. Initializers also
+ * listed as graph inputs (IR < 4: an input a caller may feed) stay f32, since their name must stay
+ * an input.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "import/onnx.h"
 #include "import/onnx_internal.h"
 
@@ -52,6 +60,13 @@ typedef struct {
     size_t *graph_len;     /* length of each graph field, from the first pass */
     size_t n_graph_len, graph_at;
     char *location;        /* bare file name of the data file */
+    sc_dtype weights;      /* SC_F32, or SC_BF16: parameters stored in bf16 behind Casts */
+    uint32_t node_field, input_field;
+    char **inputs;         /* names of the graph's inputs (first pass) */
+    size_t n_inputs;
+    char **casts;          /* initializers converted to bf16, in order (first pass) */
+    size_t n_casts;
+    bool casts_known;      /* the list is complete (second pass) */
 } save_ctx;
 
 static void emit(save_ctx *c, const void *p, size_t n) {
@@ -135,6 +150,68 @@ static sc_status initializer_bytes(const save_ctx *c, const Onnx__TensorProto *t
     return SC_OK;
 }
 
+static sc_status name_push(char ***list, size_t *n, const char *name) {
+    char **l = realloc(*list, (*n + 1) * sizeof *l), *copy = strdup(name);
+    if (l) *list = l;
+    if (!l || !copy) {
+        free(copy);
+        return sc_errorf("out of memory");
+    }
+    l[(*n)++] = copy;
+    return SC_OK;
+}
+
+static bool name_listed(char *const *list, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(list[i], name)) return true;
+    return false;
+}
+
+/* Whether initializer t is stored in bf16: an f32 parameter of the graph, not also a graph input. */
+static bool to_bf16(const save_ctx *c, const Onnx__TensorProto *t) {
+    if (c->weights != SC_BF16 || !t->name || t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) return false;
+    int id = graph_find_value((sc_graph *)&c->m->graph, t->name);
+    return id >= 0 && c->m->graph.values[id].kind == SC_VALUE_PARAM && c->m->graph.values[id].data &&
+           !name_listed(c->inputs, c->n_inputs, t->name);
+}
+
+/* The Cast node making initializer `name` float again from "<name>.bf16", packed into c->out. */
+static sc_status cast_node_write(save_ctx *c, const char *name) {
+    size_t len = strlen(name) + 16;
+    char *from = malloc(len), *node_name = malloc(len);
+    if (!from || !node_name) {
+        free(from), free(node_name);
+        return sc_errorf("out of memory");
+    }
+    snprintf(from, len, "%s.bf16", name);
+    snprintf(node_name, len, "%s.to_float", name);
+    Onnx__AttributeProto to = ONNX__ATTRIBUTE_PROTO__INIT, *attrs[1] = {&to};
+    to.name = "to";
+    to.has_type = 1;
+    to.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    to.has_i = 1;
+    to.i = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    Onnx__NodeProto n = ONNX__NODE_PROTO__INIT;
+    char *in[1] = {from}, *out[1] = {(char *)name};
+    n.n_input = n.n_output = n.n_attribute = 1;
+    n.input = in;
+    n.output = out;
+    n.attribute = attrs;
+    n.name = node_name;
+    n.op_type = "Cast";
+    size_t size = onnx__node_proto__get_packed_size(&n);
+    sc_status st = emit_len_header(c, c->node_field, size);
+    if (!st && c->writing) {
+        file_sink sink = {.base = {.append = file_sink_append}, .c = c};
+        protobuf_c_message_pack_to_buffer(&n.base, &sink.base);
+    } else if (!st) {
+        c->out_n += size;
+    }
+    free(from);
+    free(node_name);
+    return st;
+}
+
 /* Places bytes in the data file (written in the second pass) at *offset. */
 static void ext_place(save_ctx *c, const void *data, size_t bytes, size_t *offset) {
     /* 4096-byte alignment, as onnx.proto recommends for mmap-able external data. */
@@ -174,6 +251,29 @@ static sc_status swap_in(save_ctx *c, Onnx__TensorProto *t, external_ref *r, voi
     const void *data = NULL;
     size_t bytes = 0;
     SC_TRY(initializer_bytes(c, t, &data, &bytes, owned));
+    if (to_bf16(c, t)) { /* t's name and type are restored by the caller */
+        if (!c->casts_known) SC_TRY(name_push(&c->casts, &c->n_casts, t->name));
+        size_t n = bytes / 4, len = strlen(t->name) + 6;
+        uint16_t *half = malloc(n * 2 + 1);
+        char *name = malloc(len);
+        if (!half || !name) {
+            free(half), free(name);
+            return sc_errorf("out of memory converting '%s' to bf16", t->name);
+        }
+        sc_f32_to_bf16_n(half, data, (int64_t)n);
+        snprintf(name, len, "%s.bf16", t->name);
+        if (graph_find_value((sc_graph *)&c->m->graph, name) >= 0) {
+            free(half), free(name);
+            return sc_errorf("initializer '%s': its bf16 copy would be named '%s.bf16', which the model already uses",
+                             t->name, t->name);
+        }
+        free(*owned);
+        *owned = half;
+        data = half;
+        bytes = n * 2;
+        t->name = name; /* freed by the caller */
+        t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+    }
     t->n_float_data = t->n_int32_data = t->n_int64_data = t->n_double_data = 0;
     t->n_uint64_data = t->n_string_data = t->n_external_data = 0;
     t->external_data = NULL;
@@ -197,6 +297,8 @@ static sc_status initializer_write(save_ctx *c, const onnx_wire_field *f) {
     if (!t) return sc_errorf("out of memory unpacking an initializer to save it");
     saved_fields saved;
     fields_save(t, &saved);
+    char *name = t->name;
+    int32_t data_type = t->data_type;
     external_ref ref;
     void *owned = NULL;
     sc_status st = swap_in(c, t, &ref, &owned);
@@ -215,6 +317,9 @@ static sc_status initializer_write(save_ctx *c, const onnx_wire_field *f) {
         }
     }
     fields_restore(t, &saved);
+    if (t->name != name) free(t->name);
+    t->name = name;
+    t->data_type = data_type;
     free(owned);
     onnx__tensor_proto__free_unpacked(t, NULL);
     onnx_bytes_drop(c->m, f->data, f->size);
@@ -225,10 +330,36 @@ static sc_status initializer_write(save_ctx *c, const onnx_wire_field *f) {
  * written before it by the second. */
 static sc_status fields_write(save_ctx *c, const uint8_t *p, const uint8_t *end, bool graph);
 
+/* The names of the graph's inputs (ValueInfoProto fields, after the initializers in the bytes). */
+static sc_status inputs_collect(save_ctx *c, const onnx_wire_field *graph) {
+    const uint8_t *p = graph->data, *end = graph->data + graph->size;
+    onnx_wire_field f;
+    while (onnx_wire_next(&p, end, &f)) {
+        if (f.wire != 2 || f.number != c->input_field) continue;
+        Onnx__ValueInfoProto *vi = onnx__value_info_proto__unpack(NULL, f.size, f.data);
+        if (!vi) return sc_errorf("a graph input does not parse");
+        sc_status st = vi->name ? name_push(&c->inputs, &c->n_inputs, vi->name) : SC_OK;
+        onnx__value_info_proto__free_unpacked(vi, NULL);
+        SC_TRY(st);
+    }
+    return SC_OK;
+}
+
+/* The graph's own fields, the bf16 Casts first once they are known. */
+static sc_status graph_fields_write(save_ctx *c, const onnx_wire_field *f) {
+    for (size_t i = 0; c->casts_known && i < c->n_casts; i++) SC_TRY(cast_node_write(c, c->casts[i]));
+    SC_TRY(fields_write(c, f->data, f->data + f->size, true));
+    if (c->casts_known) return SC_OK;
+    for (size_t i = 0; i < c->n_casts; i++) SC_TRY(cast_node_write(c, c->casts[i])); /* counted only */
+    c->casts_known = true;
+    return SC_OK;
+}
+
 static sc_status graph_write(save_ctx *c, const onnx_wire_field *f) {
     if (!c->writing) {
         uint64_t at = c->out_n;
-        SC_TRY(fields_write(c, f->data, f->data + f->size, true));
+        if (c->weights == SC_BF16) SC_TRY(inputs_collect(c, f));
+        SC_TRY(graph_fields_write(c, f));
         size_t len = (size_t)(c->out_n - at), *l = realloc(c->graph_len, (c->n_graph_len + 1) * sizeof *l);
         if (!l) return sc_errorf("out of memory");
         c->graph_len = l;
@@ -242,7 +373,7 @@ static sc_status graph_write(save_ctx *c, const onnx_wire_field *f) {
     size_t len = c->graph_len[c->graph_at++];
     SC_TRY(emit_len_header(c, c->graph_field, len));
     uint64_t at = c->out_n;
-    SC_TRY(fields_write(c, f->data, f->data + f->size, true));
+    SC_TRY(graph_fields_write(c, f));
     if (c->out_n - at != len)
         return sc_errorf("internal: the graph took %llu bytes writing, %zu measuring", (unsigned long long)(c->out_n - at),
                          len);
@@ -299,7 +430,21 @@ int64_t sc_model_external_threshold(const sc_model *m) {
 }
 
 sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_threshold) {
+    return sc_model_save_as(m, path, external_threshold, SC_F32);
+}
+
+static void names_free(char **list, size_t n) {
+    for (size_t i = 0; i < n; i++) free(list[i]);
+    free(list);
+}
+
+sc_status sc_model_save_as(const sc_model *m, const char *path, int64_t external_threshold, sc_dtype weights) {
     SC_ASSERT(m->proto_bytes);
+    if (weights != SC_F32 && weights != SC_BF16)
+        return sc_errorf("%s: weights can be saved in f32 or bf16, not %s", path, sc_dtype_name(weights));
+    if (weights == SC_BF16 && m->graph.opset < 13)
+        return sc_errorf("%s: bf16 weights need a Cast from bf16, which ONNX has from opset 13; the model imports "
+                         "opset %lld", path, (long long)m->graph.opset);
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     if (!*base) return sc_errorf("%s: not a file name", path);
@@ -308,7 +453,10 @@ sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_th
                   .graph_field = onnx_field_number(&onnx__model_proto__descriptor, "graph"),
                   .initializer_field = onnx_field_number(&onnx__graph_proto__descriptor, "initializer"),
                   .out = {.fd = -1},
-                  .ext = {.fd = -1}};
+                  .ext = {.fd = -1},
+                  .weights = weights,
+                  .node_field = onnx_field_number(&onnx__graph_proto__descriptor, "node"),
+                  .input_field = onnx_field_number(&onnx__graph_proto__descriptor, "input")};
     size_t len = strlen(base) + 6;
     c.location = malloc(len);
     sc_status st = c.location ? SC_OK : sc_errorf("out of memory");
@@ -320,5 +468,7 @@ sc_status sc_model_save(const sc_model *m, const char *path, int64_t external_th
     if (!st) st = files_write(&c, path);
     free(c.graph_len);
     free(c.location);
+    names_free(c.inputs, c.n_inputs);
+    names_free(c.casts, c.n_casts);
     return sc_status_prefix(st, "%s: ", path);
 }

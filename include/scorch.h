@@ -97,11 +97,13 @@ void scorch_options_free(scorch_options *o);
  * dashes: batch, seq, steps, epochs, lr, optimizer (sgd|adamw), momentum, weight-decay, nesterov
  * (1|0), schedule (constant|cosine), warmup, clip, seed, freeze (a regex), loss (auto|ce|mse),
  * data and labels (.npy files), tokens (a token file), token-dtype (uint16|int32), threads,
- * device (cpu|cuda|auto), tf32 (1|0), precision (fp32|bf16|fp16), loss-scale and loss-scale-interval
- * (fp16's dynamic loss scaling), memory (a size: 512MiB, 2GiB, bytes), strategy (none|sqrt|dc|optimal|auto), offload (none|weights|activations|both|auto), optimizer-on
- * (host|device|auto), link-bandwidth (a rate in bytes/s: 25GB; the CPU backend then models such a
- * link), rollback (auto|on|off), resume (a state folder). An unknown key or a bad
- * value is an error naming both. Defaults: those of `scorch-run train`, except device (cpu). */
+ * device (cpu|cuda|auto), tf32 (1|0), precision (fp32|bf16|fp16), loss-scale and
+ * loss-scale-interval (fp16's dynamic loss scaling), save-precision (fp32|bf16: the trained
+ * model's weights), memory (a size: 512MiB, 2GiB, bytes), strategy (none|sqrt|dc|optimal|auto),
+ * offload (none|weights|activations|both|auto), optimizer-on (host|device|auto), link-bandwidth
+ * (a rate in bytes/s: 25GB; the CPU backend then models such a link), rollback (auto|on|off),
+ * resume (a state folder). An unknown key or a bad value is an error naming both. Defaults: those
+ * of `scorch-run train`, except device (cpu). */
 scorch_error *scorch_options_set(scorch_options *o, const char *key, const char *value);
 
 typedef struct scorch_trainer scorch_trainer;

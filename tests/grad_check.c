@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "autodiff/autodiff.h"
+#include "core/half.h"
 #include "tests/ref_executor.h"
 #include "graph/shape.h"
 
@@ -121,6 +122,12 @@ static void fill_random(void *dst, const sc_desc *d, uint64_t *rng, double lo, d
     }
 }
 
+/* Rounds f64 values to the nearest of a 16-bit type (exactly representable there afterwards). */
+static void round_to(double *x, int64_t n, sc_dtype low) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = low == SC_F16 ? sc_f16_to_f32(sc_f64_to_f16(x[i])) : sc_bf16_to_f32(sc_f32_to_bf16((float)x[i]));
+}
+
 typedef struct {
     sc_graph g;
     int n_in;
@@ -136,7 +143,7 @@ typedef struct {
     uint64_t rng;
 } gc_ctx;
 
-static sc_status gc_add_inputs(gc_ctx *c, const gc_input *in) {
+static sc_status gc_add_inputs(gc_ctx *c, const gc_input *in, sc_dtype low) {
     sc_graph *g = &c->g;
     int n_feed = 0;
     for (int i = 0; i < c->n_in; i++) n_feed += !in[i].omitted && !in[i].is_const;
@@ -177,6 +184,7 @@ static sc_status gc_add_inputs(gc_ctx *c, const gc_input *in) {
             fill_random(buf, &in[i].desc, &c->rng, in[i].lo, in[i].hi);
         else
             return sc_errorf("input %d: non-float inputs need data", i);
+        if (low && in[i].desc.dtype == SC_F64) round_to(buf, sc_desc_numel(&in[i].desc), low);
     }
     return SC_OK;
 }
@@ -259,18 +267,13 @@ static sc_status gc_loss_at(gc_ctx *c, sc_tensor *outs, double *loss) {
     return SC_OK;
 }
 
-/* Compares one input's analytic gradient (NULL: no gradient, i.e. zero) with central differences. */
-static sc_status gc_compare(gc_ctx *c, const char *label, int w, const double *analytic, const gc_options *opt,
-                            bool *ok) {
-    int i = c->wrt_input[w];
-    int f = c->feed_of[i];
+/* Central differences of the loss in input w's elements, into num[n]. */
+static sc_status gc_numeric(gc_ctx *c, int w, double *num) {
+    int f = c->feed_of[c->wrt_input[w]];
     double *x = c->feed[f];
     int64_t n = sc_desc_numel(&c->feeds[f].desc);
-    double rtol = opt && opt->rtol > 0 ? opt->rtol : 1e-3, atol = opt && opt->atol > 0 ? opt->atol : 1e-5;
     sc_tensor *outs = calloc((size_t)c->g.n_outputs, sizeof(sc_tensor));
     if (!outs) return sc_errorf("out of memory");
-    double worst = -1, worst_a = 0, worst_n = 0;
-    int64_t worst_i = -1, bad = 0;
     sc_status st = SC_OK;
     for (int64_t e = 0; e < n && !st; e++) {
         double x0 = x[e], h = 1e-6 * (fabs(x0) > 1 ? fabs(x0) : 1), lp = 0, lm = 0;
@@ -279,23 +282,49 @@ static sc_status gc_compare(gc_ctx *c, const char *label, int w, const double *a
         x[e] = x0 - h;
         if (!st) st = gc_loss_at(c, outs, &lm);
         x[e] = x0;
-        double num = (lp - lm) / (2 * h), ana = analytic ? analytic[e] : 0;
-        double err = fabs(ana - num), tol = atol + rtol * fabs(num);
+        num[e] = (lp - lm) / (2 * h);
+    }
+    free(outs);
+    return st;
+}
+
+/* Compares one input's analytic gradient (NULL: no gradient, i.e. zero) with central differences
+ * taken on fd (the same graph, or its f64 twin for a low-precision check). */
+static sc_status gc_compare(gc_ctx *fd, const char *label, int w, const double *analytic, const gc_options *opt,
+                            bool *ok) {
+    int i = fd->wrt_input[w];
+    int f = fd->feed_of[i];
+    int64_t n = sc_desc_numel(&fd->feeds[f].desc);
+    double *num = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!num) return sc_errorf("out of memory");
+    sc_status st = gc_numeric(fd, w, num);
+    if (st) {
+        free(num);
+        return st;
+    }
+    double rtol = opt && opt->rtol > 0 ? opt->rtol : 1e-3, atol = opt && opt->atol > 0 ? opt->atol : 1e-5;
+    double max_num = 0;
+    for (int64_t e = 0; e < n; e++) max_num = fabs(num[e]) > max_num ? fabs(num[e]) : max_num;
+    if (opt) atol += opt->atol_of_max * max_num;
+    double worst = -1, worst_a = 0, worst_n = 0;
+    int64_t worst_i = -1, bad = 0;
+    for (int64_t e = 0; e < n; e++) {
+        double ana = analytic ? analytic[e] : 0;
+        double err = fabs(ana - num[e]), tol = atol + rtol * fabs(num[e]);
         if (err > tol) bad++;
         if (err / tol > worst) {
             worst = err / tol;
             worst_a = ana;
-            worst_n = num;
+            worst_n = num[e];
             worst_i = e;
         }
     }
-    free(outs);
-    if (st) return st;
+    free(num);
     if (bad) {
         char d[128];
         printf("FAIL %s: d/d(input %d) %s: %lld of %lld elements off; worst element %lld: analytic %.10g, "
                "numeric %.10g (err/tol %.3g)%s\n",
-               label, i, sc_desc_str(&c->feeds[f].desc, d, sizeof d), (long long)bad, (long long)n,
+               label, i, sc_desc_str(&fd->feeds[f].desc, d, sizeof d), (long long)bad, (long long)n,
                (long long)worst_i, worst_a, worst_n, worst, analytic ? "" : " (no gradient was built)");
         *ok = false;
     } else if (opt && opt->verbose) {
@@ -304,9 +333,9 @@ static sc_status gc_compare(gc_ctx *c, const char *label, int w, const double *a
     return SC_OK;
 }
 
-static sc_status gc_check(gc_ctx *c, const char *label, const gc_input *in, gc_build_fn build, void *ctx,
-                          const gc_options *opt, bool *ok) {
-    SC_TRY(gc_add_inputs(c, in));
+/* Inputs, the graph, its loss and backward, and the outputs (loss, then each checked gradient). */
+static sc_status gc_prepare(gc_ctx *c, const gc_input *in, gc_build_fn build, void *ctx, const gc_options *opt) {
+    SC_TRY(gc_add_inputs(c, in, opt ? opt->low : 0));
     int outs_ids[GC_MAX_OUT], n_out = 0;
     SC_TRY(build(&c->g, c->ids, outs_ids, &n_out, ctx));
     SC_TRY(gc_add_loss(c, outs_ids, n_out, opt ? opt->use_out : NULL));
@@ -325,10 +354,15 @@ static sc_status gc_check(gc_ctx *c, const char *label, const gc_input *in, gc_b
     sc_status st = autodiff_build_backward(&c->g, c->loss, wrt, c->n_wrt, c->grads);
     free(wrt);
     SC_TRY(st);
-    SC_TRY(gc_set_outputs(c));
+    return gc_set_outputs(c);
+}
+
+/* Analytic gradients from c, finite differences from fd (c itself, or its f64 twin). */
+static sc_status gc_check(gc_ctx *c, gc_ctx *fd, const char *label, const gc_input *in, const gc_options *opt,
+                          bool *ok) {
     sc_tensor *outs = calloc((size_t)c->g.n_outputs, sizeof(sc_tensor));
     if (!outs) return sc_errorf("out of memory");
-    st = gc_run(c, outs);
+    sc_status st = gc_run(c, outs);
     for (int w = 0; w < c->n_wrt && !st; w++) {
         const double *ana = c->grad_out[w] >= 0 ? outs[c->grad_out[w]].data : NULL;
         /* Copy: the perturbed runs below reuse the executor. */
@@ -336,7 +370,7 @@ static sc_status gc_check(gc_ctx *c, const char *label, const gc_input *in, gc_b
         double *copy = ana ? malloc(sizeof(double) * (size_t)(n ? n : 1)) : NULL;
         if (ana && copy) memcpy(copy, ana, sizeof(double) * (size_t)n);
         if (ana && !copy) st = sc_errorf("out of memory");
-        if (!st) st = gc_compare(c, label, w, copy, opt, ok);
+        if (!st) st = gc_compare(fd, label, w, copy, opt, ok);
         free(copy);
     }
     gc_free_outs(c, outs);
@@ -344,35 +378,84 @@ static sc_status gc_check(gc_ctx *c, const char *label, const gc_input *in, gc_b
     return st;
 }
 
+/* The low-precision form of a build (gc_options.low): float inputs cast to low, float outputs cast
+ * back to f64. */
+typedef struct {
+    gc_build_fn build;
+    void *ctx;
+    int n_in;
+    sc_dtype low;
+} gc_low_ctx;
+
+static int gc_cast(sc_graph *g, int v, sc_dtype to, sc_status *st) {
+    sc_attrs a;
+    memset(&a, 0, sizeof a);
+    a.cast.to = to;
+    return gc_add_node(g, SC_OP_CAST, &a, &v, 1, 1, NULL, st);
+}
+
+static sc_status gc_build_low(sc_graph *g, const int *in_ids, int *out_ids, int *n_out, void *ctx) {
+    const gc_low_ctx *l = ctx;
+    int *low_in = malloc(sizeof(int) * ((size_t)l->n_in + 1));
+    if (!low_in) return sc_errorf("out of memory");
+    sc_status st = SC_OK;
+    for (int i = 0; i < l->n_in && !st; i++) {
+        low_in[i] = in_ids[i];
+        if (in_ids[i] >= 0 && sc_dtype_is_float(g->values[in_ids[i]].desc.dtype)) low_in[i] = gc_cast(g, in_ids[i], l->low, &st);
+    }
+    if (!st) st = l->build(g, low_in, out_ids, n_out, l->ctx);
+    for (int k = 0; k < *n_out && !st; k++)
+        if (g->values[out_ids[k]].desc.dtype == l->low) out_ids[k] = gc_cast(g, out_ids[k], SC_F64, &st);
+    free(low_in);
+    return st;
+}
+
+static sc_status gc_ctx_init(gc_ctx *c, int n_in, const gc_options *opt) {
+    memset(c, 0, sizeof *c);
+    graph_init(&c->g);
+    c->n_in = n_in;
+    c->rng = opt && opt->seed ? opt->seed : 0x5eedULL;
+    c->ids = calloc((size_t)n_in + 1, sizeof(int));
+    c->feed_of = calloc((size_t)n_in + 1, sizeof(int));
+    c->wrt_input = calloc((size_t)n_in + 1, sizeof(int));
+    c->grads = calloc((size_t)n_in + 1, sizeof(int));
+    c->grad_out = calloc((size_t)n_in + 1, sizeof(int));
+    return (!c->ids || !c->feed_of || !c->wrt_input || !c->grads || !c->grad_out) ? sc_errorf("out of memory") : SC_OK;
+}
+
+static void gc_ctx_free(gc_ctx *c) {
+    for (int f = 0; c->feed && f < c->g.n_inputs; f++) free(c->feed[f]);
+    free(c->feed);
+    free(c->feeds);
+    free(c->ids);
+    free(c->feed_of);
+    free(c->wrt_input);
+    free(c->grads);
+    free(c->grad_out);
+    graph_free(&c->g);
+}
+
 bool grad_check_graph(const char *label, int n_in, const gc_input *in, gc_build_fn build, void *ctx,
                       const gc_options *opt) {
-    gc_ctx c;
-    memset(&c, 0, sizeof c);
-    graph_init(&c.g);
-    c.n_in = n_in;
-    c.rng = opt && opt->seed ? opt->seed : 0x5eedULL;
-    c.ids = calloc((size_t)n_in + 1, sizeof(int));
-    c.feed_of = calloc((size_t)n_in + 1, sizeof(int));
-    c.wrt_input = calloc((size_t)n_in + 1, sizeof(int));
-    c.grads = calloc((size_t)n_in + 1, sizeof(int));
-    c.grad_out = calloc((size_t)n_in + 1, sizeof(int));
+    bool low = opt && opt->low;
+    gc_ctx c, ref;
+    gc_low_ctx l = {build, ctx, n_in, low ? opt->low : 0};
+    sc_status st = gc_ctx_init(&c, n_in, opt);
+    sc_status st2 = gc_ctx_init(&ref, n_in, opt);
+    if (!st) st = st2;
+    else sc_status_free(st2);
+    /* Both contexts draw the same inputs and loss weights from the same seed. */
+    if (!st) st = gc_prepare(&c, in, low ? gc_build_low : build, low ? (void *)&l : ctx, opt);
+    if (!st && low) st = gc_prepare(&ref, in, build, ctx, opt);
     bool ok = true;
-    sc_status st = (!c.ids || !c.feed_of || !c.wrt_input || !c.grads || !c.grad_out) ? sc_errorf("out of memory")
-                                                                                         : gc_check(&c, label, in, build, ctx, opt, &ok);
+    if (!st) st = gc_check(&c, low ? &ref : &c, label, in, opt, &ok);
     if (st) {
         printf("FAIL %s: %s\n", label, sc_status_message(st));
         sc_status_free(st);
         ok = false;
     }
-    for (int f = 0; c.feed && f < c.g.n_inputs; f++) free(c.feed[f]);
-    free(c.feed);
-    free(c.feeds);
-    free(c.ids);
-    free(c.feed_of);
-    free(c.wrt_input);
-    free(c.grads);
-    free(c.grad_out);
-    graph_free(&c.g);
+    gc_ctx_free(&c);
+    gc_ctx_free(&ref);
     return ok;
 }
 

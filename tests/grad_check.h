@@ -59,6 +59,13 @@ typedef struct {
     uint64_t seed;       /* 0: a fixed default */
     const bool *use_out; /* which outputs feed the loss; NULL: every float output */
     bool verbose;        /* print a line for passing checks too */
+    /* Mixed precision (graph/pass_precision.c): SC_BF16 or SC_F16 runs the graph on its float inputs
+     * cast to this type and casts its float outputs back to f64, as the precision pass does for a
+     * `low` op; the analytic gradients (through the casts, so computed by the low-precision kernels)
+     * are compared with the finite differences of the same graph in f64 at the same inputs, which
+     * are rounded to the low type first so both see the same point. 0: f64 as usual. */
+    sc_dtype low;
+    double atol_of_max;  /* adds this times the input's largest |numeric gradient| to atol */
 } gc_options;
 
 /* Builds the forward part of a small graph: adds nodes reading in_ids (-1 for omitted inputs),

@@ -11,7 +11,8 @@ For each op it checks
     autodiff/grad_<family>*.c (a function several ops share may live in any of their families);
   - a gradient rule (defined likewise) unless the row says `none`, the op being not differentiable;
   - a CPU-vs-CUDA case in tests/cuda/test_cuda_ops.c for every op with a kernel;
-  - a finite-difference case (a test_grad_*.c naming SC_OP_<ENUM>) for every differentiable op;
+  - a finite-difference case (a test_grad_*.c naming SC_OP_<ENUM>) for every differentiable op, and
+    a bf16/f16 one (tests/test_grad_low.c) for every differentiable op whose precision rule is `low`;
   - an enabled ONNX conformance case (tests/conformance/cases.txt less skip.txt) whose model uses the
     op, for every op of ops.def, unless NO_CONFORMANCE gives the reason.
 Definitions are read from the built objects (nm), so kernels made by macros count where they are made.
@@ -114,7 +115,11 @@ def check_test_cases(rows):
     fd_text = "".join(open(f).read() for f in glob.glob(os.path.join(ROOT, "tests/test_grad_*.c"))
                       if not f.endswith("test_grad_tables.c"))
     fd_ops = set(re.findall(r"SC_OP_(\w+)", fd_text))
+    low_ops = set(re.findall(r"SC_OP_(\w+)", open(os.path.join(ROOT, "tests/test_grad_low.c")).read()))
     for r in rows:
+        if r["precision"] == "low" and r["grad"] != "none" and r["enum"] not in low_ops:
+            fails.append(f"{r['name']}: runs in low precision, but no bf16/f16 finite-difference case in "
+                         "tests/test_grad_low.c")
         if r["kernel"] != "none" and r["enum"] not in cuda_cases:
             fails.append(f"{r['name']}: no CPU-vs-CUDA case in tests/cuda/test_cuda_ops.c")
         if r["grad"] != "none" and r["enum"] not in fd_ops:

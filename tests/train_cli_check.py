@@ -15,6 +15,12 @@
       (a skipped step does not count as an optimizer step); save and resume keep the scaler; an
       fp16 overflow in the forward pass, or without the rollback copy, stops with the step and the
       tensor and writes nothing.
+  train_cli_check.py SCORCH_RUN save_bf16 resnet|gpt
+      --save-precision bf16: the file passes onnx.checker, each f32 parameter is a bf16 initializer
+      "<name>.bf16" whose bits are the round-to-nearest-even of the fp32 run's weight (computed here),
+      behind a Cast "<name>.to_float"; onnxruntime gives the same outputs as the fp32 file with its
+      weights rounded by numpy; the file is at most 0.6x the fp32 one; training it again is refused
+      with a message naming the parameter.
   train_cli_check.py SCORCH_RUN kill [ITERATIONS]
       start a run saving every step, kill -9 it at random moments (while saving, thanks to
       SCORCH_TEST_SAVE_SLEEP_US), resume each time from the state folder (which must always load),
@@ -290,6 +296,68 @@ def fp16():
           % (first_good - 1, np.median(moves), lr))
 
 
+def bf16_round(a):
+    """float32 -> the bits of its nearest bf16 (ties to even), as uint16 (no NaNs here)."""
+    u = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def save_bf16(kind):
+    must(["gen"] + GEN[kind] + ["-o", "m.onnx"])
+    args = ["train", "m.onnx"] + TRAIN[kind][:TRAIN[kind].index("--steps")] + ["--steps", "3"]
+    must(args + ["-o", "t32.onnx"])
+    must(args + ["-o", "t16.onnx", "--save-precision", "bf16"])
+    m32, m16 = onnx.load("t32.onnx"), onnx.load("t16.onnx")
+    onnx.checker.check_model(m16)
+    init16 = {t.name: t for t in m16.graph.initializer}
+    casts = {n.output[0]: n for n in m16.graph.node if n.op_type == "Cast"}
+    rounded = onnx.load("t32.onnx")
+    f32_bytes = conv_bytes = 0
+    for t in rounded.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if t.data_type != onnx.TensorProto.FLOAT:
+            if t.name not in init16 or not np.array_equal(numpy_helper.to_array(init16[t.name]), a):
+                fail("initializer %s (not f32) changed" % t.name)
+            continue
+        f32_bytes += a.nbytes
+        b = init16.get(t.name + ".bf16")
+        if b is None:
+            continue
+        conv_bytes += a.nbytes
+        if b.data_type != onnx.TensorProto.BFLOAT16 or t.name not in casts or casts[t.name].input[0] != t.name + ".bf16":
+            fail("%s: bf16 copy of type %d, Cast %s" % (t.name, b.data_type, casts.get(t.name)))
+        bits = np.frombuffer(b.raw_data, np.uint16) if b.raw_data else np.array(b.int32_data, np.uint16)
+        want = bf16_round(a).ravel()
+        if not np.array_equal(bits, want):
+            fail("%s: bf16 bits differ from round-to-nearest-even of the fp32 weights at %d elements"
+                 % (t.name, int(np.sum(bits != want))))
+        t.CopyFrom(numpy_helper.from_array((want.astype(np.uint32) << 16).view(np.float32).reshape(a.shape), t.name))
+    if conv_bytes < 0.9 * f32_bytes:
+        fail("only %d of %d f32 initializer bytes were stored in bf16" % (conv_bytes, f32_bytes))
+    onnx.save(rounded, "rounded.onnx")
+    ratio = os.path.getsize("t16.onnx") / os.path.getsize("t32.onnx")
+    if ratio > 0.6:
+        fail("the bf16 file is %.2f of the fp32 one" % ratio)
+    feeds = {}
+    rng = np.random.default_rng(0)
+    s16 = ort.InferenceSession("t16.onnx", providers=["CPUExecutionProvider"])
+    sr = ort.InferenceSession("rounded.onnx", providers=["CPUExecutionProvider"])
+    for i in s16.get_inputs():
+        shape = [d if isinstance(d, int) else 2 for d in i.shape]
+        if "int" in i.type:
+            feeds[i.name] = rng.integers(0, 32, shape).astype(np.int64)
+        else:
+            feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+    o16, orr = s16.run(None, feeds)[0], sr.run(None, feeds)[0]
+    if not np.allclose(o16, orr, rtol=1e-6, atol=1e-6 * np.abs(orr).max()):
+        fail("onnxruntime: the bf16 file and the numpy-rounded weights differ by %g" % np.abs(o16 - orr).max())
+    p = run(["train", "t16.onnx", "-o", "again.onnx", "--steps", "1"] + TRAIN[kind][:TRAIN[kind].index("--steps")])
+    if p.returncode != 1 or "f32 master weights" not in p.stderr or ".bf16'" not in p.stderr or os.path.exists("again.onnx"):
+        fail("training the bf16 file: exit %d\n%s" % (p.returncode, p.stderr))
+    print("save_bf16 %s ok: %.0f%% of f32 bytes in bf16, file %.2fx, onnxruntime max |d| %g"
+          % (kind, 100 * conv_bytes / f32_bytes, ratio, np.abs(o16 - orr).max()))
+
+
 def kill(iterations):
     must(["gen"] + GEN["resnet"] + ["-o", "m.onnx"])
     args = ["train", "m.onnx", "--batch", "4", "--steps", "24", "--lr", "0.02", "--threads", "2"]
@@ -344,6 +412,8 @@ def main():
         roundtrip(sys.argv[3])
     elif what == "nan":
         nan()
+    elif what == "save_bf16":
+        save_bf16(sys.argv[3])
     elif what == "fp16":
         fp16()
     elif what == "kill":

@@ -280,6 +280,10 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
     const char *why;
     if ((a = args_get(s, "precision"))->set && !(c->precision = precision_parse(a->s, &why))) return why;
     if ((a = args_get(s, "seq"))->set && (c->seq = a->i) < 1) return "--seq must be at least 1";
+    if ((a = args_get(s, "save-precision"))->set) {
+        if (!strcmp(a->s, "bf16")) c->save_precision = SC_BF16;
+        else if (strcmp(a->s, "fp32")) return "--save-precision must be fp32 or bf16";
+    }
     bool fp16 = c->precision == SC_F16;
     if ((a = args_get(s, "loss-scale"))->set &&
         (!fp16 || !((c->loss_scale_init = a->f) > 0 && isfinite(c->loss_scale_init))))
@@ -367,6 +371,9 @@ int cmd_train(int argc, char **argv) {
         {.name = "resume", .kind = ARG_STR, .metavar = "DIR", .help = "continue from DIR/state.bin"},
         {.name = "log", .kind = ARG_STR, .metavar = "FILE.csv",
          .help = "CSV: step,loss,lr,samples_per_s,elapsed_s,precision,loss_scale,skipped"},
+        {.name = "save-precision", .kind = ARG_STR, .metavar = "fp32|bf16",
+         .help = "the trained model's weights: fp32 (default), or bf16 initializers behind Cast nodes (half the "
+                 "file; onnxruntime runs it)"},
         {.name = "loss-scale", .kind = ARG_FLOAT, .metavar = "S",
          .help = "fp16: the first step's loss scale (default 65536; halved on overflow, doubled after "
                  "--loss-scale-interval good steps)"},

@@ -373,7 +373,8 @@ const sc_training_graph *sc_trainer_graph(const sc_trainer *t) { return &t->tg; 
 
 sc_status sc_trainer_save_model(sc_trainer *t, const char *path) {
     SC_TRY(spent_check(t));
-    return sc_model_save(t->model, path, sc_model_external_threshold(t->model));
+    return sc_model_save_as(t->model, path, sc_model_external_threshold(t->model),
+                            t->cfg.save_precision ? t->cfg.save_precision : SC_F32);
 }
 
 static char *npy_path(const char *dir, const char *name) {

@@ -77,6 +77,7 @@ typedef struct {
      * doubled after loss_scale_interval (default 2000) good steps in a row. */
     double loss_scale_init;
     int64_t loss_scale_interval;
+    sc_dtype save_precision; /* the trained model's weights: SC_F32 (or 0), or SC_BF16 (sc_model_save_as) */
     bool calibrate;         /* with use_plan: measure the node times and the link on the CPU backend
                                (train/calibrate.h) before the one plan is built, and plan with them */
     sc_device device;       /* default CPU (the CLI's default is AUTO); resolved by sc_trainer_create.

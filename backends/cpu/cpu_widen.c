@@ -4,16 +4,34 @@
  * output is rounded once to nearest even (core/half.h). That is PyTorch's CPU arithmetic for the ops
  * it runs in 16 bits (f32 accumulation, one rounding of the result), and the bits equal those of
  * the native 16-bit element-wise kernels (cpu_elementwise_binary.c), which widen and round the same
- * way. Ops whose kernels take both types run as they are: those (their NaN payloads pass through),
- * and Cast and ConstantOfShape, which read their output type from attributes. */
+ * way. Ops whose kernels take both types run as they are (takes_16bit). */
 #include <stdlib.h>
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "core/half.h"
 
+/* Kernels that take bf16 and f16 as they are: the native 16-bit arithmetic, Cast and ConstantOfShape
+ * (their output type is an attribute), and the ops that only move elements by their size (no
+ * arithmetic: widening them would only cost two conversions, and quiet signalling NaNs). */
 static bool takes_16bit(sc_op op) {
     switch (op) {
+    case SC_OP_IDENTITY:
+    case SC_OP_RESHAPE:
+    case SC_OP_FLATTEN:
+    case SC_OP_SQUEEZE:
+    case SC_OP_UNSQUEEZE:
+    case SC_OP_TRANSPOSE:
+    case SC_OP_CONCAT:
+    case SC_OP_SPLIT:
+    case SC_OP_EXPAND:
+    case SC_OP_SHAPE:
+    case SC_OP_SLICE:
+    case SC_OP_SLICE_GRAD:
+    case SC_OP_GATHER:
+    case SC_OP_PAD:
+    case SC_OP_TRILU:
+    case SC_OP_WHERE:
     case SC_OP_CAST:
     case SC_OP_CONSTANT_OF_SHAPE:
     case SC_OP_ADD:
