@@ -18,6 +18,7 @@ PIP_PACKAGES=(
   "numpy numpy "
   "onnx onnx==1.16.2 1.16.2"
   "onnxruntime onnxruntime "
+  "highspy highspy "
 )
 
 log() { echo "install.sh: $*"; }

@@ -131,7 +131,7 @@ typedef struct {
     bool json, calibrate;
     int measure; /* timed steps, 0 = execute nothing */
     int threads; /* 0 = all cores */
-    const char *trace, *svg;
+    const char *trace, *svg, *graph;
 } plan_outputs;
 
 /* Summary, trace and SVG of plan p for graph (g, tg) under the model of po; have_none: s->none_peak
@@ -152,6 +152,10 @@ static sc_status plan_show(const sc_graph *g, const sc_training_graph *tg, const
     if (out->svg) {
         SC_TRY(plan_svg_write(out->svg, g, tg, p, s));
         if (!out->json) printf("wrote %s\n", out->svg);
+    }
+    if (out->graph) {
+        SC_TRY(plan_graph_write(out->graph, g, tg, &m));
+        if (!out->json) printf("wrote %s\n", out->graph);
     }
     return SC_OK;
 }
@@ -252,6 +256,9 @@ int cmd_plan(int argc, char **argv) {
         {.name = "json", .kind = ARG_FLAG, .help = "print the summary as one JSON object"},
         {.name = "trace", .kind = ARG_STR, .metavar = "FILE.json", .help = "write a Chrome/Perfetto trace of the plan"},
         {.name = "svg", .kind = ARG_STR, .metavar = "FILE.svg", .help = "write the device memory over the steps"},
+        {.name = "graph", .kind = ARG_STR, .metavar = "FILE.json",
+         .help = "write the training graph as the planner sees it (node times, value bytes) for an external solver "
+                 "(bench/milp_oracle.py)"},
         PLAN_CALIBRATE_OPT,
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads of --measure/--calibrate (default: all cores)"},
         {.name = "measure", .kind = ARG_INT, .metavar = "N",
@@ -260,7 +267,7 @@ int cmd_plan(int argc, char **argv) {
     arg_spec spec = {
         .usage = "scorch-run plan MODEL.onnx --batch N [--seq N] --memory SIZE [--strategy none|sqrt|dc|optimal|auto] "
                  "[--offload auto|weights|activations|none] [--optimizer-on host|device|auto] [--optimizer sgd|adamw] [--clip X] [--slots S] [--calibrate] [--measure N] [--json] [--trace plan.json] "
-                 "[--svg memory.svg]",
+                 "[--svg memory.svg] [--graph graph.json]",
         .summary = "Plans one training step (as `train` would build it) under a device memory budget and prints its\n"
                    "predicted costs. Nothing is executed unless --measure or --calibrate is given.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
@@ -286,7 +293,7 @@ int cmd_plan(int argc, char **argv) {
     }
     if (!usage && (a = args_get(&spec, "clip"))->set && !((mo.clip = (float)a->f) > 0)) usage = "--clip must be > 0";
     plan_outputs out = {.json = args_get(&spec, "json")->set, .trace = args_get(&spec, "trace")->s,
-                        .svg = args_get(&spec, "svg")->s, .calibrate = args_get(&spec, "calibrate")->set};
+                        .svg = args_get(&spec, "svg")->s, .graph = args_get(&spec, "graph")->s, .calibrate = args_get(&spec, "calibrate")->set};
     if (!usage && (a = args_get(&spec, "measure"))->set && ((out.measure = (int)a->i) < 1 || a->i > 1000))
         usage = "--measure takes a step count between 1 and 1000";
     if (out.calibrate && !out.measure) out.measure = 3;

@@ -1,5 +1,6 @@
-/* Plan files: a Chrome/Perfetto trace of the timeline model and SVG plots of device memory over a
- * plan's steps and of a bench sweep (plan_report.h has the contract). Every file is built in a
+/* Plan files: a Chrome/Perfetto trace of the timeline model, the planner's graph for an external
+ * solver, and SVG plots of device memory over a plan's steps and of a bench sweep (plan_report.h
+ * has the contract). Every file is built in a
  * text buffer and written atomically. */
 #include <ctype.h>
 #include <math.h>
@@ -184,6 +185,57 @@ sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_trainin
 #define SVG_R 170
 #define SVG_T 50
 #define SVG_B 60
+
+/* ---- the planner's graph (plan_report.h) ---- */
+
+static int64_t arena_bytes_of(const sc_graph *g, int v) {
+    const sc_value *x = &g->values[v];
+    if (x->producer < 0) return 0;
+    const sc_node *n = &g->nodes[x->producer];
+    for (int o = 0; o < n->n_out; o++) {
+        int a = n->out[o] == v ? sc_op_inplace_input(n->op, o) : -1;
+        if (a >= 0 && a < n->n_in && n->in[a] >= 0) return 0;
+    }
+    int64_t b = sc_desc_bytes(&x->desc);
+    return b > 0 ? (b + 63) / 64 * 64 : 0;
+}
+
+static void ids_print(strbuf *b, const int *ids, int n) {
+    sb_printf(b, "[");
+    for (int k = 0, first = 1; k < n; k++)
+        if (ids[k] >= 0) sb_printf(b, first ? "%d" : ",%d", ids[k]), first = 0;
+    sb_printf(b, "]");
+}
+
+sc_status plan_graph_write(const char *path, const sc_graph *g, const sc_training_graph *tg, const sc_cost_model *m) {
+    strbuf b = {0};
+    char name[256];
+    int64_t fixed = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const sc_value *x = &g->values[v];
+        int64_t bytes = sc_desc_bytes(&x->desc);
+        if (x->producer < 0 && (x->n_consumers > 0 || x->is_output) && bytes > 0) fixed += (bytes + 63) / 64 * 64;
+    }
+    sb_printf(&b, "{\"fixed_bytes\": %lld, \"n_forward\": %d,\n\"nodes\": [\n", (long long)fixed, tg->n_forward_nodes);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sc_node *n = &g->nodes[i];
+        sb_printf(&b, "%s{\"name\": \"%s\", \"op\": \"%s\", \"time\": %.9g, \"in\": ", i ? ",\n" : "",
+                  sb_safe(n->name, name, sizeof name), sc_op_name(n->op), cost_node_time(m, g, i));
+        ids_print(&b, n->in, n->n_in);
+        sb_printf(&b, ", \"out\": ");
+        ids_print(&b, n->out, n->n_out);
+        sb_printf(&b, "}");
+    }
+    sb_printf(&b, "],\n\"values\": [\n");
+    for (int v = 0; v < g->n_values; v++) {
+        const sc_value *x = &g->values[v];
+        sb_printf(&b, "%s{\"name\": \"%s\", \"bytes\": %lld, \"persistent\": %s, \"output\": %s}", v ? ",\n" : "",
+                  sb_safe(x->name, name, sizeof name), (long long)arena_bytes_of(g, v), x->producer < 0 ? "true" : "false",
+                  x->is_output ? "true" : "false");
+    }
+    sb_printf(&b, "]}\n");
+    return sb_write(&b, path);
+}
 
 static void svg_open(strbuf *b, const char *title) {
     char t[1024];

@@ -122,6 +122,11 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p);
 sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_training_graph *tg, const sc_plan *p,
                            const sc_cost_model *m);
 /* SVG stacked-area memory timeline over the steps; title names model, strategy and budget. */
+/* The training graph as the planner sees it, as JSON, for an external solver (bench/milp_oracle.py):
+ * each node's modelled time (cost_node_time under m) and its activation inputs and outputs, each
+ * value's arena bytes (64-byte aligned; 0 for persistent values, which are the fixed region, and for
+ * outputs of in-place ops, which alias an input), and fixed_bytes, n_forward. */
+sc_status plan_graph_write(const char *path, const sc_graph *g, const sc_training_graph *tg, const sc_cost_model *m);
 sc_status plan_svg_write(const char *path, const sc_graph *g, const sc_training_graph *tg, const sc_plan *p,
                          const plan_summary *s);
 
