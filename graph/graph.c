@@ -442,3 +442,15 @@ sc_status graph_topo_sort(sc_graph *g) {
     if (st || !moved) return st;
     return graph_link(g);
 }
+
+int64_t graph_gather_rows(const sc_graph *g, int v) {
+    const sc_value *x = &g->values[v];
+    for (int i = 0; i < x->n_consumers; i++) {
+        const sc_node *n = &g->nodes[x->consumers[i]];
+        if (n->op == SC_OP_GATHER && n->n_in == 2 && n->in[1] == v && n->in[0] >= 0) {
+            const sc_desc *d = graph_in_desc(g, n, 0);
+            if (d->rank >= 1 && d->dims[0] > 0) return d->dims[0];
+        }
+    }
+    return 0;
+}

@@ -27,16 +27,11 @@
 #include "tools/model_load.h"
 #include "tools/plan_report.h"
 
-static int64_t gather_vocab(const sc_graph *g, int value_id) {
-    const sc_value *v = &g->values[value_id];
-    for (int i = 0; i < v->n_consumers; i++) {
-        const sc_node *n = &g->nodes[v->consumers[i]];
-        if (n->op == SC_OP_GATHER && n->n_in == 2 && n->in[1] == value_id && n->in[0] >= 0) {
-            const sc_desc *d = graph_in_desc(g, n, 0);
-            if (d->rank >= 1 && d->dims[0] > 0) return d->dims[0];
-        }
-    }
-    return 10;
+
+/* Token ids for a random input: the embedding rows it indexes, or 10 without a Gather. */
+static int64_t vocab_or_ten(const sc_graph *g, int v) {
+    int64_t rows = graph_gather_rows(g, v);
+    return rows ? rows : 10;
 }
 
 static sc_status input_random(const sc_graph *g, int value_id, gen_rng *r, sc_tensor *t) {
@@ -46,7 +41,7 @@ static sc_status input_random(const sc_graph *g, int value_id, gen_rng *r, sc_te
     if (n < 0 || bytes < 0) return sc_errorf("input '%s' has no static shape after binding", v->name);
     t->data = malloc(bytes ? (size_t)bytes : 1);
     if (!t->data) return sc_errorf("out of memory for input '%s' (%lld bytes)", v->name, (long long)bytes);
-    int64_t hi = gather_vocab(g, value_id);
+    int64_t hi = vocab_or_ten(g, value_id);
     switch (v->desc.dtype) {
     case SC_F32:
         for (int64_t i = 0; i < n; i++) ((float *)t->data)[i] = (float)gen_rng_normal(r);

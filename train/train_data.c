@@ -76,18 +76,6 @@ static void elem_set(void *p, sc_dtype t, int64_t i, double v) {
 
 static bool dtype_supported(sc_dtype t) { return t == SC_F32 || t == SC_F64 || dtype_is_int(t); }
 
-/* Rows of the embedding table the integer input indexes (first Gather reading it as indices). */
-static int64_t gather_vocab(const sc_graph *g, int value_id) {
-    const sc_value *v = &g->values[value_id];
-    for (int i = 0; i < v->n_consumers; i++) {
-        const sc_node *n = &g->nodes[v->consumers[i]];
-        if (n->op == SC_OP_GATHER && n->n_in == 2 && n->in[1] == value_id && n->in[0] >= 0) {
-            const sc_desc *d = graph_in_desc(g, n, 0);
-            if (d->rank >= 1 && d->dims[0] > 0) return d->dims[0];
-        }
-    }
-    return 0;
-}
 
 static int64_t sample_numel(const sc_desc *d) {
     int64_t n = 1;
@@ -111,7 +99,7 @@ static sc_status model_describe(train_data *d, const sc_graph *g, const sc_train
             return sc_errorf("input '%s' is %s: training feeds inputs of a numeric dtype whose dim 0 is the batch (%lld)",
                              val->name, sc_desc_str(&val->desc, s, sizeof s), (long long)d->batch);
         }
-        d->vocab[d->n_data] = dtype_is_int(val->desc.dtype) ? gather_vocab(g, v) : 0;
+        d->vocab[d->n_data] = dtype_is_int(val->desc.dtype) ? graph_gather_rows(g, v) : 0;
         d->data_inputs[d->n_data++] = v;
     }
     const sc_desc *ld = &g->values[tg->labels].desc, *od = &g->values[tg->output].desc;
