@@ -85,6 +85,8 @@ struct sc_backend {
  * the host from the same state so both draw the same masks. */
 void backend_host_set_seed(sc_backend *b, uint64_t seed, uint64_t step);
 void backend_host_set_threads(sc_backend *b, int n);
+/* The host threads kernels use now (the last set_threads, or the OpenMP default). */
+int backend_host_threads(void);
 
 /* capacity: the modelled device memory in bytes (0 = unlimited). */
 sc_status backend_cpu_create(int64_t capacity, sc_backend **out);

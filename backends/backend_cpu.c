@@ -209,6 +209,8 @@ void backend_host_set_threads(sc_backend *b, int n) {
     cpu_set_num_threads(n);
 }
 
+int backend_host_threads(void) { return cpu_num_threads(); }
+
 static const sc_node_evaluator *cpu_backend_evaluator(sc_backend *b) {
     (void)b;
     return cpu_evaluator();

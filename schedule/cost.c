@@ -23,3 +23,34 @@ double cost_node_time(const sc_cost_model *m, const sc_graph *g, int node) {
 }
 
 double cost_transfer_time(const sc_cost_model *m, int64_t bytes) { return (double)bytes / m->link_bandwidth; }
+
+static bool is_norm(sc_op op) {
+    switch (op) {
+    case SC_OP_BATCH_NORM:
+    case SC_OP_BATCH_NORM_GRAD:
+    case SC_OP_LAYER_NORM:
+    case SC_OP_LAYER_NORM_GRAD:
+    case SC_OP_SOFTMAX:
+    case SC_OP_SOFTMAX_GRAD:
+    case SC_OP_LOG_SOFTMAX:
+    case SC_OP_LOG_SOFTMAX_GRAD: return true;
+    default: return false;
+    }
+}
+
+void cost_profile_node_times(const sc_cost_profile *p, const sc_graph *g, double *node_time) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        sc_op op = g->nodes[i].op;
+        sc_op_cost c = sc_node_cost(g, &g->nodes[i]);
+        double t;
+        if (op == SC_OP_CONV) t = c.flops / p->conv_flops;
+        else if (op == SC_OP_CONV_GRAD) t = c.flops / p->conv_grad_flops;
+        else if (op == SC_OP_MATMUL || op == SC_OP_GEMM) t = c.flops / p->gemm_flops;
+        else if (is_norm(op)) t = (double)(int64_t)c.bytes / p->norm_bandwidth;
+        else {
+            double te = c.flops / p->elem_rate, tb = (double)(int64_t)c.bytes / p->mem_bandwidth;
+            t = te > tb ? te : tb;
+        }
+        node_time[i] = p->node_overhead + t;
+    }
+}

@@ -33,6 +33,27 @@ typedef struct {
     const double *node_time; /* optional calibrated seconds per node id (not owned) */
 } sc_cost_model;
 
+/* A machine's measured throughput per op family, in place of the constants above (measured once per
+ * machine and cached by train/cost_profile.c):
+ *   Conv:              flops / conv_flops
+ *   ConvGrad:          flops / conv_grad_flops
+ *   MatMul, Gemm:      flops / gemm_flops
+ *   normalisations:    bytes / norm_bandwidth  (BatchNormalization, LayerNormalization, Softmax,
+ *                      LogSoftmax and their gradients: several passes over their bytes)
+ *   every other op:    max(flops / elem_rate, bytes / mem_bandwidth)  (flops: the elements it touches)
+ * plus node_overhead per node (the kernel call). All 0: not measured. */
+typedef struct {
+    double conv_flops, conv_grad_flops, gemm_flops; /* FLOP/s */
+    double norm_bandwidth;                          /* B/s */
+    double elem_rate;                               /* elements touched per second */
+    double mem_bandwidth;                           /* B/s */
+    double node_overhead;                           /* s */
+} sc_cost_profile;
+
+/* node_time[i] for every node of g under profile p (the per-node array sc_plan_options.node_time
+ * takes, as calibration does). */
+void cost_profile_node_times(const sc_cost_profile *p, const sc_graph *g, double *node_time);
+
 /* CPU constants; link_bandwidth 0 = SC_COST_LINK_CPU; node_time may be NULL. */
 void cost_model_default(sc_cost_model *m, double link_bandwidth, const double *node_time);
 

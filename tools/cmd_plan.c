@@ -29,6 +29,7 @@
 #include "tools/model_load.h"
 #include "tools/plan_report.h"
 #include "train/calibrate.h"
+#include "train/cost_profile.h"
 #include "train/trainer.h"
 
 typedef struct {
@@ -160,10 +161,42 @@ static sc_status plan_show(const sc_graph *g, const sc_training_graph *tg, const
     return SC_OK;
 }
 
-static sc_status plan_run(const plan_model_opts *mo, const sc_plan_options *po, plan_summary *s, const plan_outputs *out) {
+/* Node times from this machine's cost profile into *po (owned by *times), unless it has some. */
+static sc_status profile_times(const sc_graph *g, int threads, sc_plan_options *po, double **times, plan_summary *s,
+                               char *where, size_t n) {
+    *times = NULL;
+    snprintf(where, n, "the built-in constants");
+    s->cost_source = where;
+    if (po->node_time) return SC_OK;
+    sc_cost_profile prof;
+    char from[1024];
+    SC_TRY(sc_cost_profile_get(threads, &prof, from, sizeof from));
+    if (!(prof.conv_flops > 0)) {
+        snprintf(where, n, "the built-in constants (%s)", from);
+        return SC_OK;
+    }
+    *times = malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
+    if (!*times) return sc_errorf("out of memory");
+    cost_profile_node_times(&prof, g, *times);
+    po->node_time = *times;
+    s->profiled = true;
+    snprintf(where, n, "this machine's cost profile (%s)", from);
+    return SC_OK;
+}
+
+static sc_status plan_run(const plan_model_opts *mo, const sc_plan_options *po_in, plan_summary *s,
+                          const plan_outputs *out) {
     plan_model pm;
     SC_TRY(plan_model_load(mo, &pm));
     const sc_graph *g = &pm.model->graph;
+    sc_plan_options po_local = *po_in, *po = &po_local;
+    double *times = NULL;
+    char where[1200];
+    sc_status pst = profile_times(g, out->threads, po, &times, s, where, sizeof where);
+    if (pst) {
+        plan_model_free(&pm);
+        return pst;
+    }
     /* A requested none plan (no streaming) is the store-everything plan itself: the budget only
      * decides whether it is accepted. */
     bool is_none = po->strategy == SC_STRATEGY_NONE && po->offload == SC_OFFLOAD_NONE;
@@ -184,6 +217,7 @@ static sc_status plan_run(const plan_model_opts *mo, const sc_plan_options *po, 
     }
     plan_free(&p);
     plan_model_free(&pm);
+    free(times);
     return st;
 }
 
@@ -237,6 +271,8 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     sc_graph *g = &sc_trainer_model(t)->graph;
     const sc_training_graph *tg = sc_trainer_graph(t);
     sc_plan_options o = *sc_trainer_plan_options(t); /* node times and link included when calibrated */
+    s->cost_source = sc_trainer_cost_source(t);
+    s->profiled = !out->calibrate && o.node_time != NULL;
     if (sc_trainer_calibration(t) && !out->json) plan_calibration_print(sc_trainer_calibration(t), g, stdout);
     sc_status st = steps_time(t, out->measure, &s->measured_time, &s->measured_kernel_time);
     s->measured_steps = out->measure;

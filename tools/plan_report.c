@@ -147,7 +147,7 @@ sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, cons
     s->bound = plan_timeline_bound(&tl);
     sc_cost_model model;
     cost_model_default(&model, 0, NULL);
-    s->calibrated = m->node_time != NULL;
+    s->calibrated = m->node_time != NULL && !s->profiled;
     bool same = m->node_time == NULL && m->peak_flops == model.peak_flops && m->mem_bandwidth == model.mem_bandwidth &&
                 m->link_bandwidth == model.link_bandwidth; /* the same computation again: same result */
     if (same) s->model_time = s->timeline_time;
@@ -204,8 +204,10 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     if (p->n_host_updates) fprintf(f, " (%d host updates, %.4g s predicted)", p->n_host_updates, p->host_time);
     fputc('\n', f);
     fprintf(f, "step time      %.4g s predicted%s (compute %.4g s, recompute %.4g s, waiting on transfers %.4g s)\n",
-            p->predicted_time, s->calibrated ? " with calibrated node times" : " by the cost model", s->compute_time,
-            s->recompute_time, p->stall_time);
+            p->predicted_time, s->calibrated ? " with calibrated node times" : s->profiled ? " by this machine's cost profile"
+                                                                                        : " by the cost model",
+            s->compute_time, s->recompute_time, p->stall_time);
+    if (s->cost_source && !s->calibrated) fprintf(f, "cost model     %s\n", s->cost_source);
     if (s->budget_cheap >= 0 && s->none_time > 0) {
         fprintf(f, "warning        this plan is predicted %.2fx the store-everything step (%.4g s): ",
                 p->predicted_time / s->none_time, s->none_time);
@@ -216,15 +218,15 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
             fprintf(f, "no budget below the store-everything peak brings it within %.2fx; consider --offload\n",
                     PLAN_CHEAP_RATIO);
     }
-    if (s->calibrated) fprintf(f, "               %.4g s by the uncalibrated cost model\n", s->model_time);
+    if (s->calibrated || s->profiled) fprintf(f, "               %.4g s by the built-in constants\n", s->model_time);
     if (s->measured_time > 0) {
         fprintf(f, "measured       %.4g s per step, kernels %.4g s of thread CPU time (medians of %d steps after a "
                    "warm-up)\n", s->measured_time, s->measured_kernel_time, s->measured_steps);
         fprintf(f, "error          prediction %+.1f%% of the wall time, %+.1f%% of the kernel time",
                 100.0 * (p->predicted_time / s->measured_time - 1.0),
                 s->measured_kernel_time > 0 ? 100.0 * (p->predicted_time / s->measured_kernel_time - 1.0) : 0.0);
-        if (s->calibrated)
-            fprintf(f, "; uncalibrated cost model %+.1f%%, %+.1f%%", 100.0 * (s->model_time / s->measured_time - 1.0),
+        if (s->calibrated || s->profiled)
+            fprintf(f, "; built-in constants %+.1f%%, %+.1f%%", 100.0 * (s->model_time / s->measured_time - 1.0),
                     s->measured_kernel_time > 0 ? 100.0 * (s->model_time / s->measured_kernel_time - 1.0) : 0.0);
         fputc('\n', f);
     }
@@ -258,9 +260,9 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
             (long long)s->budget_cheap, s->time_cheap);
     fprintf(f, "\"link_time_h2d\": %.17g, \"link_time_d2h\": %.17g, \"bound\": \"%s\", \"host_bytes\": %lld, ",
             s->link_time[0], s->link_time[1], s->bound, (long long)p->host_bytes);
-    fprintf(f, "\"calibrated\": %s, \"model_time\": %.17g, \"measured_time\": %.17g, \"measured_kernel_time\": %.17g, "
-               "\"measured_steps\": %d}\n",
-            s->calibrated ? "true" : "false", s->model_time, s->measured_time, s->measured_kernel_time,
-            s->measured_steps);
+    fprintf(f, "\"calibrated\": %s, \"cost_model\": \"%s\", \"model_time\": %.17g, \"measured_time\": %.17g, "
+               "\"measured_kernel_time\": %.17g, \"measured_steps\": %d}\n",
+            s->calibrated ? "true" : "false", s->calibrated ? "calibrated" : s->profiled ? "profile" : "constants",
+            s->model_time, s->measured_time, s->measured_kernel_time, s->measured_steps);
 }
 

@@ -86,8 +86,11 @@ typedef struct {
                                    (transfers), "host updates" (HOST_RUNs) */
     int64_t peak_live;          /* max over steps of the sum of resident bytes (<= arena_bytes) */
     int64_t peak_activations;   /* arena_bytes - fixed_bytes */
-    double model_time;          /* the uncalibrated cost model's timeline_time of the same plan */
+    double model_time;          /* the built-in constants' timeline_time of the same plan */
     bool calibrated;            /* the plan was made with measured node times (--calibrate) */
+    bool profiled;              /* set by the caller: node times came from this machine's cost profile
+                                   (train/cost_profile.h), not from calibration */
+    const char *cost_source;    /* set by the caller: what the node times came from, for the text */
     /* set by the caller when the plan was run (plan --measure/--calibrate): median wall time of the
      * plan's execution over measured_steps steps after a warm-up, and of its kernels' CPU time (the
      * figure other jobs on the machine barely change); 0 = not run */

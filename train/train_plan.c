@@ -16,8 +16,11 @@
  * re-planned for that room with strategy and streaming auto, so `train model.onnx` on a GPU too small
  * for the model still trains.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "train/cost_profile.h"
 #include "train/trainer_internal.h"
 
 sc_device sc_trainer_device(const sc_trainer *t) { return t->cfg.device; }
@@ -69,11 +72,33 @@ static int64_t device_capacity(const sc_trainer *t) {
     return fr > 0 ? fr : 0;
 }
 
+/* Node times from this machine's cost profile (CPU plans without calibration): the default cost
+ * model's constants are another machine's. */
+static sc_status profile_times(sc_trainer *t, sc_plan_options *o) {
+    snprintf(t->cost_source, sizeof t->cost_source, "the built-in constants");
+    if (t->cfg.device != SC_DEVICE_CPU || !t->cfg.use_plan) return SC_OK;
+    sc_cost_profile p;
+    char where[1024];
+    SC_TRY(sc_cost_profile_get(t->cfg.threads, &p, where, sizeof where));
+    if (!(p.conv_flops > 0)) return SC_OK;
+    const sc_graph *g = &t->model->graph;
+    free(t->profile_time);
+    t->profile_time = malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
+    if (!t->profile_time) return sc_errorf("out of memory");
+    cost_profile_node_times(&p, g, t->profile_time);
+    o->node_time = t->profile_time;
+    snprintf(t->cost_source, sizeof t->cost_source, "this machine's cost profile (%s)", where);
+    return SC_OK;
+}
+
+const char *sc_trainer_cost_source(const sc_trainer *t) { return t->cost_source; }
+
 static sc_status plan_inputs(sc_trainer *t, sc_plan_options *o) {
     *o = t->cfg.plan;
     o->capacity = device_capacity(t);
     if (!o->host_budget) o->host_budget = t->host_room; /* copies must fit the host too */
-    if (!t->cfg.calibrate) return SC_OK;
+    if (!t->cfg.calibrate) return o->node_time ? SC_OK : profile_times(t, o);
+    snprintf(t->cost_source, sizeof t->cost_source, "calibrated node times");
     SC_TRY(train_calibrate_once(t));
     o->node_time = t->cal.node_time;
     if (!(o->link_bandwidth > 0)) o->link_bandwidth = t->cal.link_bandwidth; /* a --link-bandwidth stays */

@@ -263,6 +263,7 @@ void sc_trainer_free(sc_trainer *t) {
     sc_model_free(t->model);
     backend_destroy(t->host);
     sc_calibration_free(&t->cal);
+    free(t->profile_time);
     for (size_t i = 0; i < sizeof t->strings / sizeof t->strings[0]; i++) free(t->strings[i]);
     free(t);
 }

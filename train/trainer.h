@@ -132,6 +132,10 @@ float sc_trainer_lr_at(const sc_trainer_config *cfg, int64_t total_steps, int64_
 /* The device the steps run on (cfg.device resolved: CPU or CUDA). */
 sc_device sc_trainer_device(const sc_trainer *t);
 
+/* What the plan's node times came from: "calibrated node times", "this machine's cost profile (...)"
+ * (train/cost_profile.h) or "the built-in constants". */
+const char *sc_trainer_cost_source(const sc_trainer *t);
+
 /* With use_plan: the plan every step runs (NULL otherwise). */
 const sc_plan *sc_trainer_plan(const sc_trainer *t);
 /* The options that plan was made with: on the GPU the budget may be its free memory (plan_build's

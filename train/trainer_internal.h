@@ -44,6 +44,10 @@ struct sc_trainer {
      * its vtable and the device backend's, never by calling a backend directly. */
     sc_backend *host;
     sc_calibration cal; /* with cfg.calibrate: measured before planning (n_nodes 0 until then) */
+    /* Without calibration, on the CPU: node times from this machine's cost profile
+     * (train/cost_profile.h), and where it came from, for reports. */
+    double *profile_time;
+    char cost_source[1200];
     /* fp16 dynamic loss scaling (loss_scale.c): the scale of the next step, good steps since it last
      * changed, and skipped steps over the run and in a row. The optimizer's step count (AdamW's bias
      * correction) is t->step - skipped, as a skipped optimizer.step() does not count in PyTorch. */
