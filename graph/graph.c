@@ -443,7 +443,20 @@ sc_status graph_topo_sort(sc_graph *g) {
     return graph_link(g);
 }
 
-int64_t graph_gather_rows(const sc_graph *g, int v) {
+/* Ops an exporter puts between token ids and their embedding Gather without changing the ids. */
+static bool passes_ids(const sc_node *n, int v) {
+    switch (n->op) {
+    case SC_OP_RESHAPE:
+    case SC_OP_SQUEEZE:
+    case SC_OP_UNSQUEEZE: return n->in[0] == v;
+    case SC_OP_CAST:
+    case SC_OP_FLATTEN:
+    case SC_OP_IDENTITY: return true;
+    default: return false;
+    }
+}
+
+static int64_t gather_rows_from(const sc_graph *g, int v, int depth) {
     const sc_value *x = &g->values[v];
     for (int i = 0; i < x->n_consumers; i++) {
         const sc_node *n = &g->nodes[x->consumers[i]];
@@ -452,5 +465,12 @@ int64_t graph_gather_rows(const sc_graph *g, int v) {
             if (d->rank >= 1 && d->dims[0] > 0) return d->dims[0];
         }
     }
+    for (int i = 0; depth < 4 && i < x->n_consumers; i++) {
+        const sc_node *n = &g->nodes[x->consumers[i]];
+        int64_t rows = n->n_out >= 1 && n->out[0] >= 0 && passes_ids(n, v) ? gather_rows_from(g, n->out[0], depth + 1) : 0;
+        if (rows) return rows;
+    }
     return 0;
 }
+
+int64_t graph_gather_rows(const sc_graph *g, int v) { return gather_rows_from(g, v, 0); }

@@ -141,8 +141,9 @@ sc_status graph_place_appended(sc_graph *g, int n0);
 /* True when every node's inputs are produced by earlier nodes (or are inputs/params/consts). */
 bool graph_is_topo_sorted(const sc_graph *g, int *first_bad_node);
 
-/* Rows of the embedding table that integer value v indexes (the first Gather reading it as indices),
- * or 0 when no Gather does: the range token ids must stay in. */
+/* Rows of the embedding table that integer value v indexes (the first Gather reading it as indices,
+ * directly or through Reshape/Cast/Unsqueeze/Squeeze/Flatten/Identity, as exporters write it), or 0
+ * when no Gather does: the range token ids must stay in. */
 int64_t graph_gather_rows(const sc_graph *g, int v);
 
 static inline sc_value *graph_value(sc_graph *g, int id) { return &g->values[id]; }

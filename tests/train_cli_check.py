@@ -21,6 +21,12 @@
       behind a Cast "<name>.to_float"; onnxruntime gives the same outputs as the fp32 file with its
       weights rounded by numpy; the file is at most 0.6x the fp32 one; training it again is refused
       with a message naming the parameter.
+  train_cli_check.py SCORCH_RUN export_inputs
+      a language model laid out as exporters write it (ids reshaped before the embedding Gather, an
+      attention_mask input): synthetic data recognises it (Markov-chain tokens, mask all ones) and
+      the loss falls; --tokens trains it; --data NAME=x.npy feeds inputs by name, a left-out mask is
+      all ones (the same weights as an explicit all-ones mask file), a mask with zeros changes the
+      result; bad names and mask values are errors naming them.
   train_cli_check.py SCORCH_RUN kill [ITERATIONS]
       start a run saving every step, kill -9 it at random moments (while saving, thanks to
       SCORCH_TEST_SAVE_SLEEP_US), resume each time from the state folder (which must always load),
@@ -358,6 +364,66 @@ def save_bf16(kind):
           % (kind, 100 * conv_bytes / f32_bytes, ratio, np.abs(o16 - orr).max()))
 
 
+def export_like_lm(path, vocab=32, dim=16, seq=8):
+    """ids [B,T] -> Reshape [-1,T] -> Gather(wte) -> * Unsqueeze(Cast(attention_mask)) -> MatMul -> logits."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((vocab, dim)) * 0.1).astype(np.float32), "wte"),
+             numpy_helper.from_array((rng.standard_normal((dim, vocab)) * 0.1).astype(np.float32), "head"),
+             numpy_helper.from_array(np.array([-1, seq], np.int64), "shape"),
+             numpy_helper.from_array(np.array([2], np.int64), "axes")]
+    nodes = [helper.make_node("Reshape", ["input_ids", "shape"], ["ids2"], name="reshape_ids"),
+             helper.make_node("Gather", ["wte", "ids2"], ["emb"], name="embed"),
+             helper.make_node("Cast", ["attention_mask"], ["maskf"], to=TensorProto.FLOAT, name="mask_cast"),
+             helper.make_node("Unsqueeze", ["maskf", "axes"], ["mask3"], name="mask_unsqueeze"),
+             helper.make_node("Mul", ["emb", "mask3"], ["masked"], name="apply_mask"),
+             helper.make_node("MatMul", ["masked", "head"], ["logits"], name="lm_head")]
+    ins = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", seq]),
+           helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", seq])]
+    outs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", seq, vocab])]
+    g = helper.make_graph(nodes, "export_like", ins, outs, inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def export_inputs():
+    export_like_lm("m.onnx")
+    base = ["train", "m.onnx", "--batch", "4", "--lr", "0.5"]
+    p = must(base + ["--steps", "30", "-o", "s.onnx", "--log", "s.csv"])
+    if "Markov-chain tokens" not in p.stderr:
+        fail("the reshaped ids were not recognised as a language model's:\n" + p.stderr)
+    losses = np.array([r[1] for r in read_log("s.csv")])
+    if not np.all(np.isfinite(losses)) or losses[-3:].mean() >= losses[:3].mean() - 0.05:
+        fail("synthetic loss did not fall: %s" % losses)
+    rng = np.random.default_rng(1)
+    rng.integers(0, 32, 4000).astype(np.uint16).tofile("tok.bin")
+    must(base + ["--steps", "3", "--tokens", "tok.bin", "-o", "t.onnx"])
+    x = rng.integers(0, 32, (16, 8)).astype(np.int64)
+    y = np.roll(x, -1, axis=1)
+    np.save("x.npy", x)
+    np.save("y.npy", y)
+    np.save("ones.npy", np.ones((16, 8), np.int64))
+    zeros = np.ones((16, 8), np.int64)
+    zeros[:, 5:] = 0
+    np.save("pad.npy", zeros)
+    must(base + ["--steps", "4", "--data", "x.npy", "--labels", "y.npy", "-o", "d1.onnx"])
+    must(base + ["--steps", "4", "--data", "input_ids=x.npy", "--data", "attention_mask=ones.npy", "--labels", "y.npy",
+                 "-o", "d2.onnx"])
+    must(base + ["--steps", "4", "--data", "attention_mask=pad.npy", "--data", "input_ids=x.npy", "--labels", "y.npy",
+                 "-o", "d3.onnx"])
+    w1, w2, w3 = weights("d1.onnx"), weights("d2.onnx"), weights("d3.onnx")
+    if any(not np.array_equal(w1[n], w2[n]) for n in w1):
+        fail("a left-out attention mask did not train as an all-ones mask file")
+    if all(np.array_equal(w1[n], w3[n]) for n in w1):
+        fail("a mask with zeros changed nothing")
+    for extra, want in ((["--data", "nope=x.npy"], "no data input 'nope'"),
+                        (["--data", "input_ids=x.npy", "--data", "attention_mask=y.npy"], "mask value"),
+                        (["--data", "x.npy", "--data", "input_ids=x.npy"], "given twice")):
+        p = run(base + ["--steps", "1", "--labels", "y.npy", "-o", "bad.onnx"] + extra)
+        if p.returncode != 1 or want not in p.stderr or os.path.exists("bad.onnx"):
+            fail("%s: exit %d, want 1 and %r:\n%s" % (extra, p.returncode, want, p.stderr))
+    print("export_inputs ok: synthetic loss %.3f -> %.3f" % (losses[0], losses[-1]))
+
+
 def kill(iterations):
     must(["gen"] + GEN["resnet"] + ["-o", "m.onnx"])
     args = ["train", "m.onnx", "--batch", "4", "--steps", "24", "--lr", "0.02", "--threads", "2"]
@@ -412,6 +478,8 @@ def main():
         roundtrip(sys.argv[3])
     elif what == "nan":
         nan()
+    elif what == "export_inputs":
+        export_inputs()
     elif what == "save_bf16":
         save_bf16(sys.argv[3])
     elif what == "fp16":

@@ -314,7 +314,10 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
         if ((k = pick(a->s, losses, 3)) < 0) return "--loss must be auto, ce or mse";
         c->train.loss = k == 0 ? SC_LOSS_AUTO : k == 1 ? SC_LOSS_CROSS_ENTROPY : SC_LOSS_MSE;
     }
-    c->data_path = args_get(s, "data")->s;
+    arg_opt *data = args_get(s, "data");
+    if (data->n_list > 8) return "--data is given more than 8 times";
+    c->data_path = data->n_list ? data->list[0] : NULL;
+    for (int i = 1; i < data->n_list; i++) c->more_data[c->n_more_data++] = data->list[i];
     c->labels_path = args_get(s, "labels")->s;
     c->tokens_path = args_get(s, "tokens")->s;
     if (c->tokens_path && (c->data_path || c->labels_path)) return "give --data/--labels or --tokens, not both";
@@ -362,7 +365,9 @@ int cmd_train(int argc, char **argv) {
         {.name = "seed", .kind = ARG_INT, .metavar = "N", .help = "seed of data, shuffling and dropout (default 0)"},
         {.name = "freeze", .kind = ARG_STR, .metavar = "REGEX", .help = "parameters whose name matches are not trained"},
         {.name = "loss", .kind = ARG_STR, .metavar = "auto|ce|mse", .help = "loss head (default: from the output shape)"},
-        {.name = "data", .kind = ARG_STR, .metavar = "X.npy", .help = "model input samples [N, ...]"},
+        {.name = "data", .kind = ARG_LIST, .metavar = "[NAME=]X.npy",
+         .help = "model input samples [N, ...]: the one data input, or the input NAME (repeatable; attention masks "
+                 "and position ids left out get all ones and 0..T-1)"},
         {.name = "labels", .kind = ARG_STR, .metavar = "Y.npy", .help = "loss targets [N, ...]"},
         {.name = "tokens", .kind = ARG_STR, .metavar = "FILE.bin", .help = "flat token ids for a language model"},
         {.name = "token-dtype", .kind = ARG_STR, .metavar = "uint16|int32", .help = "dtype of --tokens (default uint16)"},

@@ -85,6 +85,31 @@ static int64_t sample_numel(const sc_desc *d) {
 
 /* ---- model side: which inputs are data, what the labels mean ---- */
 
+static bool name_has(const char *name, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = name; *p; p++) {
+        size_t k = 0;
+        while (k < n && p[k] && (p[k] | 0x20) == word[k]) k++;
+        if (k == n) return true;
+    }
+    return false;
+}
+
+/* Integer inputs named as masks or positions (attention_mask, position_ids) are not data to draw. */
+static td_role input_role(const sc_value *v) {
+    if (!dtype_is_int(v->desc.dtype) || v->desc.rank < 2) return TD_ROLE_DATA;
+    if (name_has(v->name, "mask")) return TD_ROLE_MASK;
+    if (name_has(v->name, "position")) return TD_ROLE_POSITIONS;
+    return TD_ROLE_DATA;
+}
+
+/* Row `row` of a mask (all ones) or position input (0..T-1 along its last dim). */
+static void role_default(const train_data *d, int j, sc_tensor *x, int64_t row) {
+    int64_t n = sample_numel(&x->desc), last = x->desc.dims[x->desc.rank - 1];
+    for (int64_t e = 0; e < n; e++)
+        elem_set(x->data, x->desc.dtype, row * n + e, d->role[j] == TD_ROLE_MASK ? 1.0 : (double)(e % last));
+}
+
 static sc_status model_describe(train_data *d, const sc_graph *g, const sc_training_graph *tg,
                                 const sc_trainer_config *cfg) {
     d->labels = tg->labels;
@@ -100,6 +125,7 @@ static sc_status model_describe(train_data *d, const sc_graph *g, const sc_train
                              val->name, sc_desc_str(&val->desc, s, sizeof s), (long long)d->batch);
         }
         d->vocab[d->n_data] = dtype_is_int(val->desc.dtype) ? graph_gather_rows(g, v) : 0;
+        d->role[d->n_data] = input_role(val);
         d->data_inputs[d->n_data++] = v;
     }
     const sc_desc *ld = &g->values[tg->labels].desc, *od = &g->values[tg->output].desc;
@@ -203,7 +229,9 @@ static void synthetic_sample(train_data *d, const sc_graph *g, int64_t idx, int6
         if (d->lm && j == d->lm_input) continue;
         sc_tensor *x = &feeds[pos[j]];
         int64_t xn = sample_numel(&x->desc);
-        if (d->proto[j]) {
+        if (d->role[j] != TD_ROLE_DATA) {
+            role_default(d, j, x, row);
+        } else if (d->proto[j]) {
             bool pix = pix_ok && x->desc.rank >= 3;
             for (int64_t e = 0; e < xn; e++) {
                 int64_t ce = pix ? block_class(blocks, &x->desc, e) : c;
@@ -260,25 +288,66 @@ static sc_status npy_check_rows(const sc_tensor *t, const sc_desc *want, const c
     return SC_OK;
 }
 
+/* The data input entry "NAME=x.npy" or "x.npy" feeds (index into d->data_inputs), *path its file. */
+static sc_status npy_target(const train_data *d, const sc_graph *g, const char *entry, int *j, const char **path) {
+    const char *eq = strchr(entry, '=');
+    *path = eq ? eq + 1 : entry;
+    *j = -1;
+    if (eq) {
+        for (int k = 0; k < d->n_data; k++)
+            if (strlen(g->values[d->data_inputs[k]].name) == (size_t)(eq - entry) &&
+                !strncmp(g->values[d->data_inputs[k]].name, entry, (size_t)(eq - entry)))
+                *j = k;
+        if (*j < 0) return sc_errorf("--data %s: the model has no data input '%.*s'", entry, (int)(eq - entry), entry);
+        return SC_OK;
+    }
+    for (int k = 0; k < d->n_data; k++) {
+        if (d->role[k] != TD_ROLE_DATA) continue;
+        if (*j >= 0)
+            return sc_errorf("--data %s: the model has several data inputs ('%s', '%s', ...): give --data NAME=FILE.npy "
+                             "for each", entry, g->values[d->data_inputs[*j]].name, g->values[d->data_inputs[k]].name);
+        *j = k;
+    }
+    if (*j < 0) return sc_errorf("--data %s: the model has no data input to feed", entry);
+    return SC_OK;
+}
+
+static sc_status npy_input(train_data *d, const sc_graph *g, int j, const char *path, const char *labels_path) {
+    const sc_desc *xd = &g->values[d->data_inputs[j]].desc;
+    if (d->xs[j].data) return sc_errorf("%s: input '%s' is given twice", path, g->values[d->data_inputs[j]].name);
+    SC_TRY(sc_npy_read(path, &d->xs[j]));
+    SC_TRY(npy_check_rows(&d->xs[j], xd, path, "data"));
+    if (d->xs[j].desc.dims[0] != d->y.desc.dims[0])
+        return sc_errorf("%s holds %lld samples but %s holds %lld", path, (long long)d->xs[j].desc.dims[0], labels_path,
+                         (long long)d->y.desc.dims[0]);
+    if (dtype_is_int(xd->dtype) && d->vocab[j] > 0) SC_TRY(check_ids(&d->xs[j], path, "token id", d->vocab[j], false, 0));
+    if (d->role[j] == TD_ROLE_MASK) SC_TRY(check_ids(&d->xs[j], path, "mask value", 2, false, 0));
+    return tensor_convert(&d->xs[j], xd->dtype, path);
+}
+
 static sc_status npy_open(train_data *d, const sc_graph *g, const sc_trainer_config *cfg) {
-    if (d->n_data != 1)
-        return sc_errorf("--data feeds one model input but the model has %d data inputs", d->n_data);
     if (!cfg->labels_path) return sc_errorf("--data %s needs --labels with the loss targets", cfg->data_path);
-    const sc_desc *xd = &g->values[d->data_inputs[0]].desc, *ld = &g->values[d->labels].desc;
-    SC_TRY(sc_npy_read(cfg->data_path, &d->x));
-    SC_TRY(npy_check_rows(&d->x, xd, cfg->data_path, "data"));
+    const sc_desc *ld = &g->values[d->labels].desc;
     SC_TRY(sc_npy_read(cfg->labels_path, &d->y));
     SC_TRY(npy_check_rows(&d->y, ld, cfg->labels_path, "labels"));
-    if (d->x.desc.dims[0] != d->y.desc.dims[0])
-        return sc_errorf("%s holds %lld samples but %s holds %lld", cfg->data_path, (long long)d->x.desc.dims[0],
-                         cfg->labels_path, (long long)d->y.desc.dims[0]);
-    if (dtype_is_int(xd->dtype) && d->vocab[0] > 0)
-        SC_TRY(check_ids(&d->x, cfg->data_path, "token id", d->vocab[0], false, 0));
     if (d->classes) SC_TRY(check_ids(&d->y, cfg->labels_path, "class id", d->classes, true, d->ignore_index));
-    SC_TRY(tensor_convert(&d->x, xd->dtype, cfg->data_path));
     SC_TRY(tensor_convert(&d->y, ld->dtype, cfg->labels_path));
-    d->n = d->x.desc.dims[0];
-    snprintf(d->desc, sizeof d->desc, "%s + %s (%lld samples)", cfg->data_path, cfg->labels_path, (long long)d->n);
+    const char *entries[8] = {cfg->data_path};
+    int n = 1;
+    for (int i = 0; i < cfg->n_more_data && n < 8; i++) entries[n++] = cfg->more_data[i];
+    for (int i = 0; i < n; i++) {
+        int j;
+        const char *path;
+        SC_TRY(npy_target(d, g, entries[i], &j, &path));
+        SC_TRY(npy_input(d, g, j, path, cfg->labels_path));
+    }
+    for (int j = 0; j < d->n_data; j++)
+        if (!d->xs[j].data && d->role[j] == TD_ROLE_DATA)
+            return sc_errorf("input '%s' has no data: give --data %s=FILE.npy", g->values[d->data_inputs[j]].name,
+                             g->values[d->data_inputs[j]].name);
+    d->n = d->y.desc.dims[0];
+    snprintf(d->desc, sizeof d->desc, "%s%s + %s (%lld samples)", cfg->data_path, n > 1 ? " and more" : "",
+             cfg->labels_path, (long long)d->n);
     return SC_OK;
 }
 
@@ -298,13 +367,15 @@ static sc_status file_read_all(const char *path, void **data, int64_t *size) {
     return st;
 }
 
-static sc_status tokens_open(train_data *d, const sc_trainer_config *cfg) {
+static sc_status tokens_open(train_data *d, const sc_graph *g, const sc_trainer_config *cfg) {
     const char *path = cfg->tokens_path;
     if (!d->lm)
         return sc_errorf("--tokens needs a language model (integer ids [B,T] in, logits [B,T,V] out, "
                          "cross-entropy loss); this model is not one");
-    if (d->n_data != 1)
-        return sc_errorf("--tokens feeds the token ids only, but the model has %d data inputs", d->n_data);
+    for (int j = 0; j < d->n_data; j++)
+        if (j != d->lm_input && d->role[j] == TD_ROLE_DATA)
+            return sc_errorf("--tokens feeds the token ids; the model's input '%s' is neither an attention mask nor "
+                             "position ids: train with --data NAME=FILE.npy for each input", g->values[d->data_inputs[j]].name);
     if (cfg->token_dtype != SC_U16 && cfg->token_dtype != SC_I32)
         return sc_errorf("token files hold uint16 or int32 ids, not %s", sc_dtype_name(cfg->token_dtype));
     int64_t bytes = 0;
@@ -375,7 +446,7 @@ sc_status train_data_open(train_data *d, const sc_graph *g, const sc_training_gr
     if (!st) {
         if (cfg->tokens_path) {
             d->kind = TD_TOKENS;
-            st = tokens_open(d, cfg);
+            st = tokens_open(d, g, cfg);
         } else if (cfg->data_path) {
             d->kind = TD_NPY;
             st = npy_open(d, g, cfg);
@@ -403,10 +474,17 @@ sc_status train_data_fill(train_data *d, const sc_graph *g, uint64_t sample, sc_
         switch (d->kind) {
         case TD_SYNTHETIC: synthetic_sample(d, g, idx, b, feeds, pos, labels_pos); break;
         case TD_NPY:
-            npy_row(&d->x, idx, &feeds[pos[0]], b);
+            for (int j = 0; j < d->n_data; j++) {
+                if (d->xs[j].data) npy_row(&d->xs[j], idx, &feeds[pos[j]], b);
+                else role_default(d, j, &feeds[pos[j]], b);
+            }
             npy_row(&d->y, idx, &feeds[labels_pos], b);
             break;
-        case TD_TOKENS: token_window(d, idx, b, &feeds[pos[d->lm_input]], &feeds[labels_pos]); break;
+        case TD_TOKENS:
+            token_window(d, idx, b, &feeds[pos[d->lm_input]], &feeds[labels_pos]);
+            for (int j = 0; j < d->n_data; j++)
+                if (j != d->lm_input) role_default(d, j, &feeds[pos[j]], b);
+            break;
         }
     }
     return SC_OK;
@@ -416,7 +494,7 @@ void train_data_close(train_data *d) {
     for (int j = 0; j < 8; j++) free(d->proto[j]);
     free(d->target);
     free(d->succ);
-    free(d->x.data);
+    for (int j = 0; j < 8; j++) free(d->xs[j].data);
     free(d->y.data);
     free(d->tokens);
     free(d->perm);

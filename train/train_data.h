@@ -18,9 +18,14 @@
  *     noise, proto and target are normal(0,1). Integer inputs other than language-model ids are
  *     uniform in [0, V) (V the embedding's rows, else 10). The data is learnable, so a demo run
  *     shows the loss going down.
- *   .npy: data [N, <input dims 1..>] feeds the model's one data input, labels [N, <label dims 1..>]
- *     the loss; values are converted to the graph dtypes; class ids must lie in [0, C) or equal the
- *     ignore index and token ids in [0, V), else an error names the file and the flat index.
+ *   .npy: data [N, <input dims 1..>] feeds the model's one data input ("x.npy"), or the input it names
+ *     ("NAME=x.npy", one per input); labels [N, <label dims 1..>] the loss; values are converted to
+ *     the graph dtypes; class ids must lie in [0, C) or equal the ignore index and token ids in
+ *     [0, V), else an error names the file and the flat index. Mask and position inputs without a
+ *     file get their defaults; any other input without one is an error naming it.
+ * Language models are recognised through Reshape, Cast, Unsqueeze, Squeeze, Flatten or Identity
+ * between the ids input and the embedding Gather (graph_gather_rows), as exporters write them, and
+ * --tokens feeds the ids while masks and positions get their defaults.
  *   token file: little-endian uint16 or int32 ids; sample i is the window tok[i*T .. i*T+T] (T+1
  *     tokens): input = window[:-1], labels = window[1:]; N = (n_tokens - 1) / T.
  */
@@ -32,6 +37,9 @@
 #define TD_SYNTHETIC_N 1024
 
 typedef enum { TD_SYNTHETIC, TD_NPY, TD_TOKENS } td_kind;
+/* An integer input named like "attention_mask" is a mask and one named like "position_ids" holds
+ * positions: without a file of their own they get all ones (attend everywhere) and 0..T-1. */
+typedef enum { TD_ROLE_DATA, TD_ROLE_MASK, TD_ROLE_POSITIONS } td_role;
 
 typedef struct {
     td_kind kind;
@@ -41,6 +49,7 @@ typedef struct {
     int n_data;            /* data inputs (graph inputs other than labels, lr, step) */
     int data_inputs[8];    /* value ids */
     int64_t vocab[8];      /* rows of the embedding an integer input indexes (0: none) */
+    td_role role[8];       /* what an input carries (data, an attention mask, position ids) */
     int labels;            /* value id */
     int64_t classes;       /* C for cross-entropy, 0 for MSE */
     int64_t ignore_index;
@@ -53,8 +62,9 @@ typedef struct {
     float *proto[8];       /* per float input: k x (input sample numel) */
     float *target;         /* MSE: k x (label sample numel) */
     int64_t *succ;         /* language model: V successors */
-    /* .npy arrays converted to the graph dtypes, or the token file */
-    sc_tensor x, y;
+    /* .npy arrays converted to the graph dtypes (xs[j] for data input j, data NULL when the input
+     * gets its role's default), or the token file */
+    sc_tensor xs[8], y;
     void *tokens;
     int64_t n_tokens;
     sc_dtype token_dtype;

@@ -42,8 +42,12 @@ static double train_loss_value(const sc_tensor *t) {
 }
 
 static sc_status strings_copy(sc_trainer *t) {
-    const char **fields[] = {&t->cfg.model_path, &t->cfg.data_path, &t->cfg.labels_path, &t->cfg.tokens_path,
-                             &t->cfg.resume_dir, &t->cfg.train.freeze_regex};
+    const char **fields[] = {&t->cfg.model_path,   &t->cfg.data_path,    &t->cfg.labels_path,  &t->cfg.tokens_path,
+                             &t->cfg.resume_dir,   &t->cfg.train.freeze_regex, &t->cfg.more_data[0], &t->cfg.more_data[1],
+                             &t->cfg.more_data[2], &t->cfg.more_data[3], &t->cfg.more_data[4], &t->cfg.more_data[5],
+                             &t->cfg.more_data[6]};
+    if (t->cfg.n_more_data < 0 || t->cfg.n_more_data > 7) return sc_errorf("at most 8 --data files");
+    for (int i = t->cfg.n_more_data; i < 7; i++) t->cfg.more_data[i] = NULL;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (!*fields[i]) continue;
         t->strings[i] = strdup(*fields[i]);

@@ -58,8 +58,12 @@ typedef struct {
     uint64_t seed;          /* data, shuffling and dropout */
     sc_train_options train; /* loss, optimizer, clipping, freezing (autodiff/autodiff.h) */
     /* Data (train_data.h): all NULL = synthetic; data_path (+ labels_path) = .npy arrays;
-     * tokens_path = a flat file of little-endian token ids of token_dtype (SC_U16 or SC_I32). */
+     * tokens_path = a flat file of little-endian token ids of token_dtype (SC_U16 or SC_I32).
+     * data_path is "x.npy" (the model's one data input) or "NAME=x.npy"; more_data holds further
+     * "NAME=x.npy" entries, one per input (n_more_data of them). */
     const char *data_path, *labels_path;
+    const char *more_data[7];
+    int n_more_data;
     const char *tokens_path;
     sc_dtype token_dtype;
     const char *resume_dir; /* load DIR/state.bin after building the session */

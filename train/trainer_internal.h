@@ -9,7 +9,7 @@
 
 struct sc_trainer {
     sc_trainer_config cfg; /* strings point into `strings` */
-    char *strings[8];
+    char *strings[16];
     sc_model *model;
     sc_training_graph tg;
     train_data data;
