@@ -96,8 +96,8 @@ void scorch_options_free(scorch_options *o);
 /* Sets one option; the key names and values are those of `scorch-run train --help` without the
  * dashes: batch, seq, steps, epochs, lr, optimizer (sgd|adamw), momentum, weight-decay, nesterov
  * (1|0), schedule (constant|cosine), warmup, clip, seed, freeze (a regex), loss (auto|ce|mse),
- * data and labels (.npy files), tokens (a token file), token-dtype (uint16|int32), threads,
- * device (cpu|cuda|auto), tf32 (1|0), precision (fp32|bf16|fp16), loss-scale and
+ * data ([NAME=]x.npy: one model input) and labels (.npy files), tokens (a token file), token-dtype
+ * (uint16|int32), threads, device (cpu|cuda|auto), tf32 (1|0), precision (fp32|bf16|fp16), loss-scale and
  * loss-scale-interval (fp16's dynamic loss scaling), save-precision (fp32|bf16: the trained
  * model's weights), memory (a size: 512MiB, 2GiB, bytes), strategy (none|sqrt|dc|optimal|auto),
  * offload (none|weights|activations|both|auto), optimizer-on (host|device|auto), link-bandwidth
