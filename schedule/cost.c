@@ -24,32 +24,56 @@ double cost_node_time(const sc_cost_model *m, const sc_graph *g, int node) {
 
 double cost_transfer_time(const sc_cost_model *m, int64_t bytes) { return (double)bytes / m->link_bandwidth; }
 
-static bool is_norm(sc_op op) {
+typedef enum { FAM_ELEM, FAM_CONV, FAM_CONV_GRAD, FAM_GEMM, FAM_NORM, FAM_NORM_GRAD, FAM_POOL } op_family;
+
+static op_family family_of(sc_op op) {
     switch (op) {
+    case SC_OP_CONV: return FAM_CONV;
+    case SC_OP_CONV_GRAD: return FAM_CONV_GRAD;
+    case SC_OP_MATMUL:
+    case SC_OP_GEMM: return FAM_GEMM;
     case SC_OP_BATCH_NORM:
-    case SC_OP_BATCH_NORM_GRAD:
     case SC_OP_LAYER_NORM:
-    case SC_OP_LAYER_NORM_GRAD:
     case SC_OP_SOFTMAX:
+    case SC_OP_LOG_SOFTMAX: return FAM_NORM;
+    case SC_OP_BATCH_NORM_GRAD:
+    case SC_OP_LAYER_NORM_GRAD:
     case SC_OP_SOFTMAX_GRAD:
-    case SC_OP_LOG_SOFTMAX:
-    case SC_OP_LOG_SOFTMAX_GRAD: return true;
-    default: return false;
+    case SC_OP_LOG_SOFTMAX_GRAD: return FAM_NORM_GRAD;
+    case SC_OP_MAX_POOL:
+    case SC_OP_AVERAGE_POOL:
+    case SC_OP_MAX_POOL_GRAD:
+    case SC_OP_AVERAGE_POOL_GRAD: return FAM_POOL;
+    default: return FAM_ELEM;
     }
+}
+
+/* Whether a Conv / ConvGrad node's weights (input 1 of Conv, 2 of ConvGrad) have a 1x1... kernel. */
+static bool kernel_is_1x1(const sc_graph *g, const sc_node *n) {
+    int w = n->op == SC_OP_CONV ? 1 : 2;
+    if (w >= n->n_in || n->in[w] < 0) return false;
+    const sc_desc *d = &g->values[n->in[w]].desc;
+    for (int i = 2; i < d->rank; i++)
+        if (d->dims[i] != 1) return false;
+    return d->rank > 2;
 }
 
 void cost_profile_node_times(const sc_cost_profile *p, const sc_graph *g, double *node_time) {
     for (int i = 0; i < g->n_nodes; i++) {
-        sc_op op = g->nodes[i].op;
-        sc_op_cost c = sc_node_cost(g, &g->nodes[i]);
-        double t;
-        if (op == SC_OP_CONV) t = c.flops / p->conv_flops;
-        else if (op == SC_OP_CONV_GRAD) t = c.flops / p->conv_grad_flops;
-        else if (op == SC_OP_MATMUL || op == SC_OP_GEMM) t = c.flops / p->gemm_flops;
-        else if (is_norm(op)) t = (double)(int64_t)c.bytes / p->norm_bandwidth;
-        else {
-            double te = c.flops / p->elem_rate, tb = (double)(int64_t)c.bytes / p->mem_bandwidth;
+        const sc_node *n = &g->nodes[i];
+        sc_op_cost c = sc_node_cost(g, n);
+        double bytes = (double)(int64_t)c.bytes, t;
+        switch (family_of(n->op)) {
+        case FAM_CONV: t = c.flops / (kernel_is_1x1(g, n) ? p->conv1x1_flops : p->conv_flops); break;
+        case FAM_CONV_GRAD: t = c.flops / (kernel_is_1x1(g, n) ? p->conv1x1_grad_flops : p->conv_grad_flops); break;
+        case FAM_GEMM: t = c.flops / p->gemm_flops; break;
+        case FAM_NORM: t = bytes / p->norm_bandwidth; break;
+        case FAM_NORM_GRAD: t = bytes / p->norm_grad_bandwidth; break;
+        case FAM_POOL: t = c.flops / p->pool_rate; break;
+        default: {
+            double te = c.flops / p->elem_rate, tb = bytes / p->mem_bandwidth;
             t = te > tb ? te : tb;
+        }
         }
         node_time[i] = p->node_overhead + t;
     }

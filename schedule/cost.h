@@ -35,19 +35,22 @@ typedef struct {
 
 /* A machine's measured throughput per op family, in place of the constants above (measured once per
  * machine and cached by train/cost_profile.c):
- *   Conv:              flops / conv_flops
- *   ConvGrad:          flops / conv_grad_flops
+ *   Conv / ConvGrad:   flops / conv_flops, conv_grad_flops; with 1x1 kernels (a GEMM of lower
+ *                      arithmetic intensity) conv1x1_flops, conv1x1_grad_flops
  *   MatMul, Gemm:      flops / gemm_flops
- *   normalisations:    bytes / norm_bandwidth  (BatchNormalization, LayerNormalization, Softmax,
- *                      LogSoftmax and their gradients: several passes over their bytes)
+ *   normalisations:    bytes / norm_bandwidth (BatchNormalization, LayerNormalization, Softmax,
+ *                      LogSoftmax: several passes over their bytes), their gradients bytes /
+ *                      norm_grad_bandwidth
+ *   pools and grads:   flops (the window work) / pool_rate
  *   every other op:    max(flops / elem_rate, bytes / mem_bandwidth)  (flops: the elements it touches)
  * plus node_overhead per node (the kernel call). All 0: not measured. */
 typedef struct {
-    double conv_flops, conv_grad_flops, gemm_flops; /* FLOP/s */
-    double norm_bandwidth;                          /* B/s */
-    double elem_rate;                               /* elements touched per second */
-    double mem_bandwidth;                           /* B/s */
-    double node_overhead;                           /* s */
+    double conv_flops, conv_grad_flops, conv1x1_flops, conv1x1_grad_flops, gemm_flops; /* FLOP/s */
+    double norm_bandwidth, norm_grad_bandwidth;                                         /* B/s */
+    double pool_rate;                                                                   /* window elements/s */
+    double elem_rate;                                                                   /* elements touched/s */
+    double mem_bandwidth;                                                               /* B/s */
+    double node_overhead;                                                               /* s */
 } sc_cost_profile;
 
 /* node_time[i] for every node of g under profile p (the per-node array sc_plan_options.node_time

@@ -51,9 +51,9 @@ def main():
     files = glob.glob(os.path.join(cache, "cost-profile-*.txt"))
     if first["cost_model"] != "profile" or len(files) != 1:
         fail("first plan: cost_model %s, cache files %s" % (first["cost_model"], files))
-    lines = open(files[0]).read().split()
-    figures = [float(lines[i + 1]) for i, w in enumerate(lines) if w.endswith(("_flops", "_rate", "_bandwidth", "_overhead"))]
-    if len(figures) != 7 or min(figures[:6]) <= 0 or figures[6] < 0:
+    rows = [l.split() for l in open(files[0]).read().splitlines()[1:]]
+    figures = {r[0]: float(r[1]) for r in rows if len(r) == 2}
+    if len(figures) < 7 or any(v <= 0 for k, v in figures.items() if k != "node_overhead") or figures.get("node_overhead", -1) < 0:
         fail("cache file %s holds %s" % (files[0], open(files[0]).read()))
     stamp = os.path.getmtime(files[0])
     second = plan(scorch, model, cache)
@@ -63,8 +63,9 @@ def main():
     text = run(scorch, ["plan", model, "--batch", "4"], cache).stdout
     if "cost profile (cached in" not in text:
         fail("plan does not say the profile came from the cache:\n" + text)
+    header = open(files[0]).read().splitlines()[0]
     with open(files[0], "w") as f:
-        f.write("scorch cost profile 2\nconv_flops -1 garbage\n")
+        f.write(header + "\nconv_flops -1 garbage\n")
     text = run(scorch, ["plan", model, "--batch", "4"], cache).stdout
     if "measured now, cached in" not in text or "garbage" in open(files[0]).read():
         fail("a damaged cache was not measured again and rewritten:\n" + text)
@@ -80,7 +81,7 @@ def main():
     p = run(scorch, ["train", model, "--batch", "4", "--steps", "1", "--memory", "64MiB", "-o",
                      os.path.join(work, "t.onnx")], cache)
     print("cost profile ok: %s; predicted %.4g s with it, %.4g s with the constants"
-          % (open(files[0]).read().splitlines()[1], first["predicted_time"], off["predicted_time"]))
+          % (figures, first["predicted_time"], off["predicted_time"]))
 
 
 if __name__ == "__main__":

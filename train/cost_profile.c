@@ -17,7 +17,7 @@
 #include "include/scorch.h"
 
 #define PROFILE_RUNS 7
-#define PROFILE_FORMAT "scorch cost profile 2"
+#define PROFILE_FORMAT "scorch cost profile 3"
 
 /* ---- one op, timed through the backend's node evaluator ---- */
 
@@ -110,25 +110,39 @@ static sc_desc desc4(int64_t a, int64_t b, int64_t c, int64_t d) {
 
 static sc_desc desc1(int64_t n) { return (sc_desc){.dtype = SC_F32, .rank = 1, .dims = {n}}; }
 
-/* Sizes typical of a training step's tensors: a 3x3 convolution of a ResNet stage, a transformer
- * block's projection, and element-wise operands of 4 MB (activations of that size are mostly
- * served from the last-level cache, as in a step). */
+static sc_attrs window_attrs(int64_t k, int64_t stride, int64_t pad, bool kernel_shape) {
+    sc_attrs a = {0};
+    a.window.n_spatial = 2;
+    a.window.group = 1;
+    a.window.has_kernel_shape = kernel_shape;
+    for (int i = 0; i < 2; i++) {
+        a.window.kernel_shape[i] = kernel_shape ? k : 0;
+        a.window.strides[i] = stride;
+        a.window.dilations[i] = 1;
+        a.window.pads[i] = a.window.pads[2 + i] = pad;
+    }
+    return a;
+}
+
+/* Sizes typical of a training step's tensors: ResNet-stage convolutions (3x3 and 1x1) and their
+ * gradients, a transformer block's projection, a batch norm and its gradient over 6.4M elements, a
+ * stride-2 3x3 max pool and its gradient, and element-wise operands of 16 MB. */
 static sc_status measure_with(const sc_node_evaluator *ev, sc_cost_profile *p) {
     sc_op_cost c;
     double t;
-    sc_attrs conv = {0};
-    conv.window.n_spatial = 2;
-    conv.window.group = 1;
-    for (int i = 0; i < 2; i++) {
-        conv.window.strides[i] = conv.window.dilations[i] = 1;
-        conv.window.pads[i] = conv.window.pads[2 + i] = 1;
-    }
+    sc_attrs conv = window_attrs(3, 1, 1, false), conv1 = window_attrs(1, 1, 0, false);
     sc_desc cin[2] = {desc4(8, 64, 56, 56), desc4(64, 64, 3, 3)};
     SC_TRY(bench_op_time(ev, SC_OP_CONV, &conv, cin, 2, 1, 1, &t, &c));
     p->conv_flops = c.flops / t;
     sc_desc gin[3] = {desc4(8, 64, 56, 56), desc4(8, 64, 56, 56), desc4(64, 64, 3, 3)}; /* dY, X, W */
     SC_TRY(bench_op_time(ev, SC_OP_CONV_GRAD, &conv, gin, 3, 3, 1, &t, &c));
     p->conv_grad_flops = c.flops / t;
+    sc_desc c1in[2] = {desc4(8, 256, 28, 28), desc4(64, 256, 1, 1)};
+    SC_TRY(bench_op_time(ev, SC_OP_CONV, &conv1, c1in, 2, 1, 1, &t, &c));
+    p->conv1x1_flops = c.flops / t;
+    sc_desc g1in[3] = {desc4(8, 64, 28, 28), desc4(8, 256, 28, 28), desc4(64, 256, 1, 1)};
+    SC_TRY(bench_op_time(ev, SC_OP_CONV_GRAD, &conv1, g1in, 3, 3, 1, &t, &c));
+    p->conv1x1_grad_flops = c.flops / t;
     sc_desc mm[2] = {{.dtype = SC_F32, .rank = 2, .dims = {256, 1024}}, {.dtype = SC_F32, .rank = 2, .dims = {1024, 256}}};
     SC_TRY(bench_op_time(ev, SC_OP_MATMUL, NULL, mm, 2, 1, 1, &t, &c));
     p->gemm_flops = c.flops / t;
@@ -137,6 +151,17 @@ static sc_status measure_with(const sc_node_evaluator *ev, sc_cost_profile *p) {
     sc_desc bin[5] = {desc4(8, 256, 28, 28), desc1(256), desc1(256), desc1(256), desc1(256)};
     SC_TRY(bench_op_time(ev, SC_OP_BATCH_NORM, &bn, bin, 5, 3, 1, &t, &c));
     p->norm_bandwidth = c.bytes / t;
+    sc_desc bgin[3] = {desc4(8, 256, 28, 28), desc4(8, 256, 28, 28), desc1(256)}; /* dY, X, scale */
+    SC_TRY(bench_op_time(ev, SC_OP_BATCH_NORM_GRAD, &bn, bgin, 3, 3, 1, &t, &c));
+    p->norm_grad_bandwidth = c.bytes / t;
+    sc_attrs pool = window_attrs(3, 2, 1, true);
+    sc_desc pin[1] = {desc4(8, 64, 112, 112)};
+    SC_TRY(bench_op_time(ev, SC_OP_MAX_POOL, &pool, pin, 1, 1, 1, &t, &c));
+    double fwd_rate = c.flops / t;
+    sc_desc pgin[2] = {desc4(8, 64, 56, 56), desc4(8, 64, 112, 112)}; /* dY, X */
+    SC_TRY(bench_op_time(ev, SC_OP_MAX_POOL_GRAD, &pool, pgin, 2, 1, 1, &t, &c));
+    double grad_rate = c.flops / t;
+    p->pool_rate = 2 / (1 / fwd_rate + 1 / grad_rate); /* one rate for both: their harmonic mean */
     sc_desc big[2] = {desc1(1 << 22), desc1(1 << 22)};
     SC_TRY(bench_op_time(ev, SC_OP_ADD, NULL, big, 2, 1, 1, &t, &c));
     p->mem_bandwidth = c.bytes / t;
@@ -147,6 +172,12 @@ static sc_status measure_with(const sc_node_evaluator *ev, sc_cost_profile *p) {
     return SC_OK;
 }
 
+static bool profile_valid(const sc_cost_profile *p) {
+    return p->conv_flops > 0 && p->conv_grad_flops > 0 && p->conv1x1_flops > 0 && p->conv1x1_grad_flops > 0 &&
+           p->gemm_flops > 0 && p->norm_bandwidth > 0 && p->norm_grad_bandwidth > 0 && p->pool_rate > 0 &&
+           p->elem_rate > 0 && p->mem_bandwidth > 0 && p->node_overhead >= 0;
+}
+
 sc_status sc_cost_profile_measure(int threads, sc_cost_profile *p) {
     memset(p, 0, sizeof *p);
     sc_backend *be = NULL;
@@ -155,8 +186,7 @@ sc_status sc_cost_profile_measure(int threads, sc_cost_profile *p) {
     if (threads > 0) be->iface->set_threads(be, threads);
     sc_status st = measure_with(be->iface->evaluator(be), p);
     backend_destroy(be);
-    if (!st && !(p->conv_flops > 0 && p->conv_grad_flops > 0 && p->gemm_flops > 0 && p->norm_bandwidth > 0 &&
-                 p->mem_bandwidth > 0 && p->elem_rate > 0))
+    if (!st && !profile_valid(p))
         st = sc_errorf("the cost profile's micro-benchmarks measured a zero time");
     return st;
 }
@@ -200,27 +230,29 @@ static void cache_dir(char *out, size_t n) {
     if (mkdir(out, 0777) != 0 && errno != EEXIST) out[0] = 0;
 }
 
+/* The figures as they appear in the cache file, in order. */
+#define PROFILE_FIELDS(X)                                                                                    \
+    X(conv_flops) X(conv_grad_flops) X(conv1x1_flops) X(conv1x1_grad_flops) X(gemm_flops) X(norm_bandwidth) \
+        X(norm_grad_bandwidth) X(pool_rate) X(elem_rate) X(mem_bandwidth) X(node_overhead)
+
 static bool profile_parse(const char *path, sc_cost_profile *p) {
     FILE *f = fopen(path, "r");
     if (!f) return false;
-    char head[64] = {0};
-    bool ok = fgets(head, sizeof head, f) && !strncmp(head, PROFILE_FORMAT, strlen(PROFILE_FORMAT)) &&
-              fscanf(f, "conv_flops %lf conv_grad_flops %lf gemm_flops %lf norm_bandwidth %lf elem_rate %lf "
-                        "mem_bandwidth %lf node_overhead %lf",
-                     &p->conv_flops, &p->conv_grad_flops, &p->gemm_flops, &p->norm_bandwidth, &p->elem_rate,
-                     &p->mem_bandwidth, &p->node_overhead) == 7;
+    char head[64] = {0}, name[64];
+    bool ok = fgets(head, sizeof head, f) && !strncmp(head, PROFILE_FORMAT, strlen(PROFILE_FORMAT));
+#define READ_FIELD(F) ok = ok && fscanf(f, "%63s %lf", name, &p->F) == 2 && !strcmp(name, #F);
+    PROFILE_FIELDS(READ_FIELD)
+#undef READ_FIELD
     fclose(f);
-    return ok && p->conv_flops > 0 && p->conv_grad_flops > 0 && p->gemm_flops > 0 && p->norm_bandwidth > 0 &&
-           p->elem_rate > 0 && p->mem_bandwidth > 0 && p->node_overhead >= 0;
+    return ok && profile_valid(p);
 }
 
 static sc_status profile_write(const char *path, const sc_cost_profile *p) {
-    char text[1024];
-    int k = snprintf(text, sizeof text,
-                     PROFILE_FORMAT "\nconv_flops %.17g conv_grad_flops %.17g gemm_flops %.17g norm_bandwidth %.17g "
-                                    "elem_rate %.17g mem_bandwidth %.17g node_overhead %.17g\n",
-                     p->conv_flops, p->conv_grad_flops, p->gemm_flops, p->norm_bandwidth, p->elem_rate,
-                     p->mem_bandwidth, p->node_overhead);
+    char text[2048];
+    int k = snprintf(text, sizeof text, PROFILE_FORMAT "\n");
+#define WRITE_FIELD(F) k += snprintf(text + k, sizeof text - (size_t)k, "%s %.17g\n", #F, p->F);
+    PROFILE_FIELDS(WRITE_FIELD)
+#undef WRITE_FIELD
     return sc_write_file_atomic(path, text, (size_t)k);
 }
 

@@ -1,10 +1,12 @@
 /* The cost model right by default: this machine's throughput per op family (schedule/cost.h,
  * sc_cost_profile), measured once by a micro-benchmark on the CPU backend and cached.
  *
- * What is measured (about a quarter of a second, at the thread count the run uses): a 3x3
- * convolution (batch 8, 64 -> 64 channels, 28x28) for conv_flops, a 256x1024 by 1024x256 MatMul for
- * gemm_flops, an Add of two 4M-element vectors for mem_bandwidth and elem_rate, and an Add of 16
- * elements for node_overhead; each the median of 7 runs after a warm-up.
+ * What is measured (about a second, at the thread count the run uses), each the median of 7 runs
+ * after a warm-up, with the caches flushed before each: a 3x3 convolution (batch 8, 64 -> 64
+ * channels, 56x56) and a 1x1 one (256 -> 64, 28x28) with their gradients, a 256x1024 by 1024x256
+ * MatMul, a training-mode batch norm and its gradient over [8, 256, 28, 28], a 3x3 stride-2 max pool
+ * and its gradient, an Add of two 4M-element vectors, and an Add of 16 elements for the per-node
+ * overhead (schedule/cost.h says which ops each figure times).
  *
  * The cache: one small text file per machine key in $SCORCH_CACHE_DIR, else $XDG_CACHE_HOME/scorch,
  * else ~/.cache/scorch. The key is the CPU model name (/proc/cpuinfo), the thread count and the
