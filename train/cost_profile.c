@@ -72,10 +72,9 @@ static sc_status bench_make(bench_op *b, sc_op op, const sc_attrs *attrs, const 
 /* Writes a buffer larger than the caches, so that the next run reads its inputs from memory, as an
  * op of a training step does whose inputs were made many ops ago. */
 #define FLUSH_BYTES ((size_t)96 << 20)
+static unsigned char *flush_buf; /* only while sc_cost_profile_measure runs */
 static void caches_flush(void) {
-    static unsigned char *buf;
-    if (!buf) buf = malloc(FLUSH_BYTES);
-    if (buf) memset(buf, (int)(sc_clock_seconds() * 1e6) & 0xff, FLUSH_BYTES);
+    if (flush_buf) memset(flush_buf, (int)(sc_clock_seconds() * 1e6) & 0xff, FLUSH_BYTES);
 }
 
 /* Median wall seconds of one run of b's node over PROFILE_RUNS runs after a warm-up, each with cold
@@ -184,7 +183,10 @@ sc_status sc_cost_profile_measure(int threads, sc_cost_profile *p) {
     sc_backend_config cpu = {.device = SC_DEVICE_CPU};
     SC_TRY(backend_open(&cpu, &be));
     if (threads > 0) be->iface->set_threads(be, threads);
+    flush_buf = malloc(FLUSH_BYTES); /* without it the runs see warm caches, and are a little optimistic */
     sc_status st = measure_with(be->iface->evaluator(be), p);
+    free(flush_buf);
+    flush_buf = NULL;
     backend_destroy(be);
     if (!st && !profile_valid(p))
         st = sc_errorf("the cost profile's micro-benchmarks measured a zero time");
