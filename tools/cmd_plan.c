@@ -168,19 +168,8 @@ static sc_status profile_times(const sc_graph *g, int threads, sc_plan_options *
     snprintf(where, n, "the built-in constants");
     s->cost_source = where;
     if (po->node_time) return SC_OK;
-    sc_cost_profile prof;
-    char from[1024];
-    SC_TRY(sc_cost_profile_get(threads, &prof, from, sizeof from));
-    if (!(prof.conv_flops > 0)) {
-        snprintf(where, n, "the built-in constants (%s)", from);
-        return SC_OK;
-    }
-    *times = malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
-    if (!*times) return sc_errorf("out of memory");
-    cost_profile_node_times(&prof, g, *times);
-    po->node_time = *times;
-    s->profiled = true;
-    snprintf(where, n, "this machine's cost profile (%s)", from);
+    SC_TRY(sc_cost_profile_times(threads, g, times, where, n));
+    if (*times) po->node_time = *times, s->profiled = true;
     return SC_OK;
 }
 

@@ -284,3 +284,19 @@ sc_status sc_cost_profile_get(int threads, sc_cost_profile *p, char *where, size
     }
     return SC_OK;
 }
+
+sc_status sc_cost_profile_times(int threads, const sc_graph *g, double **times, char *where, size_t where_size) {
+    *times = NULL;
+    sc_cost_profile p;
+    char from[1024];
+    SC_TRY(sc_cost_profile_get(threads, &p, from, sizeof from));
+    if (!(p.conv_flops > 0)) {
+        snprintf(where, where_size, "the built-in constants (%s)", from);
+        return SC_OK;
+    }
+    *times = malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
+    if (!*times) return sc_errorf("out of memory");
+    cost_profile_node_times(&p, g, *times);
+    snprintf(where, where_size, "this machine's cost profile (%s)", from);
+    return SC_OK;
+}

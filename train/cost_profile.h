@@ -28,6 +28,11 @@
  * "cached in PATH", "measured now, cached in PATH", or why the cache could not be written). */
 sc_status sc_cost_profile_get(int threads, sc_cost_profile *p, char *where, size_t where_size);
 
+/* Node times of g under this machine's profile (cost_profile_node_times), *times malloc'd, or NULL
+ * when profiles are off; `where` says what a plan's node times then are ("this machine's cost
+ * profile (cached in PATH)" or "the built-in constants (...)"). */
+sc_status sc_cost_profile_times(int threads, const sc_graph *g, double **times, char *where, size_t where_size);
+
 /* Measures the profile without the cache. */
 sc_status sc_cost_profile_measure(int threads, sc_cost_profile *p);
 

@@ -14,6 +14,7 @@
  * even where every fp16 gradient would be flushed to zero. BatchNormalization's running statistics
  * of a skipped step are kept, as in PyTorch, where the forward pass updates them whatever the
  * optimizer does. */
+#include <math.h>
 #include <stdio.h>
 
 #include "train/trainer_internal.h"
@@ -45,7 +46,7 @@ sc_status train_overflow_skip(sc_trainer *t, int64_t step, double loss, int bad,
     *skipped = false;
     const sc_graph *g = &t->model->graph;
     char trigger[768];
-    if (!(loss == loss) || loss - loss != 0) {
+    if (!isfinite(loss)) {
         snprintf(trigger, sizeof trigger,
                  "the loss is %g in fp16 at loss scale %g; the loss is computed before scaling, so loss scaling "
                  "cannot recover an overflow in the forward pass",

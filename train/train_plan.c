@@ -77,17 +77,10 @@ static int64_t device_capacity(const sc_trainer *t) {
 static sc_status profile_times(sc_trainer *t, sc_plan_options *o) {
     snprintf(t->cost_source, sizeof t->cost_source, "the built-in constants");
     if (t->cfg.device != SC_DEVICE_CPU || !t->cfg.use_plan) return SC_OK;
-    sc_cost_profile p;
-    char where[1024];
-    SC_TRY(sc_cost_profile_get(t->cfg.threads, &p, where, sizeof where));
-    if (!(p.conv_flops > 0)) return SC_OK;
-    const sc_graph *g = &t->model->graph;
     free(t->profile_time);
-    t->profile_time = malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
-    if (!t->profile_time) return sc_errorf("out of memory");
-    cost_profile_node_times(&p, g, t->profile_time);
-    o->node_time = t->profile_time;
-    snprintf(t->cost_source, sizeof t->cost_source, "this machine's cost profile (%s)", where);
+    SC_TRY(sc_cost_profile_times(t->cfg.threads, &t->model->graph, &t->profile_time, t->cost_source,
+                                 sizeof t->cost_source));
+    if (t->profile_time) o->node_time = t->profile_time;
     return SC_OK;
 }
 

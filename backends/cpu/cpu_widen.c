@@ -62,23 +62,18 @@ bool cpu_needs_widening(sc_op op, const sc_tensor *in, int n_in, const sc_tensor
 /* Conversions in blocks over the cores: a bf16 model's every node converts its tensors. */
 #define WIDEN_BLOCK ((int64_t)1 << 16)
 
-static void to_f32(float *dst, const uint16_t *src, int64_t n, sc_dtype from) {
+/* n elements from `from` to `to`: one of them f32, the other bf16 or f16. */
+static void convert(void *dst, const void *src, int64_t n, sc_dtype from, sc_dtype to) {
     int64_t blocks = (n + WIDEN_BLOCK - 1) / WIDEN_BLOCK;
 #pragma omp parallel for if (blocks > 1)
     for (int64_t b = 0; b < blocks; b++) {
         int64_t at = b * WIDEN_BLOCK, len = n - at < WIDEN_BLOCK ? n - at : WIDEN_BLOCK;
-        if (from == SC_F16) sc_f16_to_f32_n(dst + at, src + at, len);
-        else sc_bf16_to_f32_n(dst + at, src + at, len);
-    }
-}
-
-static void to_16bit(uint16_t *dst, const float *src, int64_t n, sc_dtype to) {
-    int64_t blocks = (n + WIDEN_BLOCK - 1) / WIDEN_BLOCK;
-#pragma omp parallel for if (blocks > 1)
-    for (int64_t b = 0; b < blocks; b++) {
-        int64_t at = b * WIDEN_BLOCK, len = n - at < WIDEN_BLOCK ? n - at : WIDEN_BLOCK;
-        if (to == SC_F16) sc_f32_to_f16_n(dst + at, src + at, len);
-        else sc_f32_to_bf16_n(dst + at, src + at, len);
+        float *f = to == SC_F32 ? (float *)dst + at : (float *)src + at;
+        uint16_t *h = to == SC_F32 ? (uint16_t *)src + at : (uint16_t *)dst + at;
+        if (from == SC_F16) sc_f16_to_f32_n(f, h, len);
+        else if (from == SC_BF16) sc_bf16_to_f32_n(f, h, len);
+        else if (to == SC_F16) sc_f32_to_f16_n(h, f, len);
+        else sc_f32_to_bf16_n(h, f, len);
     }
 }
 
@@ -91,7 +86,7 @@ static sc_status widen(const sc_tensor *t, bool fill, sc_tensor *w) {
     w->data = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (!w->data) return sc_errorf("out of memory widening a %s tensor of %lld elements", sc_dtype_name(t->desc.dtype),
                                    (long long)n);
-    if (fill) to_f32(w->data, t->data, n, t->desc.dtype);
+    if (fill) convert(w->data, t->data, n, t->desc.dtype, SC_F32);
     return SC_OK;
 }
 
@@ -108,7 +103,7 @@ sc_status cpu_run_widened(sc_cpu_kernel k, const sc_kernel_call *call) {
     }
     for (int i = 0; !st && i < n_out; i++)
         if (wout[i].data != call->out[i].data)
-            to_16bit(call->out[i].data, wout[i].data, sc_desc_numel(&call->out[i].desc), call->out[i].desc.dtype);
+            convert(call->out[i].data, wout[i].data, sc_desc_numel(&call->out[i].desc), SC_F32, call->out[i].desc.dtype);
     for (int i = 0; i < done_in; i++)
         if (win[i].data != call->in[i].data) free(win[i].data);
     for (int i = 0; i < done_out; i++)
