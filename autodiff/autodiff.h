@@ -10,6 +10,8 @@
  *   - A loss head is appended to the model output (chosen from its shape or by opt->loss), with a
  *     new graph input for the labels.
  *   - The backward graph is built by reverse traversal (autodiff_build_backward).
+ *   - With several data-parallel ranks, AllReduce nodes average the gradients over the ranks in
+ *     buckets, as backward completes them (autodiff/data_parallel.c).
  *   - One optimizer update node per trainable parameter, emitted right after its gradient is final,
  *     updating the parameter and its state in place. lr and step are scalar graph inputs fed by the
  *     trainer each step (schedules live on the host).
@@ -37,7 +39,13 @@ typedef struct {
     uint64_t dropout_seed;
     bool loss_scaling;      /* fp16: dLoss is the input loss_scale and updates read gradients times the
                                input inv_loss_scale (dynamic loss scaling, train/trainer.c) */
+    int ranks;              /* data parallel: > 1 averages the gradients over this many ranks (AllReduce
+                               nodes, autodiff/data_parallel.c) before the updates; 0 or 1: none */
+    int64_t bucket_bytes;   /* gradient bytes per AllReduce; 0 = SC_BUCKET_BYTES_DEFAULT */
 } sc_train_options;
+
+/* PyTorch DDP's bucket_cap_mb default. */
+#define SC_BUCKET_BYTES_DEFAULT ((int64_t)25 << 20)
 
 /* Sets the PyTorch defaults: cross-entropy auto, SGD momentum 0, AdamW 0.9/0.999/1e-8, wd 0. */
 void sc_train_options_default(sc_train_options *o);

@@ -35,6 +35,10 @@ void tb_output(tb_builder *b, int v);
 void tb_node_set_inputs(tb_builder *b, int node, const int *ids, int n);
 void tb_node_set_outputs(tb_builder *b, int node, const int *ids, int n);
 
+/* Moves the nodes [first, n_nodes), appended last, to just after position pos[k - first] each
+ * (stable; -1 = before every node), then relinks the graph. */
+sc_status tb_place_new_nodes(sc_graph *g, int first, const int *pos);
+
 /* loss.c: appends the loss head to model output `output` (opt->loss, or chosen from its shape);
  * creates the "labels" graph input. *loss is the scalar loss value, made a graph output. */
 sc_status loss_head_build(sc_graph *g, const sc_train_options *opt, int output, int *loss, int *labels);
@@ -42,5 +46,9 @@ sc_status loss_head_build(sc_graph *g, const sc_train_options *opt, int output, 
 /* optimizer.c: one update node per (params[i], grads[i]) placed after the gradient is final and W's
  * last reader (after every gradient when clipping), the lr and step inputs and the state values. */
 sc_status optimizer_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg);
+
+/* data_parallel.c: with opt->ranks > 1, the gradients in buckets through AllReduce nodes placed as
+ * backward completes each bucket; tg->grads become the averaged ones. */
+sc_status data_parallel_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg);
 
 #endif

@@ -300,6 +300,7 @@ static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_tra
     }
     SC_TRY(autodiff_build_backward_seeded(g, tg->loss, tg->loss_scale, tg->params, tg->n_params, tg->grads));
     params_keep_with_grads(g, tg);
+    SC_TRY(data_parallel_build(g, opt, tg)); /* before keep_grads: the averaged gradients are the ones kept */
     if (opt->keep_grads) {
         tb_builder b = {g, SC_OK};
         for (int i = 0; i < tg->n_params; i++) tb_output(&b, tg->grads[i]);

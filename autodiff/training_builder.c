@@ -143,3 +143,54 @@ void tb_node_set_outputs(tb_builder *b, int node, const int *ids, int n) {
     b->g->nodes[node].out = p;
     b->g->nodes[node].n_out = n;
 }
+
+/* nodes[i] = old nodes[src[i]] for every i, in place by following the permutation's cycles (a
+ * copy of the node array would be another GB to fault in at depth 250000). src is consumed. */
+static void nodes_permute(sc_node *nodes, int *src, int n) {
+    for (int i = 0; i < n; i++) {
+        if (src[i] == i) continue;
+        sc_node held = nodes[i];
+        int j = i;
+        while (src[j] != i) {
+            int k = src[j];
+            nodes[j] = nodes[k];
+            src[j] = j;
+            j = k;
+        }
+        nodes[j] = held;
+        src[j] = j;
+    }
+}
+
+/* A counting sort by position (positions lie in [-1, first)): a deep ResNet has ~10^6 updates whose
+ * positions come in descending order, which an insertion sort would make quadratic. */
+sc_status tb_place_new_nodes(sc_graph *g, int first, const int *pos) {
+    int n = g->n_nodes, n_upd = n - first;
+    int *src = malloc(sizeof(int) * (size_t)n); /* new position -> old node id */
+    int *order = malloc(sizeof(int) * ((size_t)n_upd + 1));
+    int *start = calloc((size_t)first + 2, sizeof(int)); /* bucket of position p is p + 1 */
+    if (!src || !order || !start) {
+        free(src);
+        free(order);
+        free(start);
+        return sc_errorf("out of memory placing new nodes");
+    }
+    for (int k = 0; k < n_upd; k++) {
+        SC_ASSERT(pos[k] >= -1 && pos[k] < first);
+        start[pos[k] + 2]++;
+    }
+    for (int p = 1; p <= first + 1; p++) start[p] += start[p - 1];
+    for (int k = 0; k < n_upd; k++) order[start[pos[k] + 1]++] = k; /* start[p+1] ends as bucket p+1's start */
+    int at = 0, u = 0;
+    while (u < n_upd && pos[order[u]] < 0) src[at++] = first + order[u++];
+    for (int i = 0; i < first; i++) {
+        src[at++] = i;
+        while (u < n_upd && pos[order[u]] == i) src[at++] = first + order[u++];
+    }
+    SC_ASSERT(at == n && u == n_upd);
+    nodes_permute(g->nodes, src, n);
+    free(src);
+    free(order);
+    free(start);
+    return graph_link(g);
+}

@@ -151,6 +151,13 @@ typedef struct {
     float beta1, beta2, eps, weight_decay;
 } sc_adamw_attrs;
 
+/* AllReduce (data parallel, graph/ops_train.def): the ranks it averages over (for its cost: each rank
+ * sends and receives 2 (ranks - 1) / ranks of the bucket's bytes) and the bucket's index, in the
+ * order backward completes the buckets. */
+typedef struct {
+    int ranks, bucket;
+} sc_all_reduce_attrs;
+
 typedef union {
     sc_window_attrs window;         /* Conv, MaxPool, AveragePool (GlobalAveragePool: nhwc_in) */
     sc_batch_norm_attrs batch_norm; /* BatchNormalization */
@@ -173,6 +180,7 @@ typedef union {
     sc_sce_attrs sce;               /* SoftmaxCrossEntropyLoss(Grad) */
     sc_sgd_attrs sgd;               /* SGDUpdate */
     sc_adamw_attrs adamw;           /* AdamWUpdate */
+    sc_all_reduce_attrs all_reduce; /* AllReduce */
 } sc_attrs;
 
 /* All zero: the attributes of every node whose op has none (a node holds a pointer, graph.h). */

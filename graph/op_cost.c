@@ -6,6 +6,7 @@
  *   Gemm      2 * M * N * K, K being A's inner dim after the optional transpose
  *   MatMul    2 * out_numel * K
  *   pools     one comparison or add per window element and output, plus the elements read and written
+ *   AllReduce the elements read plus written, and comm_bytes on the wire
  *   others    the elements read plus written: these ops are bound by memory traffic, which `bytes`
  *             measures, and their arithmetic is at most a few operations per element
  */
@@ -26,7 +27,7 @@ static double bytes_of(const sc_graph *g, int v) {
 }
 
 static sc_op_cost cost_elementwise(const sc_graph *g, const sc_node *n) {
-    sc_op_cost c = {0, 0};
+    sc_op_cost c = {0, 0, 0};
     for (int k = 0; k < n->n_in; k++) c.flops += numel_of(g, n->in[k]), c.bytes += bytes_of(g, n->in[k]);
     for (int k = 0; k < n->n_out; k++) c.flops += numel_of(g, n->out[k]), c.bytes += bytes_of(g, n->out[k]);
     return c;
@@ -78,6 +79,17 @@ static sc_op_cost cost_pool(const sc_graph *g, const sc_node *n) {
     double window = 1;
     for (int i = 0; i < n->attrs->window.n_spatial; i++) window *= (double)n->attrs->window.kernel_shape[i];
     c.flops += numel_of(g, n->out[0]) * window;
+    return c;
+}
+
+/* AllReduce: packing and unpacking the bucket (its bytes read and written twice), and on the wire each
+ * rank sends and receives 2 (N - 1) / N of them (reduce-scatter, then all-gather). */
+static sc_op_cost cost_collective(const sc_graph *g, const sc_node *n) {
+    sc_op_cost c = cost_elementwise(g, n);
+    double bucket = 0;
+    for (int k = 0; k < n->n_in; k++) bucket += bytes_of(g, n->in[k]);
+    int ranks = n->attrs->all_reduce.ranks;
+    c.comm_bytes = ranks > 1 ? 2.0 * (ranks - 1) / ranks * bucket : 0;
     return c;
 }
 

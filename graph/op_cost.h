@@ -9,6 +9,7 @@
 typedef struct {
     double flops; /* arithmetic work; for data-bound ops, one per element read or written */
     double bytes; /* bytes of the node's inputs and outputs: its memory traffic */
+    double comm_bytes; /* bytes each rank sends (and receives) between ranks: collectives only */
 } sc_op_cost;
 
 /* Unknown (symbolic) dims count as 0 elements. */

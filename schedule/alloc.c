@@ -11,8 +11,8 @@
  * extending a free block that ends there. Sizes are multiples of 64, so every offset is 64-byte
  * aligned. arena_bytes is the high-water mark. O(n log n) for n intervals.
  *
- * In-place outputs (iv_from): when a RUN's output 0 may overwrite input k (sc_op_donor_input_ok:
- * an element-wise kernel), that input has the output's dtype and shape, is read at no other input
+ * In-place outputs (iv_from): when a RUN's output may overwrite input k (sc_op_donor_pair_ok: an
+ * element-wise kernel's output 0, or AllReduce's output k), that input has the output's dtype and shape, is read at no other input
  * position, and its interval ends before the next RUN with no transfer of it in between (so none
  * is pending: an OFFLOAD's WAIT comes before its FREE), the output takes the input's block instead
  * of a new one,
@@ -190,15 +190,17 @@ static void alloc_give(allocator *A, int x) {
     treap_insert(A, x);
 }
 
-/* The open interval of an input of the RUN at step s whose block output 0's interval (out_iv) may
+/* The open interval of an input of the RUN at step s whose block the output interval out_iv may
  * take over, or -1 (rules above). */
 static int donor_interval(const sc_graph *g, const sc_plan *plan, int s, int out_iv, const int *cur, const bool *taken) {
     const sc_node *n = &g->nodes[plan->steps[s].node];
     const sc_value *y = &g->values[plan->intervals[out_iv].value];
-    if (n->n_out < 1 || n->out[0] != plan->intervals[out_iv].value) return -1;
+    int o = 0;
+    while (o < n->n_out && n->out[o] != plan->intervals[out_iv].value) o++;
+    if (o == n->n_out) return -1;
     for (int k = 0; k < n->n_in; k++) {
         int d = n->in[k];
-        if (d < 0 || !sc_op_donor_input_ok(n->op, k) || cur[d] < plan->n_fixed_intervals || taken[cur[d]]) continue;
+        if (d < 0 || !sc_op_donor_pair_ok(n->op, o, k) || cur[d] < plan->n_fixed_intervals || taken[cur[d]]) continue;
         const sc_value *x = &g->values[d];
         if (x->desc.dtype != y->desc.dtype || !sc_desc_same_shape(&x->desc, &y->desc)) continue;
         bool alone = true;
@@ -345,7 +347,7 @@ sc_status plan_alloc(const sc_graph *g, sc_plan *plan) {
         }
         for (int i = sp->interval; i < sp->interval + n_open; i++) {
             opened[i] = true;
-            int from = sp->kind == SC_STEP_RUN && i == sp->interval ? donor_interval(g, plan, s, i, cur, taken) : -1;
+            int from = sp->kind == SC_STEP_RUN ? donor_interval(g, plan, s, i, cur, taken) : -1;
             if (from >= 0) {
                 taken[from] = true;
                 plan->iv_from[i] = from;

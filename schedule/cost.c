@@ -14,12 +14,21 @@ double cost_node_flops(const sc_graph *g, int node) { return sc_node_cost(g, &g-
 
 int64_t cost_node_bytes(const sc_graph *g, int node) { return (int64_t)sc_node_cost(g, &g->nodes[node]).bytes; }
 
+static double comm_time(const sc_op_cost *c) {
+    return c->comm_bytes > 0 ? c->comm_bytes / SC_COST_COMM_BANDWIDTH + SC_COST_COMM_LATENCY : 0;
+}
+
+double cost_node_comm_time(const sc_graph *g, int node) {
+    sc_op_cost c = sc_node_cost(g, &g->nodes[node]);
+    return comm_time(&c);
+}
+
 double cost_node_time(const sc_cost_model *m, const sc_graph *g, int node) {
     if (m->node_time) return m->node_time[node];
     sc_op_cost c = sc_node_cost(g, &g->nodes[node]);
     double tf = c.flops / m->peak_flops;
     double tb = (double)(int64_t)c.bytes / m->mem_bandwidth;
-    return tf > tb ? tf : tb;
+    return (tf > tb ? tf : tb) + comm_time(&c);
 }
 
 double cost_transfer_time(const sc_cost_model *m, int64_t bytes) { return (double)bytes / m->link_bandwidth; }
@@ -75,6 +84,6 @@ void cost_profile_node_times(const sc_cost_profile *p, const sc_graph *g, double
             t = te > tb ? te : tb;
         }
         }
-        node_time[i] = p->node_overhead + t;
+        node_time[i] = p->node_overhead + t + comm_time(&c);
     }
 }

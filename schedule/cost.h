@@ -7,6 +7,8 @@
  *   time:   node_time[node] when calibrated (--calibrate), else the roofline
  *           max(flops / peak_flops, bytes / mem_bandwidth).
  *   transfer: bytes / link_bandwidth.
+ *   collective: plus comm_bytes / SC_COST_COMM_BANDWIDTH + SC_COST_COMM_LATENCY (AllReduce), with
+ *           the roofline or the profile alike; it runs on the compute stream's time.
  */
 #ifndef SC_COST_H
 #define SC_COST_H
@@ -25,6 +27,10 @@
  * 4/5 x16 GPU host link with pinned memory. */
 #define SC_COST_LINK_CPU 12e9
 #define SC_COST_LINK_GPU 50e9
+/* Between data-parallel ranks (AllReduce's comm_bytes): MPI over shared memory between processes of
+ * one host, and the latency of one collective (a few message rounds and the polling's sleeps). */
+#define SC_COST_COMM_BANDWIDTH 4e9
+#define SC_COST_COMM_LATENCY 50e-6
 
 typedef struct {
     double peak_flops;       /* FLOP/s */
@@ -64,5 +70,7 @@ double cost_node_flops(const sc_graph *g, int node);
 int64_t cost_node_bytes(const sc_graph *g, int node);
 double cost_node_time(const sc_cost_model *m, const sc_graph *g, int node);
 double cost_transfer_time(const sc_cost_model *m, int64_t bytes);
+/* Seconds a node spends exchanging data with the other ranks (0 for every op but AllReduce). */
+double cost_node_comm_time(const sc_graph *g, int node);
 
 #endif

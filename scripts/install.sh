@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libdnnl-dev libopenblas-dev libbenchmark-dev
   python3-torch python3-torchvision python3-onnx python3-numpy
   clang libclang-rt-14-dev pkg-config
+  openmpi-bin libopenmpi-dev
 )
 # module name, pip requirement, wanted version ("" = any). onnx is pinned: the 1.16.2 wheel ships the
 # backend node test data at opsets <= 21 that tests/conformance/cases.txt was generated from.

@@ -110,7 +110,7 @@ static void test_validate(void) {
 /* Walks the plan like an executor, checking residency and interval bookkeeping. */
 
 /* Interval j took interval i's block (plan_alloc's in-place rule): same offset and size, j opened
- * by a RUN of an op that may write over that input (sc_op_donor_input_ok), which reads i's value,
+ * by a RUN of an op whose output (j's value) may write over that input (sc_op_donor_pair_ok), which reads i's value,
  * and i ends before the next RUN with no transfer of its value in between. */
 static bool taker_ok(const sc_graph *g, const sc_plan *p, int i, int j) {
     const sc_interval *a = &p->intervals[i], *b = &p->intervals[j];
@@ -119,13 +119,15 @@ static bool taker_ok(const sc_graph *g, const sc_plan *p, int i, int j) {
     if (run->kind != SC_STEP_RUN) return false;
     const sc_node *n = &g->nodes[run->node];
     bool reads = false;
-    for (int k = 0; k < n->n_in; k++) reads |= n->in[k] == a->value && sc_op_donor_input_ok(n->op, k);
+    for (int o = 0; o < n->n_out; o++)
+        for (int k = 0; k < n->n_in; k++)
+            reads |= n->out[o] == b->value && n->in[k] == a->value && sc_op_donor_pair_ok(n->op, o, k);
     for (int t = b->begin + 1; t <= a->end; t++) {
         const sc_step *u = &p->steps[t];
         if (u->kind == SC_STEP_RUN || (u->kind != SC_STEP_FREE && u->kind != SC_STEP_HOST_RUN && u->value == a->value))
             return false;
     }
-    return reads && n->out[0] == b->value;
+    return reads;
 }
 
 static void check_plan(const char *what, const pt_model *m, const sc_plan *p) {

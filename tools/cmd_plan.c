@@ -38,6 +38,7 @@ typedef struct {
     bool adamw;
     float clip; /* global-norm gradient clipping as train --clip (0: none) */
     sc_dtype precision;
+    int ranks;  /* data parallel as `mpirun -np N ... train`: the step of one rank, all-reduces included */
 } plan_model_opts;
 
 typedef struct {
@@ -57,6 +58,7 @@ static sc_status plan_model_load(const plan_model_opts *o, plan_model *pm) {
     to.weight_decay = o->adamw ? 0.01f : 0.0f;
     to.clip_norm = o->clip;
     to.loss_scaling = o->precision == SC_F16; /* as the trainer: the scale inputs are part of the step */
+    to.ranks = o->ranks;
     sc_status st = sc_status_prefix(graph_prepare(g, &bo), "%s: ", o->path);
     if (!st) st = sc_status_prefix(autodiff_build_training(g, &to, &pm->tg), "%s: ", o->path);
     if (st) {
@@ -277,6 +279,9 @@ int cmd_plan(int argc, char **argv) {
         {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs (default: the model's)"},
         {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "as train (default sgd, momentum 0.9)"},
         {.name = "clip", .kind = ARG_FLOAT, .metavar = "X", .help = "as train: clip gradients to global norm X"},
+        {.name = "ranks", .kind = ARG_INT, .metavar = "N",
+         .help = "plan one rank of a data-parallel job of N ranks (mpirun -np N ... train): the gradient "
+                 "all-reduces are steps with their cost"},
         PLAN_CLI_OPTS,
         {.name = "json", .kind = ARG_FLAG, .help = "print the summary as one JSON object"},
         {.name = "trace", .kind = ARG_STR, .metavar = "FILE.json", .help = "write a Chrome/Perfetto trace of the plan"},
@@ -291,7 +296,7 @@ int cmd_plan(int argc, char **argv) {
     };
     arg_spec spec = {
         .usage = "scorch-run plan MODEL.onnx --batch N [--seq N] --memory SIZE [--strategy none|sqrt|dc|optimal|auto] "
-                 "[--offload auto|weights|activations|none] [--optimizer-on host|device|auto] [--optimizer sgd|adamw] [--clip X] [--slots S] [--calibrate] [--measure N] [--json] [--trace plan.json] "
+                 "[--offload auto|weights|activations|none] [--optimizer-on host|device|auto] [--optimizer sgd|adamw] [--clip X] [--ranks N] [--slots S] [--calibrate] [--measure N] [--json] [--trace plan.json] "
                  "[--svg memory.svg] [--graph graph.json]",
         .summary = "Plans one training step (as `train` would build it) under a device memory budget and prints its\n"
                    "predicted costs. Nothing is executed unless --measure or --calibrate is given.",
@@ -317,11 +322,15 @@ int cmd_plan(int argc, char **argv) {
         else if (strcmp(a->s, "sgd")) usage = "--optimizer must be sgd or adamw";
     }
     if (!usage && (a = args_get(&spec, "clip"))->set && !((mo.clip = (float)a->f) > 0)) usage = "--clip must be > 0";
+    if (!usage && (a = args_get(&spec, "ranks"))->set && ((mo.ranks = (int)a->i) < 1 || a->i > 1 << 20))
+        usage = "--ranks must be at least 1";
     plan_outputs out = {.json = args_get(&spec, "json")->set, .trace = args_get(&spec, "trace")->s,
                         .svg = args_get(&spec, "svg")->s, .graph = args_get(&spec, "graph")->s, .calibrate = args_get(&spec, "calibrate")->set};
     if (!usage && (a = args_get(&spec, "measure"))->set && ((out.measure = (int)a->i) < 1 || a->i > 1000))
         usage = "--measure takes a step count between 1 and 1000";
     if (out.calibrate && !out.measure) out.measure = 3;
+    if (!usage && mo.ranks > 1 && out.measure)
+        usage = "--ranks plans a rank of a job that is not running: measure under mpirun with train instead";
     if (!usage && (a = args_get(&spec, "threads"))->set && ((out.threads = (int)a->i) < 1))
         usage = "--threads must be at least 1";
     if (usage) {
@@ -329,7 +338,7 @@ int cmd_plan(int argc, char **argv) {
         args_free(&spec);
         return 2;
     }
-    s.batch = mo.batch, s.seq = mo.seq, s.budget = po.budget, s.slots = po.slots;
+    s.batch = mo.batch, s.seq = mo.seq, s.budget = po.budget, s.slots = po.slots, s.ranks = mo.ranks;
     sc_status st = out.measure ? plan_run_measured(&mo, &po, &s, &out) : plan_run(&mo, &po, &s, &out);
     args_free(&spec);
     return cmd_report(st);

@@ -29,6 +29,9 @@
  * predicted X s measured Y s (median)". An infeasible budget stops before training, naming the smallest budget.
  * --calibrate (with a plan, CPU only) measures every node of the training graph first
  * (train/calibrate.h), and the session's one plan is built with those times.
+ * Data parallel: `mpirun -np N scorch-run train ...` trains on N ranks, each on its shard of the
+ * global batch of N x --batch samples (trainer.h); rank 0 prints, logs and writes, and a rank that
+ * fails ends the job naming itself (--comm-timeout bounds the wait for a silent rank).
  */
 #include <math.h>
 #include <signal.h>
@@ -38,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/comm.h"
 #include "core/stats.h"
 #include "core/clock.h"
 #include "tools/args.h"
@@ -68,6 +72,7 @@ typedef struct {
     int64_t peak_bytes;     /* max measured arena high-water mark (plans) */
     int64_t bytes_h2d, bytes_d2h; /* moved by the last step (plans) */
     int64_t host_bytes;           /* host copies of the session after the last step (plans) */
+    bool show;              /* prints progress (data parallel: rank 0 only) */
     double *exec_times;     /* per step of this run, for the median */
     int64_t n_exec, cap_exec;
 } progress;
@@ -150,19 +155,30 @@ static int stopped_by;
 /* SIGINT / SIGTERM arrived (train/train_signal.h): the step in flight has finished; save the state
  * and stop. The model itself is not written: the run is not over, --resume finishes it. */
 static sc_status train_interrupt(sc_trainer *t, const run_opts *o, progress *p, int sig) {
-    if (p->tty && p->done) fputc('\n', stderr);
-    fprintf(stderr, "%s: stopping after step %lld; saving the training state to %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
-            (long long)sc_trainer_step_count(t), o->interrupt_dir);
+    if (p->show && p->tty && p->done) fputc('\n', stderr);
+    if (p->show)
+        fprintf(stderr, "%s: stopping after step %lld; saving the training state to %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                (long long)sc_trainer_step_count(t), o->interrupt_dir);
     SC_TRY(sc_trainer_save_state(t, o->interrupt_dir));
-    fprintf(stderr, "saved; continue with: --resume %s\n", o->interrupt_dir);
+    if (p->show) fprintf(stderr, "saved; continue with: --resume %s\n", o->interrupt_dir);
     stopped_by = sig;
     return SC_OK;
+}
+
+/* A signal pending on any rank (mpirun forwards SIGINT and SIGTERM to every rank, but not at the same
+ * instant): the ranks stop at the same step boundary, or one would wait in the next step's
+ * collectives for a rank that is saving and exiting. */
+static int signal_agreed(sc_status *st) {
+    double sig = train_signal_pending();
+    if (sc_comm_size() > 1) *st = sc_comm_allreduce_f64(&sig, 1, SC_COMM_MAX, "checking for signals");
+    return *st ? 0 : (int)sig;
 }
 
 static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
     sc_status st = SC_OK;
     while (!st && !sc_trainer_done(t)) {
-        int sig = train_signal_pending();
+        int sig = signal_agreed(&st);
+        if (st) break;
         if (sig) return train_interrupt(t, o, p, sig);
         sc_step_result r;
         double ts = sc_clock_seconds();
@@ -175,7 +191,7 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
         }
         p->last_loss = r.loss;
         p->done++;
-        if (r.skipped) {
+        if (r.skipped && p->show) {
             p->skipped++;
             fprintf(stderr, "%sstep %lld: fp16 gradients overflowed at loss scale %g; update skipped, scale now %g\n",
                     p->tty ? "\r\033[K" : "", (long long)r.step, r.loss_scale, r.loss_scale / 2);
@@ -191,14 +207,14 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
                     r.skipped);
             fflush(p->log);
         }
-        progress_show(p, t, &r);
+        if (p->show) progress_show(p, t, &r);
         if (o->dump_grads && p->done == 1) st = sc_trainer_dump_grads(t, o->dump_grads);
         if (!st && o->state_dir && (sc_trainer_done(t) || (o->save_every > 0 && r.step % o->save_every == 0)))
             st = sc_trainer_save_state(t, o->state_dir);
-        int after = st ? 0 : train_signal_pending();
+        int after = st ? 0 : signal_agreed(&st);
         if (after) return train_interrupt(t, o, p, after);
     }
-    if (st && p->tty && p->done) fputc('\n', stderr);
+    if (st && p->show && p->tty && p->done) fputc('\n', stderr);
     return st;
 }
 
@@ -221,12 +237,17 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
     if (sc_trainer_calibration(t)) plan_calibration_print(sc_trainer_calibration(t), &sc_trainer_model(t)->graph, stderr);
     const sc_training_graph *tg = sc_trainer_graph(t);
     int64_t total = sc_trainer_total_steps(t), done = sc_trainer_step_count(t);
-    fprintf(stderr, "training %s on %s: %d trainable parameter tensors, data %s, %lld steps", cfg->model_path,
-            sc_device_name(sc_trainer_device(t)), tg->n_params, sc_trainer_data_desc(t), (long long)total);
-    if (done) fprintf(stderr, " (resuming after step %lld)", (long long)done);
-    if (!sc_trainer_rollback(t)) fprintf(stderr, ", rollback off");
-    fputc('\n', stderr);
-    const sc_plan *pl = sc_trainer_plan(t);
+    bool show = sc_comm_rank() == 0;
+    if (show) {
+        fprintf(stderr, "training %s on %s: %d trainable parameter tensors, data %s, %lld steps", cfg->model_path,
+                sc_device_name(sc_trainer_device(t)), tg->n_params, sc_trainer_data_desc(t), (long long)total);
+        if (sc_comm_size() > 1)
+            fprintf(stderr, ", %d ranks x batch %lld over %s", sc_comm_size(), (long long)cfg->batch, sc_comm_backend_name());
+        if (done) fprintf(stderr, " (resuming after step %lld)", (long long)done);
+        if (!sc_trainer_rollback(t)) fprintf(stderr, ", rollback off");
+        fputc('\n', stderr);
+    }
+    const sc_plan *pl = show ? sc_trainer_plan(t) : NULL;
     if (pl) {
         char a[32], b[32];
         fprintf(stderr, "plan %s (offload %s): %d segments, %d steps, arena %s (budget %s)\n",
@@ -235,13 +256,14 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
                 sc_trainer_plan_options(t)->budget ? fmt_bytes(sc_trainer_plan_options(t)->budget, b, sizeof b) : "unlimited");
     }
     progress p = {.tty = isatty(2), .t0 = sc_clock_seconds(), .print_every = print_every, .unit_name = "samples", .peak_bytes = -1,
-                  .precision = precision_word(cfg->precision)};
+                  .precision = precision_word(cfg->precision), .show = show};
     if (p.print_every <= 0) p.print_every = total > 20 ? total / 20 : 1;
-    sc_status st = log ? log_open(&p, log, cfg->resume_dir != NULL) : SC_OK;
+    sc_status st = log && show ? log_open(&p, log, cfg->resume_dir != NULL) : SC_OK;
+    st = sc_comm_agree(st, "opening the log");
     if (!st) st = train_loop(t, o, &p);
     if (p.log) fclose(p.log);
     if (!st && !stopped_by) st = sc_trainer_save_model(t, o->out);
-    if (!st && !stopped_by) {
+    if (!st && !stopped_by && show) {
         if (p.done)
             printf("loss %.4f -> %.4f over %lld steps on %s%s\n", p.first_loss, p.last_loss, (long long)p.done,
                    sc_device_name(sc_trainer_device(t)), p.skipped ? " (some fp16 updates skipped, see above)" : "");
@@ -338,12 +360,31 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
     if ((a = args_get(s, "device"))->set && (k = device_parse(a->s)) < 0) return "--device must be cpu, cuda or auto";
     if (a->set) c->device = (sc_device)k;
     c->tf32 = args_get(s, "tf32")->set;
+    if ((a = args_get(s, "comm-timeout"))->set) {
+        if (!(a->f > 0 && isfinite(a->f))) return "--comm-timeout must be a number of seconds > 0";
+        sc_comm_set_timeout(a->f);
+    }
     static const char *const rollbacks[] = {"auto", "on", "off"};
     if ((a = args_get(s, "rollback"))->set) {
         if ((k = pick(a->s, rollbacks, 3)) < 0) return "--rollback must be auto, on or off";
         c->rollback = (sc_rollback)k;
     }
     return NULL;
+}
+
+/* The exit code; data parallel: a rank that failed ends the whole job (MPI_Abort), since the others
+ * may be waiting for it in a collective, and a job every rank finished leaves MPI cleanly. */
+static int ranks_exit(sc_status st) {
+    if (sc_comm_size() > 1 && st) {
+        int code = cmd_report(sc_status_prefix(st, "rank %d of %d: ", sc_comm_rank(), sc_comm_size()));
+        fflush(stderr);
+        fflush(stdout);
+        sc_comm_abort(code);
+        return code;
+    }
+    sc_comm_finalize();
+    if (!st && stopped_by) return 128 + stopped_by;
+    return cmd_report(st);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -389,6 +430,9 @@ int cmd_train(int argc, char **argv) {
         {.name = "dump-grads", .kind = ARG_STR, .metavar = "DIR", .help = "write step 1's gradients and loss as .npy"},
         {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where to train (default auto: the GPU when present)"},
         {.name = "tf32", .kind = ARG_FLAG, .help = "allow TF32 for f32 products and convolutions (CUDA)"},
+        {.name = "comm-timeout", .kind = ARG_FLOAT, .metavar = "S",
+         .help = "data parallel (mpirun): seconds a rank waits for another in a collective before the job fails "
+                 "naming it (default 600)"},
         {.name = "rollback", .kind = ARG_STR, .metavar = "auto|on|off",
          .help = "keep a copy of the state to undo a NaN/Inf step and find its origin (default auto: when it fits "
                  "in half the free host memory)"},
@@ -439,6 +483,5 @@ int cmd_train(int argc, char **argv) {
     free(def_out);
     free(def_state);
     args_free(&spec);
-    if (!st && stopped_by) return 128 + stopped_by;
-    return cmd_report(st);
+    return ranks_exit(st);
 }

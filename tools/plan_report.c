@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/op_cost.h"
 #include "tools/plan_internal.h"
 #include "tools/plan_report.h"
 #include "train/trainer.h" /* sc_device */
@@ -124,13 +125,19 @@ sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, cons
         free(nt);
         return sc_errorf("out of memory");
     }
-    s->compute_time = s->recompute_time = 0;
+    s->compute_time = s->recompute_time = s->comm_time = s->comm_bytes = 0;
     s->recompute_runs = 0;
+    s->n_collectives = 0;
     for (int i = 0; i < p->n_steps; i++) {
         const sc_step *st = &p->steps[i];
         if (st->kind != SC_STEP_RUN) continue;
         double t = nt[st->node];
         s->compute_time += t;
+        if (g->nodes[st->node].op == SC_OP_ALL_REDUCE) {
+            s->n_collectives++;
+            s->comm_time += cost_node_comm_time(g, st->node);
+            s->comm_bytes += sc_node_cost(g, &g->nodes[st->node]).comm_bytes;
+        }
         if (st->node < tg->n_forward_nodes) {
             if (ran[st->node]) s->recompute_time += t, s->recompute_runs++;
             ran[st->node] = true;
@@ -200,6 +207,11 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
                    "updates), beside the parameters and state\n", fmt_bytes(p->host_bytes, a, sizeof a));
     fprintf(f, "resources      device compute %.4g s, link %.4g s host to device and %.4g s back, host updates %.4g s: "
                "bound by %s\n", s->compute_time, s->link_time[0], s->link_time[1], p->host_time, s->bound);
+    if (s->ranks > 1)
+        fprintf(f, "ranks          one of %d data-parallel ranks (global batch %lld): %d gradient all-reduces, %s sent "
+                   "and received per rank, %.4g s of the step predicted\n",
+                s->ranks, (long long)(s->batch * s->ranks), s->n_collectives, fmt_bytes((int64_t)s->comm_bytes, a, sizeof a),
+                s->comm_time);
     fprintf(f, "updates        %s", p->update_on == SC_UPDATE_HOST ? "streamed parameters update on the host" : "on the device");
     if (p->n_host_updates) fprintf(f, " (%d host updates, %.4g s predicted)", p->n_host_updates, p->host_time);
     fputc('\n', f);
@@ -247,6 +259,8 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
     fprintf(f, "\"fixed_bytes\": %lld, \"param_bytes\": %lld, \"state_bytes\": %lld, \"activation_peak\": %lld, ",
             (long long)p->fixed_bytes, (long long)s->param_bytes, (long long)s->state_bytes,
             (long long)s->peak_activations);
+    fprintf(f, "\"ranks\": %d, \"collectives\": %d, \"comm_bytes\": %.17g, \"comm_time\": %.17g, ", s->ranks > 1 ? s->ranks : 1,
+            s->n_collectives, s->comm_bytes, s->comm_time);
     fprintf(f, "\"flops\": %.17g, \"recompute_flops\": %.17g, \"recompute_runs\": %lld, ", p->flops, p->recompute_flops,
             (long long)s->recompute_runs);
     fprintf(f, "\"compute_time\": %.17g, \"recompute_time\": %.17g, \"recompute_time_share\": %.17g, ", s->compute_time,

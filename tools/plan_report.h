@@ -60,6 +60,7 @@ typedef struct {
     const char *model;          /* path, for titles */
     int64_t batch, seq;         /* seq 0 = the model's own */
     const char *precision;      /* "fp32", "bf16" or "fp16" (--precision) */
+    int ranks;                  /* data-parallel ranks the step is one of (--ranks; 0 or 1: none) */
     int64_t budget;             /* requested device bytes, 0 = unlimited */
     const char *requested;      /* strategy asked for ("auto", "dc", ...) */
     const char *offload;        /* "none", "weights", ... */
@@ -76,6 +77,9 @@ typedef struct {
     int64_t param_bytes, state_bytes;  /* trainable parameters and optimizer state */
     int64_t params;                    /* trainable parameter elements (for B/param/step) */
     double compute_time;        /* predicted seconds of every RUN */
+    double comm_time;           /* of those, the all-reduces' exchanges between ranks */
+    double comm_bytes;          /* bytes a rank sends (and receives) per step */
+    int n_collectives;          /* AllReduce RUNs */
     double recompute_time;      /* of RUNs of forward nodes run before in the step */
     int64_t recompute_runs;
     double timeline_time;       /* step time of the timeline model (transfers overlapping compute) */

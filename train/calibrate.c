@@ -77,7 +77,7 @@ static void run_free(calib_run *r, int n_outputs) {
 
 static sc_status feeds_prepare(sc_trainer *t) {
     sc_graph *g = &t->model->graph;
-    SC_TRY(train_data_fill(&t->data, g, t->sample, t->feeds));
+    SC_TRY(train_data_fill(&t->data, g, train_shard_sample(t), t->feeds));
     train_scalars_fill(t, t->feeds, t->cfg.lr, t->skipped + 1);
     return SC_OK;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/comm.h"
 #include "train/trainer_internal.h"
 
 typedef enum { FIN_OK = 0, FIN_INF = 1, FIN_NAN = 2 } fin_kind;
@@ -243,7 +244,11 @@ sc_status train_nan_locate(sc_trainer *t, int64_t step, const char *trigger) {
                                         (long long)step, trigger));
     train_snapshot_restore(t);
     train_backends_params_changed(t);
+    /* Data parallel: the re-run is this rank's alone, so its all-reduces keep the local gradients (a
+     * NaN in them shows there as well as in the mean) instead of waiting for ranks that do not re-run. */
+    sc_comm_set_local_only(true);
     sc_status st = locate(t, step, trigger);
+    sc_comm_set_local_only(false);
     train_snapshot_restore(t); /* the re-run's updates are discarded too */
     train_backends_params_changed(t);
     return st;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/comm.h"
 #include "train/cost_profile.h"
 #include "train/trainer_internal.h"
 
@@ -108,13 +109,30 @@ static void plan_adopt(sc_trainer *t, const sc_plan_options *o, sc_plan *p) {
     if (p->refit && t->cfg.plan.offload == SC_OFFLOAD_NONE) t->cfg.plan.offload = SC_OFFLOAD_AUTO;
 }
 
+/* Data parallel: every rank plans with rank 0's node times, in an array of the session's own. */
+static sc_status times_share(sc_trainer *t, sc_plan_options *o) {
+    if (sc_comm_size() == 1) return SC_OK;
+    if (o->node_time && o->node_time != t->profile_time) {
+        size_t bytes = sizeof(double) * (size_t)t->model->graph.n_nodes;
+        double *own = malloc(bytes + 1);
+        if (!own) return sc_errorf("out of memory");
+        memcpy(own, o->node_time, bytes);
+        free(t->profile_time);
+        t->profile_time = own;
+        o->node_time = own;
+    }
+    return train_dist_share_times(t, o);
+}
+
 sc_status train_plan_open(sc_trainer *t) {
     sc_plan_options o;
     sc_plan p;
     SC_TRY(plan_inputs(t, &o));
+    SC_TRY(times_share(t, &o));
     SC_TRY(plan_build(&t->model->graph, &t->tg, &o, &p));
     plan_adopt(t, &o, &p);
-    sc_status st = session_open(t, &t->plan, t->cfg.plan.budget, &t->backend, &t->session);
+    sc_status st = train_dist_check_plan(t);
+    if (!st) st = session_open(t, &t->plan, t->cfg.plan.budget, &t->backend, &t->session);
     if (st) plan_free(&t->plan);
     return st;
 }

@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/comm.h"
 #include "train/trainer_internal.h"
 
 static const char MAGIC[8] = {'S', 'C', 'O', 'R', 'C', 'H', 'T', 'S'};
@@ -361,7 +362,10 @@ sc_status train_state_read(sc_trainer *t, const char *dir) {
     return st;
 }
 
-sc_status sc_trainer_save_state(sc_trainer *t, const char *dir) { return train_state_write(t, dir); }
+/* Data parallel: the ranks hold the same state, so rank 0 writes it; every rank learns the outcome. */
+sc_status sc_trainer_save_state(sc_trainer *t, const char *dir) {
+    return sc_comm_agree(sc_comm_rank() == 0 ? train_state_write(t, dir) : SC_OK, "saving the training state");
+}
 sc_status sc_trainer_load_state(sc_trainer *t, const char *dir) {
     SC_TRY(train_state_read(t, dir));
     return train_plan_reload(t); /* with a plan, its device copy takes the loaded state too */

@@ -7,8 +7,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/clock.h"
+#include "backends/comm.h"
 #include "core/npy.h"
 #include "graph/passes.h"
 #include "train/trainer_internal.h"
@@ -185,7 +187,7 @@ static sc_status total_steps(sc_trainer *t) {
     if (t->cfg.steps > 0) {
         t->total = t->cfg.steps;
     } else if (t->cfg.epochs > 0) {
-        int64_t b = t->data.batch;
+        int64_t b = t->data.batch * sc_comm_size(); /* the global batch */
         t->total = (t->cfg.epochs * t->data.n + b - 1) / b;
     } else {
         return sc_errorf("give the number of steps or epochs (both are 0)");
@@ -193,8 +195,21 @@ static sc_status total_steps(sc_trainer *t) {
     return SC_OK;
 }
 
+/* Data parallel (backends/comm.h): the job this process is a rank of; each rank's kernels share the
+ * host's cores with the other ranks on it unless told otherwise. */
+static sc_status ranks_join(sc_trainer *t) {
+    SC_TRY(sc_comm_init());
+    t->cfg.train.ranks = sc_comm_size();
+    if (t->cfg.threads == 0 && sc_comm_local_size() > 1) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        t->cfg.threads = cores > sc_comm_local_size() ? (int)(cores / sc_comm_local_size()) : 1;
+    }
+    return SC_OK;
+}
+
 static sc_status trainer_build(sc_trainer *t) {
     SC_TRY(strings_copy(t));
+    SC_TRY(ranks_join(t));
     SC_TRY(sc_device_resolve(t->cfg.device, &t->cfg.device));
     if (t->cfg.device == SC_DEVICE_CUDA) t->cfg.use_plan = true; /* the GPU runs plans only (train_plan.c) */
     if (t->cfg.device == SC_DEVICE_CUDA && (t->cfg.precision == SC_BF16 || t->cfg.precision == SC_F16))
@@ -275,7 +290,7 @@ void sc_trainer_free(sc_trainer *t) {
 /* ---- one step ---- */
 
 static sc_status feeds_fill(sc_trainer *t, int64_t step, float lr) {
-    SC_TRY(train_data_fill(&t->data, &t->model->graph, t->sample, t->feeds));
+    SC_TRY(train_data_fill(&t->data, &t->model->graph, train_shard_sample(t), t->feeds));
     train_scalars_fill(t, t->feeds, lr, step);
     return SC_OK;
 }
@@ -309,18 +324,19 @@ static sc_status spent_check(const sc_trainer *t) {
 
 bool sc_trainer_rollback(const sc_trainer *t) { return t->snapshot != NULL; }
 
-sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
-    SC_TRY(spent_check(t));
-    if (t->step >= t->total) return sc_errorf("the run is complete (%lld steps)", (long long)t->total);
+/* The step on this rank: on failure its state is restored (with rollback) or the session spent. */
+typedef struct {
+    double loss, exec_time, scale;
+    int64_t peak_bytes, h2d, d2h, host_bytes;
+    bool skipped;
+} step_outcome;
+
+static sc_status step_local(sc_trainer *t, int64_t step, float lr, step_outcome *o) {
     sc_graph *g = &t->model->graph;
-    int64_t step = t->step + 1;
-    float lr = sc_trainer_lr_at(&t->cfg, t->total, step);
     SC_TRY(feeds_fill(t, step, lr));
     outs_release(t);
     train_backends_step_begin(t, (uint64_t)step);
-    int64_t peak_bytes, h2d, d2h, host_bytes;
-    double exec_time;
-    sc_status st = step_execute(t, &peak_bytes, &exec_time, &h2d, &d2h, &host_bytes);
+    sc_status st = step_execute(t, &o->peak_bytes, &o->exec_time, &o->h2d, &o->d2h, &o->host_bytes);
     if (st) {
         st = sc_status_prefix(st, "step %lld: ", (long long)step);
         if (!t->snapshot) return train_spent(t, st); /* updates before the failing node ran in place */
@@ -330,12 +346,12 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
     }
     writebacks_apply(t);
     double loss = train_loss_value(&t->outs[t->loss_out]);
-    double scale = t->tg.loss_scale >= 0 ? t->loss_scale : 0;
+    o->loss = loss;
+    o->scale = t->tg.loss_scale >= 0 ? t->loss_scale : 0;
     int bad = -1;
-    bool skipped = false;
     if (t->tg.loss_scale >= 0 && (!isfinite(loss) || !train_state_finite(t, &bad))) {
-        st = train_overflow_skip(t, step, loss, bad, &skipped);
-        if (skipped) writebacks_apply(t); /* the running statistics stay, as in PyTorch */
+        st = train_overflow_skip(t, step, loss, bad, &o->skipped);
+        if (o->skipped) writebacks_apply(t); /* the running statistics stay, as in PyTorch */
         sc_status reload = train_plan_reload(t);
         if (st || reload) return st ? (sc_status_free(reload), st) : reload;
     } else if (!isfinite(loss) || !train_state_finite(t, &bad)) {
@@ -346,22 +362,42 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
         sc_status_free(train_plan_reload(t)); /* the device copy returns to the restored weights */
         return st;
     }
-    if (!skipped) train_loss_scale_good_step(t);
+    return SC_OK;
+}
+
+/* Data parallel: every rank's step succeeded, or each fails; a rank whose own step succeeded undoes
+ * it when another's failed, so the ranks keep equal weights (train_dist.c). */
+sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
+    SC_TRY(spent_check(t));
+    if (t->step >= t->total) return sc_errorf("the run is complete (%lld steps)", (long long)t->total);
+    int64_t step = t->step + 1;
+    float lr = sc_trainer_lr_at(&t->cfg, t->total, step);
+    step_outcome o = {0};
+    sc_status st = step_local(t, step, lr, &o);
+    bool own_ok = st == SC_OK;
+    st = train_dist_step_end(t, st, step, &o.loss);
+    if (st && own_ok) {
+        if (!t->snapshot) return train_spent(t, st);
+        train_snapshot_restore(t);
+        sc_status_free(train_plan_reload(t));
+    }
+    if (st) return st;
+    if (!o.skipped) train_loss_scale_good_step(t);
     train_snapshot_take(t);
     t->step = step;
-    t->sample += (uint64_t)t->data.batch;
+    t->sample += (uint64_t)(t->data.batch * sc_comm_size()); /* the global batch: every rank's shard */
     if (r) {
         r->step = step;
-        r->loss = loss;
+        r->loss = (float)o.loss;
         r->lr = lr;
         r->samples = t->data.batch;
         r->tokens = t->data.lm ? t->data.batch * t->data.seq : t->data.batch;
-        r->exec_time = exec_time;
-        r->peak_bytes = peak_bytes;
-        r->bytes_h2d = h2d, r->bytes_d2h = d2h;
-        r->host_bytes = host_bytes;
-        r->loss_scale = scale;
-        r->skipped = skipped;
+        r->exec_time = o.exec_time;
+        r->peak_bytes = o.peak_bytes;
+        r->bytes_h2d = o.h2d, r->bytes_d2h = o.d2h;
+        r->host_bytes = o.host_bytes;
+        r->loss_scale = o.scale;
+        r->skipped = o.skipped;
     }
     return SC_OK;
 }
@@ -376,10 +412,13 @@ const sc_training_graph *sc_trainer_graph(const sc_trainer *t) { return &t->tg; 
 
 /* ---- output files ---- */
 
+/* Data parallel: every rank holds the same weights; rank 0 writes them and every rank learns the outcome. */
 sc_status sc_trainer_save_model(sc_trainer *t, const char *path) {
     SC_TRY(spent_check(t));
-    return sc_model_save_as(t->model, path, sc_model_external_threshold(t->model),
-                            t->cfg.save_precision ? t->cfg.save_precision : SC_F32);
+    sc_status st = sc_comm_rank() == 0 ? sc_model_save_as(t->model, path, sc_model_external_threshold(t->model),
+                                                          t->cfg.save_precision ? t->cfg.save_precision : SC_F32)
+                                       : SC_OK;
+    return sc_comm_agree(st, "writing the model");
 }
 
 static char *npy_path(const char *dir, const char *name) {
@@ -405,7 +444,14 @@ static sc_status npy_save(const char *dir, const char *name, const sc_tensor *te
     return st;
 }
 
+static sc_status grads_write(sc_trainer *t, const char *dir);
+
+/* Data parallel: the gradients kept are the averaged ones, the same on every rank; rank 0 writes them. */
 sc_status sc_trainer_dump_grads(sc_trainer *t, const char *dir) {
+    return sc_comm_agree(sc_comm_rank() == 0 ? grads_write(t, dir) : SC_OK, "writing the gradients");
+}
+
+static sc_status grads_write(sc_trainer *t, const char *dir) {
     const sc_graph *g = &t->model->graph;
     SC_TRY(spent_check(t));
     if (!t->outs[t->loss_out].data) return sc_errorf("no step has run yet: no gradients to write");

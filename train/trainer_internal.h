@@ -15,7 +15,8 @@ struct sc_trainer {
     train_data data;
     int64_t step;    /* steps done */
     int64_t total;   /* steps of the run */
-    uint64_t sample; /* global sample number of the next batch */
+    uint64_t sample; /* global sample number of the next global batch (every rank's shard of it: the
+                        rank's batch starts at train_shard_sample) */
     sc_tensor *feeds; /* one per graph input, owned */
     sc_tensor *outs;  /* one per graph output, from the last step (owned; NULL data before) */
     int loss_out;     /* index of the loss in outs */
@@ -69,6 +70,18 @@ void train_backends_params_changed(sc_trainer *t);
 void train_scalars_fill(const sc_trainer *t, sc_tensor *feeds, float lr, int64_t step);
 sc_status train_overflow_skip(sc_trainer *t, int64_t step, double loss, int bad, bool *skipped);
 void train_loss_scale_good_step(sc_trainer *t);
+
+/* Global sample number of this rank's next batch: rank r takes [sample + r B, sample + r B + B) of
+ * the global batch of N B samples that one process with batch N B would take (trainer.c). */
+uint64_t train_shard_sample(const sc_trainer *t);
+
+/* train_dist.c (data parallel, backends/comm.h; all no-ops with one rank): rank 0's node times and
+ * link for every rank's planner; the check that every rank's plan runs the all-reduces in the same
+ * order; and the end of a step on every rank: the ranks' outcomes combined (a failure anywhere fails
+ * every rank, naming it) and *loss the mean of the ranks' losses. */
+sc_status train_dist_share_times(sc_trainer *t, sc_plan_options *o);
+sc_status train_dist_check_plan(const sc_trainer *t);
+sc_status train_dist_step_end(sc_trainer *t, sc_status st, int64_t step, double *loss);
 
 /* train_state.c */
 sc_status train_state_write(sc_trainer *t, const char *dir);

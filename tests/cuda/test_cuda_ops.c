@@ -119,6 +119,9 @@ static void a_gelu_tanh(sc_attrs *a) { a->gelu.tanh_approx = true; }
 static void a_hard_sigmoid(sc_attrs *a) { a->hard_sigmoid = (sc_hard_sigmoid_attrs){.alpha = 0.3f, .beta = 0.4f}; }
 static void a_sce(sc_attrs *a) { a->sce = (sc_sce_attrs){.reduction = SC_REDUCTION_MEAN}; }
 static void a_sgd(sc_attrs *a) { a->sgd = (sc_sgd_attrs){.momentum = 0.9f, .weight_decay = 1e-4f, .nesterov = true}; }
+/* One rank (the test's process group): the all-reduce is the identity on both backends, through
+ * their packing and unpacking (and, on CUDA, the host round trip). */
+static void a_all_reduce(sc_attrs *a) { a->all_reduce = (sc_all_reduce_attrs){.ranks = 1, .bucket = 0}; }
 static void a_adamw(sc_attrs *a) { a->adamw = (sc_adamw_attrs){.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f}; }
 static void a_pad_reflect(sc_attrs *a) { a->pad.mode = SC_PAD_REFLECT; }
 static void a_cast_f64(sc_attrs *a) { a->cast.to = SC_F64; }
@@ -257,6 +260,7 @@ static const op_case cases[] = {
     {SC_OP_RANGE, "range", 3, 1, {SCALAR_I64(2), SCALAR_I64(20), SCALAR_I64(3)}, NULL, 1e-6},
     {SC_OP_SGD_UPDATE, "sgd", 4, 2, {F32(40), F32(40), F32(40), SCALAR_F32(0)}, a_sgd, 1e-6},
     {SC_OP_ADAMW_UPDATE, "adamw", 6, 3, {F32(40), F32(40), F32(40), POS(40), SCALAR_F32(0), {SC_I64, 0, {0}, K_INTS, {3}}}, a_adamw, 1e-5},
+    {SC_OP_ALL_REDUCE, "all_reduce", 3, 3, {F32(40), F32(3, 5), F32(7)}, a_all_reduce, 0},
 };
 
 /* Scalars given as K_INTS on f32 inputs: clip bounds, lr, ratio (by case name and input). */

@@ -1,0 +1,17 @@
+# Data-parallel training (tests/dist_check.py): `mpirun -np 2` on localhost, when this build has MPI
+# (backends/comm.h). invariance: 2 ranks x batch 4 against 1 rank x batch 8 on a GPT within 1e-6 and
+# bit-identical across two runs; shard: --shard-optimizer against unsharded; kill / hang: a rank
+# killed or stopped mid-run ends the job within 60 s naming it, and the last checkpoint resumes.
+# The PyTorch DDP peer (gloo) is tests/e2e/e2e_ddp.py, registered here too.
+if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
+  set(DIST_CHECK ${CMAKE_CURRENT_SOURCE_DIR}/dist_check.py)
+  find_program(DIST_TORCH_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  foreach(check invariance kill hang)
+    add_test(NAME dist_${check}
+             COMMAND ${DIST_TORCH_PYTHON} ${DIST_CHECK} $<TARGET_FILE:scorch-run> ${MPIEXEC_EXECUTABLE}
+                     ${CMAKE_CURRENT_BINARY_DIR}/dist_tmp/${check} ${check})
+    set_tests_properties(dist_${check} PROPERTIES TIMEOUT 300 LABELS dist)
+  endforeach()
+  # two ranks on two cores: not beside other tests that time or stop processes
+  set_tests_properties(dist_kill dist_hang PROPERTIES RUN_SERIAL TRUE)
+endif()

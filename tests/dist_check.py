@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Data-parallel training checks (tests/dist.cmake): `mpirun` on localhost launching scorch-run.
+
+    dist_check.py SCORCH MPIEXEC WORKDIR CHECK
+
+CHECK:
+  invariance  GPT, SGD (momentum 0.9), 3 steps: 2 ranks x batch 4 against 1 rank x batch 8 on the same
+              synthetic data. Every float tensor within 1e-6 of its max abs value (float32 summation order:
+              the ranks' means are averaged instead of one mean over 8 samples; measured 3.8e-7). Two runs
+              with 2 ranks give the same bytes (the all-reduce sums in rank order). The control: 2 ranks x
+              batch 4 against 1 rank x batch 4, which sees half the data, must differ by far more.
+              AdamW is not used here: the attention key bias has a gradient that is mathematically zero
+              (softmax ignores a shift of every logit), so its float32 value is rounding noise, which AdamW
+              normalises to +-lr whatever its size (5e-4 of the tensor's max after 3 steps); the PyTorch
+              DDP peer (tests/e2e/e2e_ddp.py) checks AdamW against PyTorch's own spread instead.
+  shard       The same GPT with AdamW: --shard-optimizer against unsharded, 2 ranks each, bit for bit
+              (sharding moves each update to one rank; the arithmetic is the same), and the
+              per-rank optimizer state figure halves.
+  kill        A rank killed (SIGKILL) mid-run: mpirun exits non-zero within 60 s, its output names the
+              dead rank, and the last checkpoint (--save-every) resumes.
+  hang        A rank stopped (SIGSTOP) mid-run with --comm-timeout 5: the job exits non-zero within 60 s,
+              naming the silent rank.
+  nompi       Launched as rank 1 of 2 (the launcher's environment) by a build without MPI, or as a rank
+              whose peers never start: a clear error, exit code non-zero (only the message is checked
+              for a build without MPI; with MPI this check is skipped).
+"""
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+SCORCH, MPIEXEC, WORKDIR, CHECK = sys.argv[1:5]
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+GPT = ["--layers", "2", "--heads", "2", "--dim", "64", "--vocab", "128", "--seq", "16"]
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, env=ENV, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def mpirun(n, args):
+    return [MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", str(n), SCORCH] + args
+
+
+def weights(path):
+    """Float initializers of an ONNX file, read with the onnx package when present."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(path)
+    return {i.name: numpy_helper.to_array(i) for i in m.graph.initializer if numpy_helper.to_array(i).dtype.kind == "f"}
+
+
+def worst(a, b):
+    out = []
+    for k in a:
+        scale = max(float(np.abs(a[k]).max()), 1e-30)
+        out.append((float(np.abs(a[k].astype(np.float64) - b[k]).max()) / scale, k))
+    return max(out)
+
+
+def gen_gpt():
+    run([SCORCH, "gen", "gpt"] + GPT + ["-o", "gpt.onnx"])
+
+
+def train(n, batch, out, extra=()):
+    args = ["train", "gpt.onnx", "--batch", str(batch), "--seq", "16", "--steps", "3", "--threads", "1", "-o", out]
+    args += list(extra)
+    return run(mpirun(n, args) if n > 1 else [SCORCH] + args)
+
+
+def check_invariance():
+    gen_gpt()
+    train(1, 8, "one.onnx")
+    train(2, 4, "two.onnx")
+    train(2, 4, "two_again.onnx")
+    train(1, 4, "half.onnx")
+    one, two = weights("one.onnx"), weights("two.onnx")
+    err, name = worst(one, two)
+    print(f"2 ranks x 4 vs 1 rank x 8: worst {err:.3g} of the tensor's max ({name})")
+    if err > 1e-6:
+        sys.exit(f"FAIL: {name} differs by {err:.3g} of its max (> 1e-6)")
+    if open("two.onnx", "rb").read() != open("two_again.onnx", "rb").read():
+        sys.exit("FAIL: two runs with 2 ranks wrote different bytes")
+    ctrl, cname = worst(one, weights("half.onnx"))
+    print(f"control, 1 rank x 4 (half the data) vs 1 rank x 8: worst {ctrl:.3g} ({cname})")
+    if ctrl < 100 * 1e-6:
+        sys.exit("FAIL: the control does not differ: the check could not fail")
+
+
+def check_shard():
+    gen_gpt()
+    adamw = ["--optimizer", "adamw"]
+    train(2, 4, "full.onnx", adamw)
+    r = train(2, 4, "shard.onnx", adamw + ["--shard-optimizer"])
+    print(r.stderr.strip().splitlines()[0])
+    if open("full.onnx", "rb").read() != open("shard.onnx", "rb").read():
+        a, b = weights("full.onnx"), weights("shard.onnx")
+        err, name = worst(a, b)
+        sys.exit(f"FAIL: --shard-optimizer changed the weights: {name} by {err:.3g} of its max")
+    print("--shard-optimizer: the same bytes as unsharded")
+
+
+def wait_for_step(log, step, proc, limit=120):
+    t0 = time.time()
+    while time.time() - t0 < limit:
+        if proc.poll() is not None:
+            sys.exit(f"FAIL: the job ended before step {step}:\n{open(log).read()}")
+        if os.path.exists("state/state.bin"):
+            return
+        time.sleep(0.2)
+    sys.exit("FAIL: no checkpoint within the time limit")
+
+
+def ranks_pids(proc):
+    """The scorch-run children of mpirun (its ranks), by /proc."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{d}/stat").read()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            cmd = open(f"/proc/{d}/cmdline").read()
+        except OSError:
+            continue
+        if ppid == proc.pid and "scorch-run" in cmd:
+            pids.append(int(d))
+    return pids
+
+
+def rank_of(pid):
+    env = open(f"/proc/{pid}/environ").read().split("\0")
+    for e in env:
+        if e.startswith("OMPI_COMM_WORLD_RANK="):
+            return int(e.split("=")[1])
+    return -1
+
+
+def check_fault(sig, extra):
+    gen_gpt()
+    log = "job.log"
+    args = ["train", "gpt.onnx", "--batch", "4", "--seq", "16", "--steps", "1000000", "--threads", "1",
+            "--save-every", "20", "--state", "state", "-o", "never.onnx"] + extra
+    with open(log, "w") as f:
+        proc = subprocess.Popen(mpirun(2, args), env=ENV, stdout=f, stderr=subprocess.STDOUT)
+    wait_for_step(log, 20, proc)
+    pids = ranks_pids(proc)
+    if len(pids) != 2:
+        proc.kill()
+        sys.exit(f"FAIL: expected 2 ranks under mpirun, found {pids}")
+    victim = max(pids, key=rank_of)
+    vrank = rank_of(victim)
+    t0 = time.time()
+    os.kill(victim, sig)
+    try:
+        rc = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        os.kill(victim, signal.SIGKILL)
+        sys.exit("FAIL: the job did not end within 60 s")
+    took = time.time() - t0
+    if sig == signal.SIGSTOP:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    out = open(log).read()
+    print(f"rank {vrank} {signal.Signals(sig).name}: job exit {rc} after {took:.1f} s")
+    if rc == 0:
+        sys.exit(f"FAIL: the job exited 0\n{out}")
+    names = [f"rank {vrank}"]
+    if not any(n in out for n in names):
+        sys.exit(f"FAIL: the output does not name rank {vrank}\n{out}")
+    print("named: " + [l for l in out.splitlines() if f"rank {vrank}" in l][0].strip())
+    # the last checkpoint resumes (one process continues the global batch of 8)
+    st = run([SCORCH, "train", "gpt.onnx", "--batch", "8", "--seq", "16", "--threads", "1", "--resume", "state",
+              "--state", "state2", "--steps", "21", "-o", "resumed.onnx"], timeout=120)
+    print("checkpoint: " + st.stdout.strip().splitlines()[0])
+
+
+def check_nompi():
+    env = dict(ENV, OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_RANK="1")
+    gen_gpt()
+    r = subprocess.run([SCORCH, "train", "gpt.onnx", "--seq", "16", "--steps", "1"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    print(r.stderr.strip())
+    if r.returncode == 0:
+        sys.exit("FAIL: exit code 0")
+
+
+def main():
+    os.makedirs(WORKDIR, exist_ok=True)
+    os.chdir(WORKDIR)
+    for f in os.listdir("."):
+        if os.path.isdir(f):
+            for g in os.listdir(f):
+                os.remove(os.path.join(f, g))
+    {"invariance": check_invariance, "shard": check_shard,
+     "kill": lambda: check_fault(signal.SIGKILL, []),
+     "hang": lambda: check_fault(signal.SIGSTOP, ["--comm-timeout", "5"]),
+     "nompi": check_nompi}[CHECK]()
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

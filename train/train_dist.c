@@ -1,0 +1,79 @@
+/* Data-parallel sessions (trainer.h; the process group of backends/comm.h): what a rank must agree
+ * on with the others so that N ranks run one training job.
+ *
+ *   - The plans. Each rank plans its own device, and a plan decides the order of the AllReduce
+ *     steps, which every rank must run in the same order (a collective is matched by order). The
+ *     node times the planners use come from rank 0 (its cost profile or calibration), so equal
+ *     budgets give equal plans; then the ranks compare the order of their collectives and refuse to
+ *     start when it differs, naming the ranks, instead of deadlocking at the first step.
+ *   - The outcome of every step. A rank whose step failed (a non-finite loss on its shard, an out of
+ *     memory) would leave the others waiting in the next collective; every step ends with the ranks
+ *     exchanging their outcome, so all fail together, each naming the rank and its message.
+ *   - The loss reported: the mean of the ranks' losses, the loss of the global batch (equal shards).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/comm.h"
+#include "train/trainer_internal.h"
+
+uint64_t train_shard_sample(const sc_trainer *t) { return t->sample + (uint64_t)(sc_comm_rank() * t->data.batch); }
+
+sc_status train_dist_share_times(sc_trainer *t, sc_plan_options *o) {
+    if (sc_comm_size() == 1) return SC_OK;
+    const sc_graph *g = &t->model->graph;
+    double have = o->node_time ? 1 : 0;
+    SC_TRY(sc_comm_allreduce_f64(&have, 1, SC_COMM_MIN, "sharing the node times"));
+    if (have == 0) return SC_OK; /* a rank uses the built-in constants: every rank's are the same */
+    double *mine = (double *)o->node_time; /* t->profile_time or t->cal.node_time: the session's own */
+    SC_TRY(sc_comm_bcast(mine, (int64_t)sizeof(double) * g->n_nodes, 0, "sharing the node times"));
+    double link = o->link_bandwidth;
+    SC_TRY(sc_comm_bcast(&link, sizeof link, 0, "sharing the link bandwidth"));
+    o->link_bandwidth = link;
+    return SC_OK;
+}
+
+/* FNV-1a over the nodes of the plan's AllReduce RUN steps, in order. */
+static uint64_t collectives_hash(const sc_graph *g, const sc_plan *p, int *count) {
+    uint64_t h = 1469598103934665603ULL;
+    *count = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        const sc_step *s = &p->steps[i];
+        if (s->kind != SC_STEP_RUN || g->nodes[s->node].op != SC_OP_ALL_REDUCE) continue;
+        h = (h ^ (uint64_t)s->node) * 1099511628211ULL;
+        (*count)++;
+    }
+    return h;
+}
+
+sc_status train_dist_check_plan(const sc_trainer *t) {
+    int size = sc_comm_size();
+    if (size == 1) return SC_OK;
+    int count;
+    uint64_t mine[2] = {collectives_hash(&t->model->graph, &t->plan, &count), 0};
+    mine[1] = (uint64_t)count;
+    uint64_t *all = malloc(sizeof mine * (size_t)size);
+    if (!all) return sc_errorf("out of memory");
+    sc_status st = sc_comm_allgather(mine, all, sizeof mine, "comparing the plans");
+    for (int r = 1; !st && r < size; r++)
+        if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
+            st = sc_errorf("rank %d's plan runs its %llu all-reduces in another order than rank 0's %llu: give every rank "
+                           "the same --memory, strategy and offload (ranks whose devices differ in free memory need "
+                           "an explicit --memory)",
+                           r, (unsigned long long)all[2 * r + 1], (unsigned long long)all[1]);
+    free(all);
+    return st;
+}
+
+sc_status train_dist_step_end(sc_trainer *t, sc_status st, int64_t step, double *loss) {
+    if (sc_comm_size() == 1) return st;
+    (void)t;
+    char what[64];
+    snprintf(what, sizeof what, "step %lld", (long long)step);
+    SC_TRY(sc_comm_agree(st, what));
+    double sum = *loss;
+    SC_TRY(sc_comm_allreduce_f64(&sum, 1, SC_COMM_SUM, "the step's loss"));
+    *loss = sum / sc_comm_size();
+    return SC_OK;
+}
