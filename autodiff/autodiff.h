@@ -42,6 +42,10 @@ typedef struct {
     int ranks;              /* data parallel: > 1 averages the gradients over this many ranks (AllReduce
                                nodes, autodiff/data_parallel.c) before the updates; 0 or 1: none */
     int64_t bucket_bytes;   /* gradient bytes per AllReduce; 0 = SC_BUCKET_BYTES_DEFAULT */
+    bool shard_optimizer;   /* ZeRO-1 (with ranks > 1): each bucket's optimizer state lives on one rank, its
+                               owner, which alone updates the bucket's parameters (Reduce, then Broadcast
+                               of the updated parameters; autodiff/data_parallel.c) */
+    int rank;               /* this rank (shard_optimizer: the graph differs per rank) */
 } sc_train_options;
 
 /* PyTorch DDP's bucket_cap_mb default. */
@@ -68,6 +72,10 @@ typedef struct {
     int *states;        /* optimizer state values (SC_VALUE_OPT_STATE, data zeroed in the arena) */
     int n_writebacks;
     int *wb_src, *wb_dst; /* after each step copy value wb_src[i] (a graph output) into param wb_dst[i] */
+    /* Data parallel with a sharded optimizer: params/grads above are this rank's own (the buckets it
+     * owns); every trainable parameter of the model, updated here or broadcast by its owner: */
+    int n_all_params;
+    int *all_params;
 } sc_training_graph;
 
 sc_status autodiff_build_training(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg);

@@ -50,5 +50,7 @@ sc_status optimizer_build(sc_graph *g, const sc_train_options *opt, sc_training_
 /* data_parallel.c: with opt->ranks > 1, the gradients in buckets through AllReduce nodes placed as
  * backward completes each bucket; tg->grads become the averaged ones. */
 sc_status data_parallel_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg);
+/* With a sharded optimizer, after the updates: the owners' Broadcasts of the updated parameters. */
+sc_status data_parallel_finish(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg);
 
 #endif

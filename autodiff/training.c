@@ -274,8 +274,24 @@ static sc_status params_check_16bit(const sc_graph *g, const sc_train_options *o
     return SC_OK;
 }
 
+/* What a sharded optimizer cannot do yet: each rank holds its own buckets' gradients only. */
+static sc_status shard_check(const sc_train_options *opt) {
+    if (!opt->shard_optimizer || opt->ranks <= 1) return SC_OK;
+    if (opt->clip_norm > 0)
+        return sc_errorf("--clip with --shard-optimizer is not supported yet: the global norm needs every bucket's "
+                         "gradients, which the sharded ranks do not hold together");
+    if (opt->loss_scaling)
+        return sc_errorf("--precision fp16 with --shard-optimizer is not supported yet: skipping an overflowed step "
+                         "needs every owner to agree on the overflow");
+    if (opt->keep_grads)
+        return sc_errorf("--dump-grads with --shard-optimizer is not supported: each rank holds its own buckets' "
+                         "averaged gradients only");
+    return SC_OK;
+}
+
 static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {
     tg->loss = tg->output = tg->labels = tg->lr = tg->step = -1;
+    SC_TRY(shard_check(opt));
     SC_TRY(params_check_16bit(g, opt));
     tg->loss_scale = tg->inv_loss_scale = -1;
     SC_TRY(model_output(g, &tg->output));
@@ -307,6 +323,7 @@ static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_tra
         SC_TRY(b.st);
     }
     SC_TRY(optimizer_build(g, opt, tg)); /* ends with graph_link (updates_place) */
+    SC_TRY(data_parallel_finish(g, opt, tg));
     SC_TRY(param_casts_again(g, tg->n_forward_nodes));
     int bad = -1;
     if (!graph_is_topo_sorted(g, &bad))

@@ -55,11 +55,18 @@ double sc_comm_timeout(void);
  * N. `what` names the collective in errors ("the gradients of bucket 3"). */
 sc_status sc_comm_allreduce_mean(void *buf, int64_t n, sc_dtype t, const char *what);
 
+/* Rank root's buf[0..n) becomes the mean over ranks, summed in rank order exactly as
+ * sc_comm_allreduce_mean sums (the same bits); the other ranks only send theirs. */
+sc_status sc_comm_reduce_mean(void *buf, int64_t n, sc_dtype t, int root, const char *what);
+
 typedef enum { SC_COMM_SUM, SC_COMM_MAX, SC_COMM_MIN } sc_comm_op;
 /* A few doubles reduced over ranks (in rank order, so every rank gets the same bits). */
 sc_status sc_comm_allreduce_f64(double *v, int n, sc_comm_op op, const char *what);
 /* all[r * bytes .. (r+1) * bytes) receives rank r's `mine` (bytes each). */
 sc_status sc_comm_allgather(const void *mine, void *all, int64_t bytes, const char *what);
+/* Every rank's `mine` (bytes, different per rank) to root: *all (malloc'd, on root; NULL elsewhere)
+ * holds them in rank order, sizes[r] rank r's bytes (every rank learns them). */
+sc_status sc_comm_gather(const void *mine, int64_t bytes, int root, char **all, int64_t *sizes, const char *what);
 /* root's buf[0..bytes) to every rank. */
 sc_status sc_comm_bcast(void *buf, int64_t bytes, int root, const char *what);
 

@@ -310,6 +310,26 @@ sc_status sc_comm_allreduce_mean(void *buf, int64_t n, sc_dtype t, const char *w
     return xfer_finish(&y, what);
 }
 
+sc_status sc_comm_reduce_mean(void *buf, int64_t n, sc_dtype t, int root, const char *what) {
+    if (t != SC_F32 && t != SC_F64) return sc_errorf("%s: reduction of %s is not supported (f32, f64)", what, sc_dtype_name(t));
+    if (alone() || n == 0) return SC_OK;
+    size_t es = sc_dtype_size(t);
+    int64_t bytes = n * (int64_t)es;
+    xfer x = {.tag = next_tag()};
+    if (G.rank != root) {
+        xfer_add(&x, false, buf, bytes, root);
+        return xfer_finish(&x, what);
+    }
+    SC_TRY(scratch_get((size_t)(G.size - 1) * (size_t)bytes + 1));
+    char *others = G.scratch;
+    for (int p = 0; p < G.size; p++)
+        if (p != root) xfer_add(&x, true, others + (size_t)(p < root ? p : p - 1) * (size_t)bytes, bytes, p);
+    SC_TRY(xfer_finish(&x, what));
+    if (t == SC_F32) sum_chunk_float(buf, (const float *)others, n, root, G.size);
+    else sum_chunk_double(buf, (const double *)others, n, root, G.size);
+    return SC_OK;
+}
+
 #else /* no MPI in this build */
 
 bool sc_comm_has_mpi(void) { return false; }
@@ -341,6 +361,12 @@ sc_status sc_comm_bcast(void *buf, int64_t bytes, int root, const char *what) {
     return SC_OK;
 }
 
+sc_status sc_comm_reduce_mean(void *buf, int64_t n, sc_dtype t, int root, const char *what) {
+    (void)buf, (void)n, (void)root;
+    if (t != SC_F32 && t != SC_F64) return sc_errorf("%s: reduction of %s is not supported (f32, f64)", what, sc_dtype_name(t));
+    return SC_OK;
+}
+
 sc_status sc_comm_allreduce_mean(void *buf, int64_t n, sc_dtype t, const char *what) {
     (void)buf, (void)n;
     if (t != SC_F32 && t != SC_F64) return sc_errorf("%s: all-reduce of %s is not supported (f32, f64)", what, sc_dtype_name(t));
@@ -364,6 +390,45 @@ sc_status sc_comm_allreduce_f64(double *v, int n, sc_comm_op op, const char *wha
     }
     free(all);
     return st;
+}
+
+sc_status sc_comm_gather(const void *mine, int64_t bytes, int root, char **all, int64_t *sizes, const char *what) {
+    *all = NULL;
+    SC_TRY(sc_comm_allgather(&bytes, sizes, sizeof bytes, what));
+    if (alone()) sizes[0] = bytes;
+    if (G.rank != root) {
+#ifdef SC_HAVE_MPI
+        if (alone()) return SC_OK;
+        xfer x = {.tag = next_tag()};
+        xfer_add(&x, false, (void *)mine, bytes, root);
+        return xfer_finish(&x, what);
+#else
+        return SC_OK;
+#endif
+    }
+    int64_t total = 0;
+    int n = alone() ? 1 : G.size;
+    for (int p = 0; p < n; p++) total += sizes[p];
+    *all = malloc((size_t)total + 1);
+    if (!*all) return sc_errorf("out of memory gathering %lld bytes in %s", (long long)total, what);
+    int64_t at = 0;
+#ifdef SC_HAVE_MPI
+    xfer x = {.tag = alone() ? 0 : next_tag()};
+#endif
+    for (int p = 0; p < n; p++) {
+        if (p == G.rank) {
+            if (bytes) memcpy(*all + at, mine, (size_t)bytes);
+        } else {
+#ifdef SC_HAVE_MPI
+            xfer_add(&x, true, *all + at, sizes[p], p);
+#endif
+        }
+        at += sizes[p];
+    }
+#ifdef SC_HAVE_MPI
+    if (!alone()) return xfer_finish(&x, what);
+#endif
+    return SC_OK;
 }
 
 #define AGREE_MSG 1024

@@ -151,11 +151,12 @@ typedef struct {
     float beta1, beta2, eps, weight_decay;
 } sc_adamw_attrs;
 
-/* AllReduce (data parallel, graph/ops_train.def): the ranks it averages over (for its cost: each rank
- * sends and receives 2 (ranks - 1) / ranks of the bucket's bytes) and the bucket's index, in the
- * order backward completes the buckets. */
+/* AllReduce, Reduce, Broadcast (data parallel, graph/ops_train.def): the ranks of the job (for the
+ * cost: each rank sends and receives 2 (ranks - 1) / ranks of an all-reduced bucket's bytes, and
+ * (ranks - 1) / ranks of a reduced or broadcast one on average over the owners), the bucket's index
+ * in the order backward completes the buckets, and (Reduce, Broadcast) the rank that owns it. */
 typedef struct {
-    int ranks, bucket;
+    int ranks, bucket, owner;
 } sc_all_reduce_attrs;
 
 typedef union {

@@ -6,7 +6,7 @@
  *   Gemm      2 * M * N * K, K being A's inner dim after the optional transpose
  *   MatMul    2 * out_numel * K
  *   pools     one comparison or add per window element and output, plus the elements read and written
- *   AllReduce the elements read plus written, and comm_bytes on the wire
+ *   AllReduce, Reduce, Broadcast  the elements read plus written, and comm_bytes on the wire
  *   others    the elements read plus written: these ops are bound by memory traffic, which `bytes`
  *             measures, and their arithmetic is at most a few operations per element
  */
@@ -89,7 +89,8 @@ static sc_op_cost cost_collective(const sc_graph *g, const sc_node *n) {
     double bucket = 0;
     for (int k = 0; k < n->n_in; k++) bucket += bytes_of(g, n->in[k]);
     int ranks = n->attrs->all_reduce.ranks;
-    c.comm_bytes = ranks > 1 ? 2.0 * (ranks - 1) / ranks * bucket : 0;
+    double share = n->op == SC_OP_ALL_REDUCE ? 2.0 : 1.0; /* reduce-scatter + all-gather, or one of them */
+    c.comm_bytes = ranks > 1 ? share * (ranks - 1) / ranks * bucket : 0;
     return c;
 }
 

@@ -33,7 +33,7 @@ bool sc_op_donor_input_ok(sc_op op, int k) {
 }
 
 bool sc_op_donor_pair_ok(sc_op op, int out, int k) {
-    if (op == SC_OP_ALL_REDUCE) return out == k;
+    if (op == SC_OP_ALL_REDUCE || op == SC_OP_REDUCE) return out == k;
     return out == 0 && sc_op_donor_input_ok(op, k);
 }
 
@@ -41,6 +41,7 @@ int sc_op_inplace_input(sc_op op, int out) {
     switch (op) {
     case SC_OP_SGD_UPDATE: return out == 0 ? 0 : 2;           /* W' = W, M' = M */
     case SC_OP_ADAMW_UPDATE: return out == 0 ? 0 : out + 1;  /* W' = W, M' = M, V' = V */
+    case SC_OP_BROADCAST: return out;                         /* W_i' = W_i */
     default: return -1;
     }
 }

@@ -6,7 +6,7 @@
 if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
   set(DIST_CHECK ${CMAKE_CURRENT_SOURCE_DIR}/dist_check.py)
   find_program(DIST_TORCH_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
-  foreach(check invariance kill hang)
+  foreach(check invariance shard kill hang)
     add_test(NAME dist_${check}
              COMMAND ${DIST_TORCH_PYTHON} ${DIST_CHECK} $<TARGET_FILE:scorch-run> ${MPIEXEC_EXECUTABLE}
                      ${CMAKE_CURRENT_BINARY_DIR}/dist_tmp/${check} ${check})

@@ -231,6 +231,32 @@ static char *model_derived(const char *model, const char *suffix) {
 /* "model.onnx" -> "model.trained.onnx". */
 static char *default_output(const char *model) { return model_derived(model, ".trained.onnx"); }
 
+/* Sharded optimizer: each rank's optimizer state bytes, on rank 0's second line. */
+static sc_status shard_report(sc_trainer *t, bool show) {
+    const sc_training_graph *tg = sc_trainer_graph(t);
+    if (tg->n_all_params == 0) return SC_OK;
+    const sc_graph *g = &sc_trainer_model(t)->graph;
+    double mine = 0;
+    for (int i = 0; i < tg->n_states; i++) mine += (double)sc_desc_bytes(&g->values[tg->states[i]].desc);
+    int n = sc_comm_size();
+    double *all = calloc((size_t)n, sizeof(double));
+    if (!all) return sc_errorf("out of memory");
+    sc_status st = sc_comm_allgather(&mine, all, sizeof mine, "reporting the optimizer state");
+    if (!st && show) {
+        double total = 0, most = 0;
+        for (int r = 0; r < n; r++) total += all[r], most = all[r] > most ? all[r] : most;
+        char a[32], b[32];
+        fprintf(stderr, "sharded optimizer: %d parameter tensors; optimizer state per rank at most %s of %s in all "
+                        "(%.2f of it, 1/%d = %.2f):",
+                tg->n_all_params, fmt_bytes((int64_t)most, a, sizeof a), fmt_bytes((int64_t)total, b, sizeof b),
+                total > 0 ? most / total : 0.0, n, 1.0 / n);
+        for (int r = 0; r < n && r < 16; r++) fprintf(stderr, " %s", fmt_bytes((int64_t)all[r], a, sizeof a));
+        fprintf(stderr, "%s\n", n > 16 ? " ..." : "");
+    }
+    free(all);
+    return st;
+}
+
 static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int64_t print_every, const char *log) {
     sc_trainer *t = NULL;
     SC_TRY(sc_trainer_create(cfg, &t));
@@ -240,13 +266,15 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
     bool show = sc_comm_rank() == 0;
     if (show) {
         fprintf(stderr, "training %s on %s: %d trainable parameter tensors, data %s, %lld steps", cfg->model_path,
-                sc_device_name(sc_trainer_device(t)), tg->n_params, sc_trainer_data_desc(t), (long long)total);
+                sc_device_name(sc_trainer_device(t)), tg->n_all_params ? tg->n_all_params : tg->n_params,
+                sc_trainer_data_desc(t), (long long)total);
         if (sc_comm_size() > 1)
             fprintf(stderr, ", %d ranks x batch %lld over %s", sc_comm_size(), (long long)cfg->batch, sc_comm_backend_name());
         if (done) fprintf(stderr, " (resuming after step %lld)", (long long)done);
         if (!sc_trainer_rollback(t)) fprintf(stderr, ", rollback off");
         fputc('\n', stderr);
     }
+    sc_status st = shard_report(t, show);
     const sc_plan *pl = show ? sc_trainer_plan(t) : NULL;
     if (pl) {
         char a[32], b[32];
@@ -258,7 +286,7 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
     progress p = {.tty = isatty(2), .t0 = sc_clock_seconds(), .print_every = print_every, .unit_name = "samples", .peak_bytes = -1,
                   .precision = precision_word(cfg->precision), .show = show};
     if (p.print_every <= 0) p.print_every = total > 20 ? total / 20 : 1;
-    sc_status st = log && show ? log_open(&p, log, cfg->resume_dir != NULL) : SC_OK;
+    if (!st) st = log && show ? log_open(&p, log, cfg->resume_dir != NULL) : SC_OK;
     st = sc_comm_agree(st, "opening the log");
     if (!st) st = train_loop(t, o, &p);
     if (p.log) fclose(p.log);
@@ -360,6 +388,7 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
     if ((a = args_get(s, "device"))->set && (k = device_parse(a->s)) < 0) return "--device must be cpu, cuda or auto";
     if (a->set) c->device = (sc_device)k;
     c->tf32 = args_get(s, "tf32")->set;
+    c->train.shard_optimizer = args_get(s, "shard-optimizer")->set;
     if ((a = args_get(s, "comm-timeout"))->set) {
         if (!(a->f > 0 && isfinite(a->f))) return "--comm-timeout must be a number of seconds > 0";
         sc_comm_set_timeout(a->f);
@@ -430,6 +459,9 @@ int cmd_train(int argc, char **argv) {
         {.name = "dump-grads", .kind = ARG_STR, .metavar = "DIR", .help = "write step 1's gradients and loss as .npy"},
         {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where to train (default auto: the GPU when present)"},
         {.name = "tf32", .kind = ARG_FLAG, .help = "allow TF32 for f32 products and convolutions (CUDA)"},
+        {.name = "shard-optimizer", .kind = ARG_FLAG,
+         .help = "data parallel (mpirun): each rank keeps and updates 1/N of the optimizer state (ZeRO-1); the "
+                 "weights are those of the unsharded run"},
         {.name = "comm-timeout", .kind = ARG_FLOAT, .metavar = "S",
          .help = "data parallel (mpirun): seconds a rank waits for another in a collective before the job fails "
                  "naming it (default 600)"},
@@ -445,7 +477,7 @@ int cmd_train(int argc, char **argv) {
                  "[--warmup N] [--clip X] [--seed N] [--freeze REGEX] [--loss auto|ce|mse] "
                  "[--data X.npy --labels Y.npy | --tokens FILE [--token-dtype uint16|int32]] "
                  "[--save-every N --state DIR] [--resume DIR] [--log FILE.csv] [--threads N] [--dump-grads DIR] "
-                 "[--device cpu|cuda|auto] [--tf32] [--rollback auto|on|off] [--memory SIZE] [--strategy none|sqrt|dc|optimal|auto] [--offload O] [--slots S] [--calibrate]",
+                 "[--device cpu|cuda|auto] [--tf32] [--rollback auto|on|off] [--shard-optimizer] [--comm-timeout S] [--memory SIZE] [--strategy none|sqrt|dc|optimal|auto] [--offload O] [--slots S] [--calibrate]",
         .summary = "Trains the model on the CPU or an NVIDIA GPU (forward, loss, backward, optimizer update) and writes it back as ONNX.\n"
                    "Without --data or --tokens it trains on seeded synthetic data shaped for the model.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};

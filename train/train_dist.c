@@ -20,12 +20,22 @@
 
 uint64_t train_shard_sample(const sc_trainer *t) { return t->sample + (uint64_t)(sc_comm_rank() * t->data.batch); }
 
+sc_status train_dist_share_profile(sc_status st, sc_cost_profile *p, char *from, size_t from_size) {
+    if (sc_comm_size() == 1) return st;
+    SC_TRY(sc_comm_agree(st, "measuring the cost profile"));
+    SC_TRY(sc_comm_bcast(p, sizeof *p, 0, "sharing the cost profile"));
+    return sc_comm_bcast(from, (int64_t)from_size, 0, "sharing the cost profile");
+}
+
 sc_status train_dist_share_times(sc_trainer *t, sc_plan_options *o) {
     if (sc_comm_size() == 1) return SC_OK;
     const sc_graph *g = &t->model->graph;
-    double have = o->node_time ? 1 : 0;
-    SC_TRY(sc_comm_allreduce_f64(&have, 1, SC_COMM_MIN, "sharing the node times"));
-    if (have == 0) return SC_OK; /* a rank uses the built-in constants: every rank's are the same */
+    double have[3] = {o->node_time ? 1 : 0, g->n_nodes, -g->n_nodes};
+    SC_TRY(sc_comm_allreduce_f64(have, 3, SC_COMM_MIN, "sharing the node times"));
+    if (have[0] == 0) return SC_OK; /* a rank uses the built-in constants: every rank's are the same */
+    if (have[1] != -have[2])
+        return sc_errorf("measured node times cannot be shared between ranks whose training graphs differ (a sharded "
+                         "optimizer gives each rank its own updates): drop --calibrate, the cost profile is shared");
     double *mine = (double *)o->node_time; /* t->profile_time or t->cal.node_time: the session's own */
     SC_TRY(sc_comm_bcast(mine, (int64_t)sizeof(double) * g->n_nodes, 0, "sharing the node times"));
     double link = o->link_bandwidth;
@@ -34,14 +44,19 @@ sc_status train_dist_share_times(sc_trainer *t, sc_plan_options *o) {
     return SC_OK;
 }
 
-/* FNV-1a over the nodes of the plan's AllReduce RUN steps, in order. */
+static bool is_collective(sc_op op) { return op == SC_OP_ALL_REDUCE || op == SC_OP_REDUCE || op == SC_OP_BROADCAST; }
+
+/* FNV-1a over the (op, bucket) of the plan's collective RUN steps, in order (with a sharded optimizer
+ * the graphs, and so the node ids, differ per rank; the collectives must not). */
 static uint64_t collectives_hash(const sc_graph *g, const sc_plan *p, int *count) {
     uint64_t h = 1469598103934665603ULL;
     *count = 0;
     for (int i = 0; i < p->n_steps; i++) {
         const sc_step *s = &p->steps[i];
-        if (s->kind != SC_STEP_RUN || g->nodes[s->node].op != SC_OP_ALL_REDUCE) continue;
-        h = (h ^ (uint64_t)s->node) * 1099511628211ULL;
+        if (s->kind != SC_STEP_RUN || !is_collective(g->nodes[s->node].op)) continue;
+        const sc_node *n = &g->nodes[s->node];
+        h = (h ^ (uint64_t)n->op) * 1099511628211ULL;
+        h = (h ^ (uint64_t)n->attrs->all_reduce.bucket) * 1099511628211ULL;
         (*count)++;
     }
     return h;
@@ -58,7 +73,7 @@ sc_status train_dist_check_plan(const sc_trainer *t) {
     sc_status st = sc_comm_allgather(mine, all, sizeof mine, "comparing the plans");
     for (int r = 1; !st && r < size; r++)
         if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
-            st = sc_errorf("rank %d's plan runs its %llu all-reduces in another order than rank 0's %llu: give every rank "
+            st = sc_errorf("rank %d's plan runs its %llu collectives in another order than rank 0's %llu: give every rank "
                            "the same --memory, strategy and offload (ranks whose devices differ in free memory need "
                            "an explicit --memory)",
                            r, (unsigned long long)all[2 * r + 1], (unsigned long long)all[1]);

@@ -79,9 +79,21 @@ static sc_status profile_times(sc_trainer *t, sc_plan_options *o) {
     snprintf(t->cost_source, sizeof t->cost_source, "the built-in constants");
     if (t->cfg.device != SC_DEVICE_CPU || !t->cfg.use_plan) return SC_OK;
     free(t->profile_time);
-    SC_TRY(sc_cost_profile_times(t->cfg.threads, &t->model->graph, &t->profile_time, t->cost_source,
-                                 sizeof t->cost_source));
-    if (t->profile_time) o->node_time = t->profile_time;
+    t->profile_time = NULL;
+    /* data parallel: rank 0's profile for every rank (measured once, not by N ranks at a time) */
+    sc_cost_profile p = {0};
+    char from[1024] = "";
+    sc_status st = sc_comm_rank() == 0 ? sc_cost_profile_get(t->cfg.threads, &p, from, sizeof from) : SC_OK;
+    SC_TRY(train_dist_share_profile(st, &p, from, sizeof from));
+    if (!(p.conv_flops > 0)) {
+        snprintf(t->cost_source, sizeof t->cost_source, "the built-in constants (%s)", from);
+        return SC_OK;
+    }
+    t->profile_time = malloc(sizeof(double) * ((size_t)t->model->graph.n_nodes + 1));
+    if (!t->profile_time) return sc_errorf("out of memory");
+    cost_profile_node_times(&p, &t->model->graph, t->profile_time);
+    snprintf(t->cost_source, sizeof t->cost_source, "this machine's cost profile (%s)", from);
+    o->node_time = t->profile_time;
     return SC_OK;
 }
 
@@ -109,9 +121,10 @@ static void plan_adopt(sc_trainer *t, const sc_plan_options *o, sc_plan *p) {
     if (p->refit && t->cfg.plan.offload == SC_OFFLOAD_NONE) t->cfg.plan.offload = SC_OFFLOAD_AUTO;
 }
 
-/* Data parallel: every rank plans with rank 0's node times, in an array of the session's own. */
+/* Data parallel: every rank plans with rank 0's measured node times (calibration, or the caller's),
+ * in an array of the session's own; the profile's are shared by profile_times. */
 static sc_status times_share(sc_trainer *t, sc_plan_options *o) {
-    if (sc_comm_size() == 1) return SC_OK;
+    if (sc_comm_size() == 1 || (o->node_time && o->node_time == t->profile_time && !t->cfg.calibrate)) return SC_OK;
     if (o->node_time && o->node_time != t->profile_time) {
         size_t bytes = sizeof(double) * (size_t)t->model->graph.n_nodes;
         double *own = malloc(bytes + 1);
@@ -131,7 +144,14 @@ sc_status train_plan_open(sc_trainer *t) {
     SC_TRY(times_share(t, &o));
     SC_TRY(plan_build(&t->model->graph, &t->tg, &o, &p));
     plan_adopt(t, &o, &p);
-    sc_status st = train_dist_check_plan(t);
+    sc_status st = SC_OK;
+    if (t->cfg.train.shard_optimizer && t->cfg.train.ranks > 1 &&
+        (t->plan.offload == SC_OFFLOAD_WEIGHTS || t->plan.offload == SC_OFFLOAD_BOTH))
+        st = sc_errorf("--shard-optimizer with streamed weights (the plan streams them: offload %s) is not supported "
+                       "yet: the owners' broadcast of the updated parameters would race the host updates; give a "
+                       "budget that holds the weights, or train unsharded",
+                       plan_offload_name(t->plan.offload));
+    if (!st) st = train_dist_check_plan(t);
     if (!st) st = session_open(t, &t->plan, t->cfg.plan.budget, &t->backend, &t->session);
     if (st) plan_free(&t->plan);
     return st;

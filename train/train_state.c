@@ -25,6 +25,11 @@
  * truncated or corrupt and nothing is loaded. The records hold every parameter (trainable, frozen and the
  * BatchNormalization running statistics) and every optimizer state value, by graph value name.
  *
+ * Data parallel: rank 0 writes the file. With a sharded optimizer each rank holds its own buckets'
+ * optimizer state; the others send theirs to rank 0, which writes them after its own records, so the
+ * file is the one an unsharded run writes (records in another order). Reading, a rank of a sharded
+ * run skips the records of state it does not own.
+ *
  * SCORCH_TEST_SAVE_SLEEP_US (environment): sleep that long after each record while writing, so the
  * kill-while-saving test can hit a save in progress.
  */
@@ -133,17 +138,25 @@ static void fsync_dir(const char *dir) {
     }
 }
 
-static sc_status state_write_file(sc_trainer *t, const char *tmp) {
+/* Records the file holds beside the session's own: the other ranks' optimizer state under a sharded
+ * optimizer (shard_records), already serialised. */
+typedef struct {
+    const char *bytes;
+    uint64_t size;
+    uint32_t count;
+} extra_records;
+
+static sc_status state_write_file(sc_trainer *t, const char *tmp, const extra_records *extra) {
     const sc_graph *g = &t->model->graph;
     writer w = {.f = fopen(tmp, "wb"), .path = tmp};
     if (!w.f) return sc_errorf("%s: cannot create: %s", tmp, strerror(errno));
     const char *sleep_env = getenv("SCORCH_TEST_SAVE_SLEEP_US");
     useconds_t pause = sleep_env ? (useconds_t)strtoul(sleep_env, NULL, 10) : 0;
-    uint64_t body = 0;
+    uint64_t body = extra->size;
     for (int i = 0; i < t->n_state; i++) body += record_bytes(&g->values[t->state_ids[i]]);
     put(&w, MAGIC, 8);
     put_u32(&w, STATE_VERSION);
-    put_u32(&w, (uint32_t)t->n_state);
+    put_u32(&w, (uint32_t)t->n_state + extra->count);
     put_u64(&w, (uint64_t)t->step);
     put_u64(&w, t->sample);
     put_u64(&w, t->cfg.seed);
@@ -164,6 +177,7 @@ static sc_status state_write_file(sc_trainer *t, const char *tmp) {
             usleep(pause);
         }
     }
+    if (extra->size) put(&w, extra->bytes, (size_t)extra->size);
     uint64_t sum = ck_final(&w.ck);
     if (!w.failed && fwrite(&sum, 1, 8, w.f) != 8) w.failed = true;
     if (!w.failed && (fflush(w.f) != 0 || fsync(fileno(w.f)) != 0)) w.failed = true;
@@ -175,18 +189,75 @@ static sc_status state_write_file(sc_trainer *t, const char *tmp) {
     return SC_OK;
 }
 
-sc_status train_state_write(sc_trainer *t, const char *dir) {
+static sc_status state_write(sc_trainer *t, const char *dir, const extra_records *extra) {
     if (t->spent) return sc_errorf("the session cannot continue: %s", t->spent);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return sc_errorf("%s: cannot create the state folder: %s", dir, strerror(errno));
     char *tmp = path_join(dir, "state.bin.tmp"), *path = path_join(dir, "state.bin");
     sc_status st = tmp && path ? SC_OK : sc_errorf("out of memory");
-    if (!st) st = state_write_file(t, tmp);
+    if (!st) st = state_write_file(t, tmp, extra);
     if (!st && rename(tmp, path) != 0) st = sc_errorf("%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
     if (st && tmp) unlink(tmp);
     if (!st) fsync_dir(dir);
     free(tmp);
     free(path);
+    return st;
+}
+
+sc_status train_state_write(sc_trainer *t, const char *dir) {
+    extra_records none = {0};
+    return state_write(t, dir, &none);
+}
+
+static bool sharded(const sc_trainer *t) { return t->cfg.train.shard_optimizer && t->cfg.train.ranks > 1; }
+
+/* This rank's optimizer state serialised as records (*bytes malloc'd): what it sends rank 0. */
+static sc_status shard_records(sc_trainer *t, char **bytes, size_t *size, uint32_t *count) {
+    const sc_graph *g = &t->model->graph;
+    *bytes = NULL;
+    *size = 0;
+    *count = 0;
+    writer w = {.f = open_memstream(bytes, size), .path = "(memory)"};
+    if (!w.f) return sc_errorf("out of memory serialising the optimizer state");
+    for (int i = 0; i < t->n_state; i++) {
+        const sc_value *v = &g->values[t->state_ids[i]];
+        if (v->kind != SC_VALUE_OPT_STATE) continue;
+        put_record(&w, v);
+        (*count)++;
+    }
+    bool bad = w.failed;
+    if (fclose(w.f) != 0) bad = true;
+    if (bad) {
+        free(*bytes);
+        *bytes = NULL;
+        return sc_errorf("out of memory serialising the optimizer state");
+    }
+    return SC_OK;
+}
+
+/* Sharded optimizer: the other ranks send their records of optimizer state, and rank 0 writes the
+ * one state file an unsharded run would (parameters once: every rank holds the same). */
+static sc_status state_write_sharded(sc_trainer *t, const char *dir) {
+    int size = sc_comm_size();
+    char *mine = NULL, *all = NULL;
+    size_t len = 0;
+    uint32_t count = 0;
+    int64_t *sizes = calloc((size_t)size, sizeof(int64_t));
+    uint32_t *counts = calloc((size_t)size, sizeof(uint32_t));
+    sc_status st = sizes && counts ? SC_OK : sc_errorf("out of memory");
+    if (!st && sc_comm_rank() != 0) st = shard_records(t, &mine, &len, &count);
+    st = sc_comm_agree(st, "serialising the optimizer state");
+    if (!st) st = sc_comm_allgather(&count, counts, sizeof count, "gathering the optimizer state");
+    if (!st) st = sc_comm_gather(mine, (int64_t)len, 0, &all, sizes, "gathering the optimizer state");
+    free(mine);
+    if (!st && sc_comm_rank() == 0) {
+        extra_records extra = {all + sizes[0], 0, 0};
+        for (int r = 1; r < size; r++) extra.size += (uint64_t)sizes[r], extra.count += counts[r];
+        st = state_write(t, dir, &extra);
+    }
+    free(all);
+    free(sizes);
+    free(counts);
     return st;
 }
 
@@ -258,6 +329,7 @@ static sc_status record_read(sc_trainer *t, reader *r, bool *seen, void *const *
     int k = -1;
     for (int i = 0; i < t->n_state && k < 0; i++)
         if (!strcmp(g->values[t->state_ids[i]].name, name)) k = i;
+    if (k < 0 && sharded(t)) return skip(r, (size_t)nbytes); /* another rank's optimizer state */
     if (k < 0) return sc_errorf("%s: holds '%s', which this training graph does not have (another model or optimizer?)",
                                 r->path, name);
     const sc_desc *want = &g->values[t->state_ids[k]].desc;
@@ -364,7 +436,8 @@ sc_status train_state_read(sc_trainer *t, const char *dir) {
 
 /* Data parallel: the ranks hold the same state, so rank 0 writes it; every rank learns the outcome. */
 sc_status sc_trainer_save_state(sc_trainer *t, const char *dir) {
-    return sc_comm_agree(sc_comm_rank() == 0 ? train_state_write(t, dir) : SC_OK, "saving the training state");
+    sc_status st = sharded(t) ? state_write_sharded(t, dir) : sc_comm_rank() == 0 ? train_state_write(t, dir) : SC_OK;
+    return sc_comm_agree(st, "saving the training state");
 }
 sc_status sc_trainer_load_state(sc_trainer *t, const char *dir) {
     SC_TRY(train_state_read(t, dir));

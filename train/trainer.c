@@ -200,6 +200,7 @@ static sc_status total_steps(sc_trainer *t) {
 static sc_status ranks_join(sc_trainer *t) {
     SC_TRY(sc_comm_init());
     t->cfg.train.ranks = sc_comm_size();
+    t->cfg.train.rank = sc_comm_rank();
     if (t->cfg.threads == 0 && sc_comm_local_size() > 1) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         t->cfg.threads = cores > sc_comm_local_size() ? (int)(cores / sc_comm_local_size()) : 1;

@@ -3,6 +3,7 @@
 #define SC_TRAINER_INTERNAL_H
 
 #include "backends/plan_exec.h"
+#include "schedule/cost.h"
 #include "train/calibrate.h"
 #include "train/train_data.h"
 #include "train/trainer.h"
@@ -80,6 +81,8 @@ uint64_t train_shard_sample(const sc_trainer *t);
  * order; and the end of a step on every rank: the ranks' outcomes combined (a failure anywhere fails
  * every rank, naming it) and *loss the mean of the ranks' losses. */
 sc_status train_dist_share_times(sc_trainer *t, sc_plan_options *o);
+/* Rank 0's cost profile (and where it came from) to every rank; st is rank 0's outcome of getting it. */
+sc_status train_dist_share_profile(sc_status st, sc_cost_profile *p, char *from, size_t from_size);
 sc_status train_dist_check_plan(const sc_trainer *t);
 sc_status train_dist_step_end(sc_trainer *t, sc_status st, int64_t step, double *loss);
 

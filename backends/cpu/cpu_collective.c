@@ -1,7 +1,11 @@
-/* AllReduce on the CPU (graph/ops_train.def): the bucket's gradients are packed into one buffer, so
- * one collective of the process group (backends/comm.h) averages them all, then unpacked into the
- * outputs. An output may share its input's block (the planner hands the dying gradient's block to
- * the reduced one): packing reads every input before anything is written. */
+/* The collectives on the CPU (graph/ops_train.def): a bucket's tensors are packed into one buffer, so
+ * one collective of the process group (backends/comm.h) carries them all, then unpacked into the
+ * outputs. An output may share its input's block (the planner hands a dying gradient's block to the
+ * reduced one; Broadcast writes its parameters in place): packing reads every input before
+ * anything is written.
+ *   AllReduce  every rank gets the bucket's mean over the ranks
+ *   Reduce     the bucket's owner gets the mean (its outputs); the others send theirs (no outputs)
+ *   Broadcast  every rank gets the owner's values */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,32 +13,60 @@
 #include "backends/comm.h"
 #include "backends/cpu/cpu_kernels.h"
 
-sc_status cpu_all_reduce(const sc_kernel_call *c) {
-    sc_dtype t = c->in[0].desc.dtype;
-    int64_t total = 0;
+/* The inputs packed in order into one malloc'd buffer (*n elements of *t). */
+static sc_status pack(const sc_kernel_call *c, char **flat, int64_t *n, sc_dtype *t) {
+    *t = c->in[0].desc.dtype;
+    *n = 0;
     for (int k = 0; k < c->n_in; k++) {
-        if (c->in[k].desc.dtype != t) return cpu_errorf(c, "the bucket mixes %s and %s gradients", sc_dtype_name(t), sc_dtype_name(c->in[k].desc.dtype));
-        total += sc_desc_numel(&c->in[k].desc);
+        if (c->in[k].desc.dtype != *t)
+            return cpu_errorf(c, "the bucket mixes %s and %s tensors", sc_dtype_name(*t), sc_dtype_name(c->in[k].desc.dtype));
+        *n += sc_desc_numel(&c->in[k].desc);
     }
-    size_t es = sc_dtype_size(t);
-    char *flat = malloc((size_t)total * es + 1);
-    if (!flat) return cpu_errorf(c, "out of memory packing %lld gradient elements", (long long)total);
+    size_t es = sc_dtype_size(*t);
+    *flat = malloc((size_t)*n * es + 1);
+    if (!*flat) return cpu_errorf(c, "out of memory packing %lld elements", (long long)*n);
     int64_t at = 0;
     for (int k = 0; k < c->n_in; k++) {
         size_t bytes = (size_t)sc_desc_numel(&c->in[k].desc) * es;
-        memcpy(flat + at, c->in[k].data, bytes);
+        memcpy(*flat + at, c->in[k].data, bytes);
         at += (int64_t)bytes;
     }
-    char what[600];
-    snprintf(what, sizeof what, "all-reduce '%s' (bucket %d, %lld bytes)", c->node->name,
-             c->node->attrs->all_reduce.bucket, (long long)at);
-    sc_status st = sc_comm_allreduce_mean(flat, total, t, what);
-    at = 0;
-    for (int k = 0; !st && k < c->n_out; k++) {
-        size_t bytes = (size_t)sc_desc_numel(&c->out[k].desc) * es;
+    return SC_OK;
+}
+
+static void unpack(const sc_kernel_call *c, const char *flat, sc_dtype t) {
+    int64_t at = 0;
+    for (int k = 0; k < c->n_out; k++) {
+        size_t bytes = (size_t)sc_desc_numel(&c->out[k].desc) * sc_dtype_size(t);
         memcpy(c->out[k].data, flat + at, bytes);
         at += (int64_t)bytes;
     }
+}
+
+static void what_of(const sc_kernel_call *c, int64_t n, sc_dtype t, char *what, size_t size) {
+    const sc_all_reduce_attrs *a = &c->node->attrs->all_reduce;
+    snprintf(what, size, "%s '%s' (bucket %d, %lld bytes)", sc_op_name(c->node->op), c->node->name, a->bucket,
+             (long long)(n * (int64_t)sc_dtype_size(t)));
+}
+
+typedef enum { ALL_REDUCE, REDUCE, BROADCAST } collective;
+
+static sc_status run(const sc_kernel_call *c, collective kind) {
+    char *flat;
+    int64_t n;
+    sc_dtype t;
+    SC_TRY(pack(c, &flat, &n, &t));
+    char what[600];
+    what_of(c, n, t, what, sizeof what);
+    int owner = c->node->attrs->all_reduce.owner;
+    sc_status st = kind == ALL_REDUCE ? sc_comm_allreduce_mean(flat, n, t, what)
+                   : kind == REDUCE   ? sc_comm_reduce_mean(flat, n, t, owner, what)
+                                      : sc_comm_bcast(flat, n * (int64_t)sc_dtype_size(t), owner, what);
+    if (!st) unpack(c, flat, t);
     free(flat);
     return st;
 }
+
+sc_status cpu_all_reduce(const sc_kernel_call *c) { return run(c, ALL_REDUCE); }
+sc_status cpu_reduce_to_owner(const sc_kernel_call *c) { return run(c, REDUCE); }
+sc_status cpu_broadcast_from_owner(const sc_kernel_call *c) { return run(c, BROADCAST); }
