@@ -34,7 +34,7 @@ int64_t backend_device_free_bytes(sc_device d) {
 #ifdef SCORCH_HAVE_CUDA
     if (d == SC_DEVICE_CUDA) {
         size_t fr = 0, total = 0;
-        if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&fr, &total) != cudaSuccess) {
+        if (cudaSetDevice(backend_cuda_device()) != cudaSuccess || cudaMemGetInfo(&fr, &total) != cudaSuccess) {
             cudaGetLastError();
             return -1;
         }

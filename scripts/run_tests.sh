@@ -79,7 +79,7 @@ if [ "${SKIP_CUDA_EMU:-0}" != 1 ]; then
   if cmake -S . -B "$EMU_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCORCH_CUDA_EMU=ON -DSCORCH_SANITIZE=ON \
        -DSCORCH_MARCH="$BASELINE_MARCH" &&
      cmake --build "$EMU_BUILD_DIR" --target scorch-run test_cuda_ops test_plan_offload; then
-    emu_tests='^(test_cuda_ops|test_plan_offload_cuda|train_cuda_vs_cpu|device_cli)$'
+    emu_tests='^(test_cuda_ops|test_plan_offload_cuda|train_cuda_vs_cpu|device_cli|dist_cuda)$'
     step "ctest (CUDA emulator: dependency-directed schedule)"
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       ctest --test-dir "$EMU_BUILD_DIR" --output-on-failure -j"$JOBS" -R "$emu_tests" || status=1

@@ -22,6 +22,7 @@
  * grown on demand and bounded by what the arena leaves of the capacity (at least 256 MiB).
  * SCORCH_CUDA_SYNC=1 synchronises after every node, so an asynchronous fault names its node.
  */
+#include "backends/comm.h"
 #include "backends/cuda/backend_cuda.h"
 
 #include <stdarg.h>
@@ -71,6 +72,15 @@ typedef struct {
     bool sync_each_node;
     bool math_tf32; /* the math mode cuBLAS was last set to (cu.tf32 is the wanted one) */
 } cuda_backend;
+
+int backend_cuda_device(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        cudaGetLastError();
+        return 0;
+    }
+    return sc_comm_local_rank() % n;
+}
 
 static int64_t device_free_bytes(void) {
     size_t fr = 0, total = 0;
@@ -423,7 +433,8 @@ sc_status backend_cuda_create(int64_t capacity, sc_backend **out) {
         if (!st && (expr)) st = sc_errorf("cuda backend: %s failed (%s:%d): %s", #expr, __FILE__, __LINE__, text); \
     } while (0)
     cudaError_t e;
-    CREATE_CHECK((e = cudaSetDevice(0)) != cudaSuccess, cudaGetErrorString(e));
+    c->cu.device = backend_cuda_device();
+    CREATE_CHECK((e = cudaSetDevice(c->cu.device)) != cudaSuccess, cudaGetErrorString(e));
     CREATE_CHECK((e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking)) != cudaSuccess, cudaGetErrorString(e));
     CREATE_CHECK((e = cudaStreamCreateWithFlags(&c->h2d_stream, cudaStreamNonBlocking)) != cudaSuccess, cudaGetErrorString(e));
     CREATE_CHECK((e = cudaStreamCreateWithFlags(&c->d2h_stream, cudaStreamNonBlocking)) != cudaSuccess, cudaGetErrorString(e));

@@ -22,6 +22,10 @@ bool backend_cuda_available(char *why, size_t why_size);
 /* capacity: device bytes the plan may use (0 = the GPU's free memory); a capacity above the free
  * memory is capped to it when the arena is created. Uses device 0 (CUDA_VISIBLE_DEVICES selects). */
 sc_status backend_cuda_create(int64_t capacity, sc_backend **out);
+/* The GPU this process uses: its local rank among the data-parallel ranks on this host (backends/comm.h)
+ * modulo the visible devices, so `mpirun -np N` on a host with N GPUs gives each rank its own; 0
+ * without a launcher. */
+int backend_cuda_device(void);
 
 /* Lets cuBLAS / cuDNN use TF32 tensor cores for f32 products and convolutions (--tf32). */
 void backend_cuda_set_tf32(sc_backend *b, bool on);

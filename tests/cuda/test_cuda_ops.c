@@ -261,6 +261,8 @@ static const op_case cases[] = {
     {SC_OP_SGD_UPDATE, "sgd", 4, 2, {F32(40), F32(40), F32(40), SCALAR_F32(0)}, a_sgd, 1e-6},
     {SC_OP_ADAMW_UPDATE, "adamw", 6, 3, {F32(40), F32(40), F32(40), POS(40), SCALAR_F32(0), {SC_I64, 0, {0}, K_INTS, {3}}}, a_adamw, 1e-5},
     {SC_OP_ALL_REDUCE, "all_reduce", 3, 3, {F32(40), F32(3, 5), F32(7)}, a_all_reduce, 0},
+    {SC_OP_REDUCE, "reduce", 2, 2, {F32(40), F32(3, 5)}, a_all_reduce, 0},
+    {SC_OP_BROADCAST, "broadcast", 2, 2, {F32(6), F32(2, 9)}, a_all_reduce, 0},
 };
 
 /* Scalars given as K_INTS on f32 inputs: clip bounds, lr, ratio (by case name and input). */
