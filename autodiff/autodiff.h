@@ -76,6 +76,9 @@ typedef struct {
      * owns); every trainable parameter of the model, updated here or broadcast by its owner: */
     int n_all_params;
     int *all_params;
+    /* Data parallel: per parameter (as params), a node its update must follow (the next bucket's
+     * collective, so that this bucket's runs meanwhile), or -1; NULL without data parallel. */
+    int *update_after;
 } sc_training_graph;
 
 sc_status autodiff_build_training(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg);

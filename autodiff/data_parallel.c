@@ -123,6 +123,25 @@ static void owners_pick(const int64_t *bytes, int n, int ranks, int *owner) {
     if (l != load) free(l);
 }
 
+/* tg->update_after: a bucket's updates wait for the next bucket's collective to be issued, so the
+ * executor (backends/plan_exec_comm.c) runs this bucket's collective while backward computes the
+ * next bucket's gradients, instead of waiting for it at once. The last bucket's updates need not
+ * wait. One bucket of gradients more is alive meanwhile. */
+static sc_status updates_lag(sc_graph *g, sc_training_graph *tg, const grad_order *order, const int *start, int n) {
+    int *node_of = malloc(sizeof(int) * ((size_t)n + 1));
+    tg->update_after = sc_arena_alloc_array(&g->arena, (size_t)tg->n_params + 1, sizeof(int));
+    if (!node_of || !tg->update_after) {
+        free(node_of);
+        return sc_errorf("out of memory bucketing gradients");
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == SC_OP_ALL_REDUCE || g->nodes[i].op == SC_OP_REDUCE) node_of[g->nodes[i].attrs->all_reduce.bucket] = i;
+    for (int b = 0; b < n; b++)
+        for (int k = start[b]; k < start[b + 1]; k++) tg->update_after[order[k].param] = b + 1 < n ? node_of[b + 1] : -1;
+    free(node_of);
+    return SC_OK;
+}
+
 /* Sharding: tg->params and grads keep this rank's own; all_params every one in bucket order (bucket
  * b's Reduce reads the gradients of the next n_in of them). */
 static sc_status params_keep_owned(sc_graph *g, sc_training_graph *tg, const grad_order *order, const int *start,
@@ -137,7 +156,7 @@ static sc_status params_keep_owned(sc_graph *g, sc_training_graph *tg, const gra
         for (int k = start[b]; k < start[b + 1]; k++) mine[order[k].param] = owner[b] == rank;
     int w = 0;
     for (int i = 0; i < tg->n_params; i++)
-        if (mine[i]) tg->params[w] = tg->params[i], tg->grads[w] = tg->grads[i], w++;
+        if (mine[i]) tg->params[w] = tg->params[i], tg->grads[w] = tg->grads[i], tg->update_after[w] = tg->update_after[i], w++;
     tg->n_params = w;
     free(mine);
     return SC_OK;
@@ -164,6 +183,7 @@ sc_status data_parallel_build(sc_graph *g, const sc_train_options *opt, sc_train
                                   : bucket_emit(g, tg, order, start[b], start[b + 1], &a, SC_OP_ALL_REDUCE, true);
     }
     if (!st) st = tb_place_new_nodes(g, first, pos);
+    if (!st) st = updates_lag(g, tg, order, start, n);
     if (!st && opt->shard_optimizer) st = params_keep_owned(g, tg, order, start, owner, n, opt->rank);
     free(order);
     free(start);

@@ -11,7 +11,8 @@
  * and (b) the last node reading W, because a backward node may still read W after its gradient is
  * final (Gemm's dX = dY W is emitted beside dW) and the update overwrites W. This frees each
  * gradient as early as possible. With clipping every update needs the global norm, so they all go
- * after the last gradient (at the end).
+ * after the last gradient (at the end). Data parallel: after the next bucket's collective too
+ * (tg->update_after), so that the collective of a parameter's bucket overlaps that much backward.
  *
  * Clipping (opt->clip_norm > 0), torch.nn.utils.clip_grad_norm_:
  *   total_norm = sqrt(sum_p sum(g_p^2)),  grad_scale = min(1, clip / (total_norm + 1e-6)),
@@ -122,6 +123,7 @@ static void updates_positions(const sc_graph *g, const sc_training_graph *tg, in
         const sc_value *w = &g->values[tg->params[i]];
         for (int c = 0; c < w->n_consumers; c++)
             if (w->consumers[c] < first && w->consumers[c] > p) p = w->consumers[c];
+        if (tg->update_after && tg->update_after[i] > p) p = tg->update_after[i];
         pos[i] = p;
     }
 }

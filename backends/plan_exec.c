@@ -43,6 +43,7 @@
 void plan_session_free(sc_plan_session *s) {
     if (!s) return;
     worker_stop(s);
+    comm_stop(s);
     if (s->be) {
         s->be->iface->synchronize(s->be);
         if (s->base) s->be->iface->arena_destroy(s->be);
@@ -93,6 +94,10 @@ static sc_status copy_sync(sc_plan_session *s, bool to_device, void *dev, void *
     s->n_fly = k;
 #endif
     return SC_OK;
+}
+
+sc_status comm_copy(sc_plan_session *s, bool to_device, void *dev, void *host, int64_t bytes) {
+    return copy_sync(s, to_device, dev, host, bytes);
 }
 
 static void *dev_ptr(const sc_plan_session *s, int interval) {
@@ -234,6 +239,11 @@ sc_status plan_session_create_in_place(sc_backend *be, sc_graph *g, const sc_pla
     for (int i = 0; i < plan->n_steps; i++) n_host_runs += plan->steps[i].kind == SC_STEP_HOST_RUN;
     pthread_mutex_init(&s->pool_mu, NULL);
     s->pool_mu_ready = true;
+    sc_status cst = comm_start(s);
+    if (cst) {
+        plan_session_free(s);
+        return cst;
+    }
     if (n_host_runs && (!be->iface->compute_on_host || plan_exec_host_worker_forced())) {
         sc_status wst = worker_start(s, n_host_runs);
         if (wst) {
@@ -319,7 +329,17 @@ static sc_status step_run(sc_plan_session *s, const sc_step *sp) {
         opened(s, next);
         out[k].data = dev_ptr(s, next++);
     }
-    sc_status st = s->be->iface->run_node(s->be, n, in, n->n_in, out, n->n_out);
+    sc_status st;
+    if (comm_is_collective(n->op) && s->comm_started) { /* overlapped with the steps after it */
+        void **ip = malloc(sizeof(void *) * ((size_t)n->n_in + (size_t)n->n_out + 1));
+        st = ip ? SC_OK : sc_errorf("node '%s': out of memory", n->name);
+        for (int k = 0; !st && k < n->n_in; k++) ip[k] = in[k].data;
+        for (int k = 0; !st && k < n->n_out; k++) ip[n->n_in + k] = out[k].data;
+        if (!st) st = comm_issue(s, n, ip, ip + n->n_in);
+        free(ip);
+    } else {
+        st = s->be->iface->run_node(s->be, n, in, n->n_in, out, n->n_out);
+    }
     if (in != stack_in) free(in);
     if (out != stack_out) free(out);
     return st;
@@ -392,6 +412,8 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
     for (int i = 0; !st && i < p->n_steps; i++) {
         const sc_step *sp = &p->steps[i];
         double ts = sc_clock_seconds();
+        st = comm_settle_step(s, sp); /* collectives whose results this step needs */
+        if (st) break;
         switch (sp->kind) {
         case SC_STEP_RUN: st = step_run(s, sp); break;
         case SC_STEP_FREE:
@@ -409,6 +431,9 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
         s->step_time[i] = sc_clock_seconds() - ts;
         if (st) st = sc_status_prefix(st, "plan step %d: ", i);
     }
+    sc_status comm = s->comm_started ? comm_drain(s) : SC_OK; /* every collective done, results in place */
+    if (st) sc_status_free(comm);
+    else st = comm;
     sc_status drained = worker_drain(s); /* the next step's prefetches read what the updates wrote */
     if (st) sc_status_free(drained);
     else st = drained;

@@ -57,6 +57,23 @@ struct sc_plan_session {
 #endif
     double *step_time;
     sc_plan_stats stats;
+    /* collectives (plan_exec_comm.c): this step's queue, run in order by the comm thread */
+    struct comm_job {
+        int node;
+        char *flat;      /* the inputs packed, then the result */
+        int64_t n;       /* elements of dtype t */
+        sc_dtype t;
+        void **out;      /* device places of the outputs */
+        int n_out;
+        sc_status st;    /* the collective's outcome */
+        bool finished;   /* results copied out this step */
+    } *cjobs;
+    int n_cjobs, cj_issued, cj_run; /* capacity, queued this step, done (cj_run under cmu) */
+    int *pending;        /* per value (root): 1 + the job whose results it waits for, 0 none */
+    pthread_t comm_thread;
+    pthread_mutex_t cmu;
+    pthread_cond_t c_has, c_done;
+    bool comm_started, comm_stop;
 };
 
 static inline int64_t value_bytes(const sc_graph *g, int v) {
@@ -65,6 +82,18 @@ static inline int64_t value_bytes(const sc_graph *g, int v) {
 }
 
 static inline size_t host_bytes(int64_t bytes) { return (size_t)plan_host_buffer_bytes(bytes); }
+
+/* plan_exec.c: a synchronous copy between a device place and host memory (counted in the stats). */
+sc_status comm_copy(sc_plan_session *s, bool to_device, void *dev, void *host, int64_t bytes);
+
+/* plan_exec_comm.c */
+bool comm_is_collective(sc_op op);
+sc_status comm_start(sc_plan_session *s); /* the comm thread, when the plan has collectives */
+void comm_stop(sc_plan_session *s);
+sc_status comm_issue(sc_plan_session *s, const sc_node *n, void *const *in, void *const *out);
+sc_status comm_settle(sc_plan_session *s, int v);
+sc_status comm_settle_step(sc_plan_session *s, const sc_step *sp);
+sc_status comm_drain(sc_plan_session *s);
 
 /* plan_exec_host.c */
 void *host_copy_alloc(const sc_plan_session *s, size_t bytes);
