@@ -96,10 +96,6 @@ static sc_status copy_sync(sc_plan_session *s, bool to_device, void *dev, void *
     return SC_OK;
 }
 
-sc_status comm_copy(sc_plan_session *s, bool to_device, void *dev, void *host, int64_t bytes) {
-    return copy_sync(s, to_device, dev, host, bytes);
-}
-
 static void *dev_ptr(const sc_plan_session *s, int interval) {
     if (s->iv_home && s->iv_home[interval]) return s->iv_home[interval];
     return s->base + s->plan->intervals[interval].offset;

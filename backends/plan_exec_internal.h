@@ -83,9 +83,6 @@ static inline int64_t value_bytes(const sc_graph *g, int v) {
 
 static inline size_t host_bytes(int64_t bytes) { return (size_t)plan_host_buffer_bytes(bytes); }
 
-/* plan_exec.c: a synchronous copy between a device place and host memory (counted in the stats). */
-sc_status comm_copy(sc_plan_session *s, bool to_device, void *dev, void *host, int64_t bytes);
-
 /* plan_exec_comm.c */
 bool comm_is_collective(sc_op op);
 sc_status comm_start(sc_plan_session *s); /* the comm thread, when the plan has collectives */
