@@ -289,16 +289,24 @@ static sc_status stats_fill(lower_ctx *x, const sc_cost_model *m, sc_plan *plan)
         once += nf[i];
     }
     /* summed in run order, as before, so the figures do not change */
+    bool collectives = false;
     for (int r = 0; r < x->R; r++) {
         flops += nf[x->runs[r]];
         time += nt[x->runs[r]];
+        collectives |= cost_node_comm_time(x->g, x->runs[r]) > 0;
+    }
+    sc_status st = SC_OK;
+    if (collectives) { /* data parallel: the exchanges overlap backward (the timeline model) */
+        sc_timeline tl;
+        st = plan_timeline(x->g, plan, nt, m->link_bandwidth, false, &tl);
+        if (!st) time = tl.total, plan->stall_time = tl.stall;
     }
     free(nf);
     free(nt);
     plan->flops = flops;
     plan->recompute_flops = flops - once > 0 ? flops - once : 0;
     plan->predicted_time = time;
-    return SC_OK;
+    return st;
 }
 
 static sc_status ctx_init(lower_ctx *x, const sc_graph *g, const sc_training_graph *tg, const sc_chain *c) {

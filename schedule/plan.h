@@ -145,17 +145,18 @@ int plan_strategy_parse(const char *name);
 int plan_offload_parse(const char *name);
 int plan_update_parse(const char *name);
 
-/* The timeline model of one step (schedule/timeline.c has the rules): four FIFO resources, the
- * device's compute stream, the link's two directions and the host worker. node_time: seconds per
+/* The timeline model of one step (schedule/timeline.c has the rules): five FIFO resources, the
+ * device's compute stream, the link's two directions, the host worker and the collectives. node_time: seconds per
  * node (cost_node_time, or calibrated); with arrays, per step its track (SC_TRACK_*, -1 for steps
  * that take no time) and its start and end. */
-enum { SC_TRACK_COMPUTE, SC_TRACK_H2D, SC_TRACK_D2H, SC_TRACK_HOST, SC_N_TRACKS };
+enum { SC_TRACK_COMPUTE, SC_TRACK_H2D, SC_TRACK_D2H, SC_TRACK_HOST, SC_TRACK_COMM, SC_N_TRACKS };
 typedef struct {
     double *t0, *t1;     /* [n_steps] with arrays, else NULL */
     int *track;
     double total;        /* the step: when all four resources are idle */
     double stall;        /* of it, time the compute stream waits on transfers and host updates */
     double compute_busy, host_busy, link_busy[2]; /* busy seconds: compute, host, h2d and d2h */
+    double comm_busy;    /* seconds the collectives exchange data between ranks (data parallel) */
     int64_t bytes_h2d, bytes_d2h;
 } sc_timeline;
 sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_time, double link_bandwidth,

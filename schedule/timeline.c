@@ -10,8 +10,12 @@
  *   - the host worker runs HOST_RUN updates, from when they are issued (plan_exec.c), for their
  *     node's time: they overlap the device steps after them (on the CPU backend they run inline,
  *     where the prediction is short by up to host_busy).
+ *   - the collectives (data parallel, backends/plan_exec_comm.c): a collective RUN takes its node's
+ *     time less its exchange (cost_node_comm_time: packing the bucket) on the compute stream, then
+ *     the exchange runs on this resource; a later step that reads, offloads or frees one of its
+ *     outputs waits for it (a stall when that is later).
  * A WAIT holds the compute stream until its transfer has finished (a stall when that is later).
- * The step ends when all four are idle; what the compute stream waits for then is stall too.
+ * The step ends when all five are idle; what the compute stream waits for then is stall too.
  * Every figure is a sum of the same doubles in the same order, so it is bit-identical wherever it
  * is computed. */
 #include <stdlib.h>
@@ -19,6 +23,21 @@
 #include "schedule/sched_internal.h"
 
 static double later(double a, double b) { return a > b ? a : b; }
+
+/* Step st reads, overwrites, offloads or frees a collective's result: the compute stream waits for it. */
+static double collective_wait(const sc_graph *g, const sc_step *st, double *ready, double compute, double *stall) {
+    double at = 0;
+    if (st->kind == SC_STEP_RUN || st->kind == SC_STEP_HOST_RUN) {
+        const sc_node *nd = &g->nodes[st->node];
+        for (int k = 0; k < nd->n_in; k++)
+            if (nd->in[k] >= 0) at = later(at, ready[nd->in[k]]);
+    } else if ((st->kind == SC_STEP_FREE || st->kind == SC_STEP_OFFLOAD) && st->value >= 0) {
+        at = ready[st->value];
+    }
+    if (at <= compute) return compute;
+    *stall += at - compute;
+    return at;
+}
 
 sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_time, double link_bandwidth,
                         bool arrays, sc_timeline *tl) {
@@ -37,11 +56,30 @@ sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_
         plan_timeline_free(tl);
         return sc_errorf("out of memory modelling a plan's step");
     }
-    double compute = 0, link[2] = {0, 0}, host = 0;
+    double compute = 0, link[2] = {0, 0}, host = 0, comm = 0;
+    double *ready = NULL; /* per value: when a collective's result is in place (0: not one) */
+    for (int s = 0; s < n && !ready; s++)
+        if (p->steps[s].kind == SC_STEP_RUN && cost_node_comm_time(g, p->steps[s].node) > 0)
+            ready = calloc((size_t)g->n_values + 1, sizeof *ready);
     for (int s = 0; s < n; s++) {
         const sc_step *st = &p->steps[s];
         int track = -1;
+        if (ready) compute = collective_wait(g, st, ready, compute, &tl->stall);
         double t0 = compute, t1 = compute;
+        double exchange = st->kind == SC_STEP_RUN && ready ? cost_node_comm_time(g, st->node) : 0;
+        if (exchange > 0) {
+            const sc_node *nd = &g->nodes[st->node];
+            double pack = node_time[st->node] > exchange ? node_time[st->node] - exchange : 0;
+            compute += pack;
+            tl->compute_busy += pack;
+            t0 = later(comm, compute);
+            comm = t1 = t0 + exchange;
+            tl->comm_busy += exchange;
+            for (int o = 0; o < nd->n_out; o++)
+                if (nd->out[o] >= 0) ready[nd->out[o]] = comm;
+            if (arrays) tl->track[s] = SC_TRACK_COMM, tl->t0[s] = t0, tl->t1[s] = t1;
+            continue;
+        }
         switch (st->kind) {
         case SC_STEP_RUN:
             track = SC_TRACK_COMPUTE;
@@ -81,10 +119,11 @@ sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_
         }
         if (arrays) tl->track[s] = track, tl->t0[s] = t0, tl->t1[s] = t1;
     }
-    double end = later(later(link[0], link[1]), host);
+    double end = later(later(later(link[0], link[1]), host), comm);
     if (end > compute) tl->stall += end - compute, compute = end;
     tl->total = compute;
     free(done);
+    free(ready);
     return SC_OK;
 }
 
@@ -98,6 +137,8 @@ void plan_timeline_free(sc_timeline *tl) {
 
 const char *plan_timeline_bound(const sc_timeline *tl) {
     double h2d = tl->link_busy[0], d2h = tl->link_busy[1], link = later(h2d, d2h);
+    if (tl->comm_busy > tl->compute_busy && tl->comm_busy > link && tl->comm_busy > tl->host_busy)
+        return "collectives between ranks";
     if (link > tl->compute_busy && link > tl->host_busy) return h2d >= d2h ? "link (host to device)" : "link (device to host)";
     return tl->host_busy > tl->compute_busy ? "host updates" : "device compute";
 }

@@ -133,12 +133,12 @@ sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_trainin
         plan_timeline_free(&tl);
         return st;
     }
-    static const char *const tracks[4] = {"compute", "h2d", "d2h", "host"};
+    static const char *const tracks[SC_N_TRACKS] = {"compute", "h2d", "d2h", "host", "collectives"};
     strbuf b = {0};
     sb_printf(&b, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
     sb_printf(&b, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": \"scorch plan (%s)\"}}",
               plan_strategy_name(p->strategy));
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < SC_N_TRACKS; t++)
         sb_printf(&b, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
                   t + 1, tracks[t]);
     bool *ran = calloc((size_t)tg->n_forward_nodes + 1, 1);
@@ -148,8 +148,8 @@ sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_trainin
         const sc_step *sp = &p->steps[s];
         char label[600];
         if (tl.track[s] >= 0) {
-            const char *cat = sp->kind == SC_STEP_HOST_RUN ? "host update" : "transfer";
-            if (sp->kind == SC_STEP_RUN) {
+            const char *cat = sp->kind == SC_STEP_HOST_RUN ? "host update" : tl.track[s] == SC_TRACK_COMM ? "collective" : "transfer";
+            if (sp->kind == SC_STEP_RUN && tl.track[s] != SC_TRACK_COMM) {
                 bool fwd = sp->node < tg->n_forward_nodes;
                 cat = fwd ? (ran[sp->node] ? "recompute" : "forward") : "backward";
                 if (fwd) ran[sp->node] = true;
