@@ -14,6 +14,15 @@ if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
   endforeach()
   # two ranks on two cores: not beside other tests that time or stop processes
   set_tests_properties(dist_kill dist_hang PROPERTIES RUN_SERIAL TRUE)
+  # the peer: PyTorch DDP (gloo), 3 steps, within PyTorch's own float32 spread (tests/e2e/e2e_ddp.py)
+  if(DIST_TORCH_PYTHON)
+    foreach(model gpt resnet18)
+      add_test(NAME e2e_ddp_${model}
+               COMMAND ${DIST_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/e2e_ddp.py --scorch $<TARGET_FILE:scorch-run>
+                       --workdir ${CMAKE_CURRENT_BINARY_DIR}/dist_tmp/ddp_${model} --model ${model})
+      set_tests_properties(e2e_ddp_${model} PROPERTIES TIMEOUT 300 LABELS "dist;e2e")
+    endforeach()
+  endif()
   if(TARGET scorch_cuda)
     # the CUDA backend's collectives and GPU-per-local-rank (skipped without a device; runs on the
     # emulator in CI, where Open MPI's own allocations left at MPI_Finalize are not ours to report)

@@ -383,6 +383,7 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
         sc_status_free(train_plan_reload(t));
     }
     if (st) return st;
+    t->step_loss = o.loss;
     if (!o.skipped) train_loss_scale_good_step(t);
     train_snapshot_take(t);
     t->step = step;
@@ -466,5 +467,8 @@ static sc_status grads_write(sc_trainer *t, const char *dir) {
         SC_TRY(npy_save(dir, g->values[t->tg.params[i]].name, &grad));
     }
     sc_tensor loss = t->outs[t->loss_out]; /* the loss's own dtype: f32, or f64 for f64 models */
+    double mean = t->step_loss; /* data parallel: the mean over the ranks, the loss the gradients are of */
+    float mean32 = (float)mean;
+    if (sc_comm_size() > 1) loss.data = loss.desc.dtype == SC_F64 ? (void *)&mean : (void *)&mean32;
     return npy_save(dir, "loss", &loss);
 }

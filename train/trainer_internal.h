@@ -55,6 +55,7 @@ struct sc_trainer {
      * correction) is t->step - skipped, as a skipped optimizer.step() does not count in PyTorch. */
     double loss_scale;
     int64_t growth_tracker, skipped, skip_run;
+    double step_loss; /* the last step's loss (data parallel: the mean over the ranks) */
 };
 
 /* Measures t->cal once (cfg.calibrate), before the plan is built (calibrate.c). */
