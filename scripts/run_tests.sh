@@ -11,10 +11,11 @@
 #      random interleaving of the streams (seed printed); then test_cuda_ops under ThreadSanitizer
 #      (build-cuda-emu-tsan/: races between the threads of a block, compute-sanitizer's racecheck).
 #      No GPU needed.
-#   4. Portability (build-portable/): clang builds every target for x86-64-v2, a CPU without F16C,
+#   4. Portability (build-portable/): clang builds every target for x86-64-v2 and without MPI, a CPU without F16C,
 #      AVX, FMA or avx512fp16, so a compiler half type (_Float16 is refused by clang 14 there) or a
 #      CPU-specific intrinsic without a fallback fails the build on any machine; then the C unit
-#      tests and half_check (every f16 pattern against numpy) run on the scalar paths it built.
+#      tests and half_check (every f16 pattern against numpy) run on the scalar paths it built, and
+#      dist_nompi: a job launched by mpirun on a build without MPI says what is missing.
 #   5. Bounded importer fuzzing (scripts/fuzz_ci.sh: clang, libFuzzer, ASan/UBSan, 120 s) when clang
 #      is installed; skipped with a message otherwise.
 # Stages 2, 3 and 5 build for a fixed CPU baseline (BASELINE_MARCH: x86-64-v3 where this CPU runs
@@ -111,10 +112,10 @@ if [ "${SKIP_PORTABLE:-0}" != 1 ]; then
     echo "run_tests.sh: the portability stage needs clang (apt-get install clang-14)" >&2
     status=1
   elif CC=$port_cc CXX=${port_cc/clang/clang++} cmake -S . -B "$PORT_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-         -DSCORCH_MARCH=x86-64-v2 -DCMAKE_C_FLAGS=-Wno-pass-failed >/dev/null &&
+         -DSCORCH_MARCH=x86-64-v2 -DSCORCH_MPI=OFF -DCMAKE_C_FLAGS=-Wno-pass-failed >/dev/null &&
        cmake --build "$PORT_BUILD_DIR"; then
     step "ctest (portable build: C unit tests and half_check on the scalar paths)"
-    ctest --test-dir "$PORT_BUILD_DIR" --output-on-failure -j"$JOBS" -R '^(test_|half_check$)' || status=1
+    ctest --test-dir "$PORT_BUILD_DIR" --output-on-failure -j"$JOBS" -R '^(test_|half_check$|dist_nompi$)' || status=1
   else
     echo "run_tests.sh: the portable build failed: a compiler half type (_Float16, __fp16, __bf16) or a" \
          "CPU-specific intrinsic without a fallback? Use core/half.h and guard intrinsics (core/half.c)." >&2

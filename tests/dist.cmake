@@ -32,4 +32,11 @@ if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
     set_tests_properties(dist_cuda PROPERTIES TIMEOUT 600 LABELS "dist;cuda" SKIP_RETURN_CODE 77
                          ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
   endif()
+else()
+  # a build without MPI (SCORCH_MPI=OFF, or no libopenmpi-dev): launched as one of several ranks it
+  # stops with the reason, naming what to install (the portability stage of scripts/run_tests.sh)
+  add_test(NAME dist_nompi
+           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/dist_check.py $<TARGET_FILE:scorch-run> none
+                   ${CMAKE_CURRENT_BINARY_DIR}/dist_tmp/nompi nompi)
+  set_tests_properties(dist_nompi PROPERTIES TIMEOUT 120 LABELS dist)
 endif()
