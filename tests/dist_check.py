@@ -7,7 +7,8 @@ CHECK:
   invariance  GPT, SGD (momentum 0.9), 3 steps: 2 ranks x batch 4 against 1 rank x batch 8 on the same
               synthetic data. Every float tensor within 1e-6 of its max abs value (float32 summation order:
               the ranks' means are averaged instead of one mean over 8 samples; measured 3.8e-7). Two runs
-              with 2 ranks give the same bytes (the all-reduce sums in rank order). The control: 2 ranks x
+              with 2 ranks give the same bytes (the all-reduce sums in rank order). The same with a
+              --tokens file (synthetic data and .npy are the other sources; e2e_ddp.py uses .npy). The control: 2 ranks x
               batch 4 against 1 rank x batch 4, which sees half the data, must differ by far more.
               AdamW is not used here: the attention key bias has a gradient that is mathematically zero
               (softmax ignores a shift of every logit), so its float32 value is rounding noise, which AdamW
@@ -98,6 +99,15 @@ def check_invariance():
         sys.exit(f"FAIL: {name} differs by {err:.3g} of its max (> 1e-6)")
     if open("two.onnx", "rb").read() != open("two_again.onnx", "rb").read():
         sys.exit("FAIL: two runs with 2 ranks wrote different bytes")
+    # a token file: rank r reads windows r*4.. of the global batch's 8, as one process would
+    rng = np.random.RandomState(0)
+    rng.randint(0, 128, size=20000).astype("<u2").tofile("tokens.bin")
+    train(1, 8, "tok_one.onnx", ["--tokens", "tokens.bin"])
+    train(2, 4, "tok_two.onnx", ["--tokens", "tokens.bin"])
+    terr, tname = worst(weights("tok_one.onnx"), weights("tok_two.onnx"))
+    print(f"token file, 2 ranks x 4 vs 1 rank x 8: worst {terr:.3g} of the tensor's max ({tname})")
+    if terr > 1e-6:
+        sys.exit(f"FAIL: with --tokens, {tname} differs by {terr:.3g} of its max (> 1e-6)")
     ctrl, cname = worst(one, weights("half.onnx"))
     print(f"control, 1 rank x 4 (half the data) vs 1 rank x 8: worst {ctrl:.3g} ({cname})")
     if ctrl < 100 * 1e-6:
