@@ -48,6 +48,9 @@ typedef struct {
     int rank;               /* this rank (shard_optimizer: the graph differs per rank) */
 } sc_train_options;
 
+/* The AllReduce of the sharded clip norm's partial sums (autodiff/optimizer.c): after every bucket. */
+#define SC_CLIP_BUCKET (1 << 24)
+
 /* PyTorch DDP's bucket_cap_mb default. */
 #define SC_BUCKET_BYTES_DEFAULT ((int64_t)25 << 20)
 

@@ -62,6 +62,20 @@ static int state_new(tb_builder *b, sc_training_graph *tg, int param, const char
     return v;
 }
 
+/* Sharded optimizer: each rank holds its own buckets' gradients, so its sum of squares is a part of
+ * the total: their mean over the ranks (an AllReduce, which every rank runs, an owner of nothing with
+ * a zero) times the number of ranks. The sum is then taken in another order than one rank's would
+ * (per owner, then over the ranks), so clipped weights agree with unsharded ones to float32
+ * rounding, not bit for bit. */
+static int clip_total_over_ranks(tb_builder *b, const sc_train_options *opt, int total) {
+    if (total < 0) total = tb_const_scalar(b, "clip.sumsq_none", SC_F32, 0);
+    sc_attrs a = {0};
+    a.all_reduce = (sc_all_reduce_attrs){opt->ranks, SC_CLIP_BUCKET, 0};
+    int mean = tb_emit(b, SC_OP_ALL_REDUCE, "clip.allreduce", (const int[]){total}, 1, 1, NULL, &a, SC_VALUE_ACT);
+    int n = tb_const_scalar(b, "clip.ranks", SC_F32, opt->ranks);
+    return tb_emit(b, SC_OP_MUL, "clip.total_all_ranks", (const int[]){mean, n}, 2, 1, NULL, NULL, SC_VALUE_ACT);
+}
+
 /* Sum of squares of every gradient, as an f32 scalar; then the clip factor. With loss scaling the
  * norm is that of the unscaled gradients (g * inv_loss_scale, as GradScaler.unscale_ before
  * clip_grad_norm_), and the factor the updates apply is clip factor * inv_loss_scale: a power of two
@@ -84,6 +98,7 @@ static int clip_scale_build(tb_builder *b, const sc_train_options *opt, const sc
         }
         total = total < 0 ? s : tb_emit(b, SC_OP_ADD, "clip.total", (const int[]){total, s}, 2, 1, NULL, NULL, SC_VALUE_ACT);
     }
+    if (opt->shard_optimizer && opt->ranks > 1) total = clip_total_over_ranks(b, opt, total);
     int norm = tb_emit(b, SC_OP_SQRT, "clip.norm", (const int[]){total}, 1, 1, NULL, NULL, SC_VALUE_ACT);
     int eps = tb_const_scalar(b, "clip.eps", SC_F32, 1e-6);
     int denom = tb_emit(b, SC_OP_ADD, "clip.denom", (const int[]){norm, eps}, 2, 1, NULL, NULL, SC_VALUE_ACT);
@@ -136,7 +151,8 @@ sc_status optimizer_build(sc_graph *g, const sc_train_options *opt, sc_training_
     tg->states = sc_arena_alloc_array(&g->arena, (size_t)(2 * tg->n_params + 1), sizeof(int));
     if (!tg->states) return sc_errorf("out of memory listing optimizer state");
     tg->n_states = 0;
-    bool clip = opt->clip_norm > 0 && tg->n_params > 0;
+    bool sharded = opt->shard_optimizer && opt->ranks > 1;
+    bool clip = opt->clip_norm > 0 && (tg->n_params > 0 || sharded); /* sharded: every rank's part of the norm */
     int scale = clip ? clip_scale_build(&b, opt, tg) : tg->inv_loss_scale;
     SC_TRY(b.st);
     /* The caller's graph is linked (autodiff_build_backward ends with graph_link) and lr/step are

@@ -277,12 +277,6 @@ static sc_status params_check_16bit(const sc_graph *g, const sc_train_options *o
 /* What a sharded optimizer cannot do yet: each rank holds its own buckets' gradients only. */
 static sc_status shard_check(const sc_train_options *opt) {
     if (!opt->shard_optimizer || opt->ranks <= 1) return SC_OK;
-    if (opt->clip_norm > 0)
-        return sc_errorf("--clip with --shard-optimizer is not supported yet: the global norm needs every bucket's "
-                         "gradients, which the sharded ranks do not hold together");
-    if (opt->loss_scaling)
-        return sc_errorf("--precision fp16 with --shard-optimizer is not supported yet: skipping an overflowed step "
-                         "needs every owner to agree on the overflow");
     if (opt->keep_grads)
         return sc_errorf("--dump-grads with --shard-optimizer is not supported: each rank holds its own buckets' "
                          "averaged gradients only");

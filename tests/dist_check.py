@@ -18,7 +18,9 @@ CHECK:
               (sharding moves each update to one rank; the arithmetic is the same); the largest rank
               holds at most 0.65 of the optimizer state (measured 0.54: whole buckets per owner); a
               sharded run's checkpoint (rank 0 gathers the shards) resumes sharded and unsharded to the
-              bytes of an uninterrupted run.
+              bytes of an uninterrupted run; fp16 with overflowing (skipped) steps gives the same bytes
+              sharded; --clip on 3 ranks agrees within 1e-6 (the norm's partial sums are added per
+              owner, then over the ranks; measured 1.7e-7).
   kill        A rank killed (SIGKILL) mid-run: mpirun exits non-zero within 60 s, its output names the
               dead rank, and the last checkpoint (--save-every) resumes.
   hang        A rank stopped (SIGSTOP) mid-run with --comm-timeout 5: the job exits non-zero within 60 s,
@@ -143,6 +145,24 @@ def check_shard():
                    "--resume", "sst", "--state", "sst_b"] + args6))
     same_bytes("full6.onnx", "r_shard.onnx", "3 sharded steps, saved, resumed sharded for 3")
     same_bytes("full6.onnx", "r_full.onnx", "3 sharded steps, saved, resumed unsharded for 3")
+    # fp16 with loss scaling, overflowing steps included: the owners' non-finite updates reach every
+    # rank through the broadcast, so every rank skips the same steps
+    fp16 = ["--optimizer", "adamw", "--precision", "fp16", "--loss-scale", "1e30", "--steps", "3"]
+    train(2, 4, "fp16_full.onnx", fp16)
+    r = train(2, 4, "fp16_shard.onnx", fp16 + ["--shard-optimizer"])
+    if "update skipped" not in r.stderr:
+        sys.exit("FAIL: fp16 at loss scale 1e30 skipped no step: the check could not fail")
+    same_bytes("fp16_full.onnx", "fp16_shard.onnx", "fp16 with skipped steps, sharded against unsharded")
+    # global-norm clipping: each owner sums its buckets' squares, an all-reduce adds the ranks' parts;
+    # the order of that sum differs from one rank's, so float32 rounding apart (3 ranks, SGD)
+    clip = ["--clip", "0.1", "--steps", "3"]
+    run(mpirun(3, ["train", "gpt.onnx", "--batch", "4", "--seq", "16", "--threads", "1", "-o", "clip_full.onnx"] + clip))
+    run(mpirun(3, ["train", "gpt.onnx", "--batch", "4", "--seq", "16", "--threads", "1", "-o", "clip_shard.onnx",
+                   "--shard-optimizer"] + clip))
+    err, name = worst(weights("clip_full.onnx"), weights("clip_shard.onnx"))
+    print(f"--clip 0.1, 3 ranks, sharded against unsharded: worst {err:.3g} of the tensor's max ({name})")
+    if err > 1e-6:
+        sys.exit(f"FAIL: with --clip, sharding moved {name} by {err:.3g} of its max (> 1e-6)")
 
 
 def check_cuda():
