@@ -79,14 +79,7 @@ void plan_session_free(sc_plan_session *s) {
 
 static sc_status copy_sync(sc_plan_session *s, bool to_device, void *dev, void *host, int64_t bytes) {
     int64_t t;
-    if (to_device) {
-        SC_TRY(s->be->iface->copy_h2d(s->be, dev, host, bytes, &t));
-        s->stats.bytes_h2d += bytes;
-    } else {
-        SC_TRY(s->be->iface->copy_d2h(s->be, host, dev, bytes, &t));
-        s->stats.bytes_d2h += bytes;
-    }
-    SC_TRY(s->be->iface->wait(s->be, t));
+    SC_TRY(host_copy_sync(s, to_device, dev, host, bytes, &t));
 #ifndef NDEBUG
     int k = 0; /* every transfer up to t finished (backend contract) */
     for (int i = 0; i < s->n_fly; i++)

@@ -22,17 +22,9 @@
 #include "backends/comm.h"
 #include "backends/plan_exec_internal.h"
 
-/* A synchronous copy between a device place and host memory, counted in the step's bytes moved. */
 static sc_status comm_copy(sc_plan_session *s, bool to_device, void *dev, void *host, int64_t bytes) {
     int64_t t;
-    if (to_device) {
-        SC_TRY(s->be->iface->copy_h2d(s->be, dev, host, bytes, &t));
-        s->stats.bytes_h2d += bytes;
-    } else {
-        SC_TRY(s->be->iface->copy_d2h(s->be, host, dev, bytes, &t));
-        s->stats.bytes_d2h += bytes;
-    }
-    return s->be->iface->wait(s->be, t);
+    return host_copy_sync(s, to_device, dev, host, bytes, &t);
 }
 
 bool comm_is_collective(sc_op op) { return op == SC_OP_ALL_REDUCE || op == SC_OP_REDUCE || op == SC_OP_BROADCAST; }

@@ -13,6 +13,17 @@ static bool force_host_worker; /* plan_exec_force_host_worker */
 
 bool plan_exec_host_worker_forced(void) { return force_host_worker; }
 
+sc_status host_copy_sync(sc_plan_session *s, bool to_device, void *dev, void *host, int64_t bytes, int64_t *t) {
+    if (to_device) {
+        SC_TRY(s->be->iface->copy_h2d(s->be, dev, host, bytes, t));
+        s->stats.bytes_h2d += bytes;
+    } else {
+        SC_TRY(s->be->iface->copy_d2h(s->be, host, dev, bytes, t));
+        s->stats.bytes_d2h += bytes;
+    }
+    return s->be->iface->wait(s->be, *t);
+}
+
 /* The session's host copies: pinned by the backend when it can (CUDA copies them directly, without
  * staging), else plain 64-byte aligned memory. */
 void *host_copy_alloc(const sc_plan_session *s, size_t bytes) {

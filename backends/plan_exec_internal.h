@@ -93,6 +93,9 @@ sc_status comm_settle_step(sc_plan_session *s, const sc_step *sp);
 sc_status comm_drain(sc_plan_session *s);
 
 /* plan_exec_host.c */
+/* A copy between a device place and host memory, waited for (transfer id *t), counted in the step's
+ * bytes moved. */
+sc_status host_copy_sync(sc_plan_session *s, bool to_device, void *dev, void *host, int64_t bytes, int64_t *t);
 void *host_copy_alloc(const sc_plan_session *s, size_t bytes);
 void host_copy_free(const sc_plan_session *s, void *p);
 void homes_pin(sc_plan_session *s);   /* the streamed homes, through the backend's host_pin */
