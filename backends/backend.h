@@ -40,6 +40,10 @@ typedef struct {
     /* Its compute runs on the host's own cores (the CPU backend): work the executor could hand to
      * another host thread (host optimizer updates) would only compete with it, so it runs inline. */
     bool compute_on_host;
+    /* Its collectives (AllReduce, Reduce, Broadcast) run on the device, enqueued by run_node (CUDA with
+     * NCCL). Otherwise the executor overlaps them itself: it copies a bucket to host memory and a
+     * thread of its own runs the process group's collective (backends/plan_exec_comm.c). */
+    bool device_collectives;
     /* Allocates the device arena (64-byte aligned); fails naming the cap when bytes exceed it. */
     sc_status (*arena_create)(sc_backend *b, int64_t bytes, void **base);
     void (*arena_destroy)(sc_backend *b);

@@ -228,7 +228,7 @@ sc_status plan_session_create_in_place(sc_backend *be, sc_graph *g, const sc_pla
     for (int i = 0; i < plan->n_steps; i++) n_host_runs += plan->steps[i].kind == SC_STEP_HOST_RUN;
     pthread_mutex_init(&s->pool_mu, NULL);
     s->pool_mu_ready = true;
-    sc_status cst = comm_start(s);
+    sc_status cst = comm_start(s, be);
     if (cst) {
         plan_session_free(s);
         return cst;

@@ -54,7 +54,8 @@ static void *comm_main(void *arg) {
     return NULL;
 }
 
-sc_status comm_start(sc_plan_session *s) {
+sc_status comm_start(sc_plan_session *s, const sc_backend *be) {
+    if (be->iface->device_collectives) return SC_OK; /* run_node enqueues them on the device */
     int n = 0;
     for (int i = 0; i < s->plan->n_steps; i++)
         n += s->plan->steps[i].kind == SC_STEP_RUN && comm_is_collective(s->g->nodes[s->plan->steps[i].node].op);

@@ -85,7 +85,8 @@ static inline size_t host_bytes(int64_t bytes) { return (size_t)plan_host_buffer
 
 /* plan_exec_comm.c */
 bool comm_is_collective(sc_op op);
-sc_status comm_start(sc_plan_session *s); /* the comm thread, when the plan has collectives */
+sc_status comm_start(sc_plan_session *s, const sc_backend *be); /* the comm thread, when the plan has collectives
+                                                                   and be runs none on the device */
 void comm_stop(sc_plan_session *s);
 sc_status comm_issue(sc_plan_session *s, const sc_node *n, void *const *in, void *const *out);
 sc_status comm_settle(sc_plan_session *s, int v);

@@ -27,8 +27,9 @@ CHECK:
               naming the silent rank.
   cuda        The CUDA backend (on a GPU, or on the CPU emulator of CUDA in CI): 2 ranks x batch 4 with
               --device cuda against 1 rank x batch 4 x 2 on the CPU, within 1e-5 (two backends' kernels
-              and the collectives' host round trip; measured 3.9e-7 on the emulator). Each rank takes the
-              GPU of its local rank. SKIP (77) without a usable CUDA device.
+              and NCCL's sums, or the host round trip without NCCL; measured 3.3e-7 on the emulator, whose
+              NCCL runs over MPI); --shard-optimizer on cuda gives the same bytes as unsharded. Each rank
+              takes the GPU of its local rank. SKIP (77) without a usable CUDA device.
   nompi       A build without MPI launched as rank 1 of 2 (the launcher's environment): an error saying
               MPI is missing and what to install, exit code non-zero, nothing written; without the
               launcher it trains as one process (registered for builds without MPI only).
@@ -179,6 +180,8 @@ def check_cuda():
     print(f"2 ranks x 4 on cuda vs 1 rank x 8 on the cpu: worst {err:.3g} of the tensor's max ({name})")
     if err > 1e-5:
         sys.exit(f"FAIL: {name} differs by {err:.3g} of its max (> 1e-5)")
+    train(2, 4, "cuda_shard.onnx", ["--device", "cuda", "--shard-optimizer"])
+    same_bytes("cuda.onnx", "cuda_shard.onnx", "--shard-optimizer on cuda (reduce to owners, broadcast) against unsharded")
 
 
 def wait_for_step(log, step, proc, limit=120):

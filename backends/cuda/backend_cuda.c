@@ -299,6 +299,11 @@ static sc_status cuda_wait(sc_backend *b, int64_t t) {
 static sc_status cuda_synchronize(sc_backend *b) {
     cuda_backend *c = b->ctx;
     sc_status st = cuda_wait(b, c->issued);
+    if (cu_nccl_active()) { /* a dead or hung rank must not block this forever */
+        sc_status nst = cu_nccl_synchronize(c->cu.stream);
+        if (st) sc_status_free(nst);
+        return st ? st : nst;
+    }
     cudaError_t e = cudaStreamSynchronize(c->cu.stream);
     if (e != cudaSuccess && !st) st = sc_errorf("cuda backend: a kernel failed: %s", cudaGetErrorString(e));
     return st;
@@ -365,6 +370,9 @@ static void cuda_destroy(sc_backend *b) {
 
 static const sc_backend_i cuda_iface = {
     .name = "cuda",
+#ifdef SC_HAVE_NCCL
+    .device_collectives = true, /* NCCL on the compute stream (cu_collective.c) */
+#endif
     .arena_create = cuda_arena_create,
     .arena_destroy = cuda_arena_destroy,
     .copy_h2d = cuda_copy_h2d,

@@ -1,15 +1,35 @@
 /* The collectives on the CUDA backend (graph/ops_train.def; the CPU's cpu_collective.c has their
- * semantics): the bucket goes to host memory, through the process group (backends/comm.h, MPI) and
- * comes back. Correct on any number of GPUs and hosts, and the bits of the CPU backend's (the host
- * sums in rank order), but it crosses the PCIe link twice and holds the compute stream meanwhile:
- * NCCL, device to device on a stream of its own, is the fast path still to be built (issue 17). */
+ * semantics).
+ *
+ * With NCCL (SC_HAVE_NCCL: nccl.h and libnccl found beside the toolkit, backends/cuda/cuda.cmake) the
+ * bucket stays on the device: its tensors are packed into the kernels' scratch with device copies,
+ * NCCL sums it over the ranks on the compute stream (ncclAllReduce / ncclReduce to the owner /
+ * ncclBroadcast from it), the sum is divided by the number of ranks (cu_divide_launch) and unpacked,
+ * all enqueued, so the host goes on issuing backward. The communicator is made at the first
+ * collective: rank 0's ncclUniqueId reaches the others over the process group (backends/comm.h,
+ * MPI). A rank that dies or hangs would leave the stream waiting forever: cu_nccl_synchronize,
+ * which the backend's synchronize uses once a communicator exists, polls the stream and NCCL's
+ * asynchronous error, and after the process group's timeout aborts the communicator and fails.
+ * Bits: NCCL sums two ranks' values with one add, as the CPU's rank-order sum does; with more ranks
+ * its ring order differs from rank order (deterministic for a given N and topology).
+ *
+ * Without NCCL the bucket goes through host memory and the process group's MPI collectives: correct
+ * on any number of GPUs and hosts, the bits of the CPU backend's, but it crosses the PCIe link twice
+ * and holds the compute stream meanwhile.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/comm.h"
 #include "backends/cuda/cu_kernels.h"
 #include "backends/cuda/cuda_common.h"
+#include "core/clock.h"
+
+#ifdef SC_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 #define CU_TRY_CALL(c, expr, st)                                                                              \
     do {                                                                                                      \
@@ -19,14 +39,118 @@
 
 typedef enum { ALL_REDUCE, REDUCE, BROADCAST } collective;
 
-static sc_status run(const cu_call *c, collective kind) {
-    sc_dtype t = c->in[0].desc.dtype;
-    int64_t total = 0;
+static sc_status bucket_size(const cu_call *c, sc_dtype *t, int64_t *total) {
+    *t = c->in[0].desc.dtype;
+    *total = 0;
     for (int k = 0; k < c->n_in; k++) {
-        if (c->in[k].desc.dtype != t)
-            return cu_errorf(c, "the bucket mixes %s and %s tensors", sc_dtype_name(t), sc_dtype_name(c->in[k].desc.dtype));
-        total += sc_desc_numel(&c->in[k].desc);
+        if (c->in[k].desc.dtype != *t)
+            return cu_errorf(c, "the bucket mixes %s and %s tensors", sc_dtype_name(*t), sc_dtype_name(c->in[k].desc.dtype));
+        *total += sc_desc_numel(&c->in[k].desc);
     }
+    return SC_OK;
+}
+
+#ifdef SC_HAVE_NCCL
+
+static ncclComm_t nccl_comm;
+static bool nccl_made;
+
+static sc_status nccl_fail(const cu_call *c, const char *call, ncclResult_t r) {
+    return cu_errorf(c, "%s failed: %s", call, ncclGetErrorString(r));
+}
+
+/* The job's communicator, made by every rank at its first collective (the same point in every rank's
+ * plan). */
+static sc_status nccl_get(const cu_call *c) {
+    if (nccl_made) return SC_OK;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (sc_comm_rank() == 0) {
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess) return nccl_fail(c, "ncclGetUniqueId", r);
+    }
+    SC_TRY(sc_comm_bcast(&id, sizeof id, 0, "sharing the NCCL id"));
+    ncclResult_t r = ncclCommInitRank(&nccl_comm, sc_comm_size(), id, sc_comm_rank());
+    if (r != ncclSuccess) return nccl_fail(c, "ncclCommInitRank", r);
+    nccl_made = true;
+    return SC_OK;
+}
+
+bool cu_nccl_active(void) { return nccl_made; }
+
+sc_status cu_nccl_synchronize(cudaStream_t s) {
+    double t0 = sc_clock_seconds();
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(s);
+        if (e == cudaSuccess) return SC_OK;
+        if (e != cudaErrorNotReady) return sc_errorf("cuda backend: a kernel failed: %s", cudaGetErrorString(e));
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(nccl_comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+            ncclCommAbort(nccl_comm);
+            nccl_made = false;
+            return sc_errorf("NCCL failed while the step ran: %s", ncclGetErrorString(async));
+        }
+        if (sc_clock_seconds() - t0 > sc_comm_timeout()) {
+            ncclCommAbort(nccl_comm);
+            nccl_made = false;
+            return sc_errorf("the GPU's work (NCCL collectives included) did not finish within %g s: a rank died or hangs "
+                             "(--comm-timeout sets the limit)",
+                             sc_comm_timeout());
+        }
+        nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
+}
+
+static ncclDataType_t nccl_type(sc_dtype t) { return t == SC_F64 ? ncclFloat64 : ncclFloat32; }
+
+static sc_status run(const cu_call *c, collective kind) {
+    sc_dtype t;
+    int64_t total;
+    SC_TRY(bucket_size(c, &t, &total));
+    if (t != SC_F32 && t != SC_F64 && kind != BROADCAST)
+        return cu_errorf(c, "%s of %s is not supported (f32, f64)", sc_op_name(c->node->op), sc_dtype_name(t));
+    SC_TRY(nccl_get(c));
+    size_t es = sc_dtype_size(t);
+    char *flat;
+    SC_TRY(cu_scratch(c, total * (int64_t)es, (void **)&flat));
+    sc_status st = SC_OK;
+    cudaStream_t s = c->ctx->stream;
+    int64_t at = 0;
+    for (int k = 0; k < c->n_in; k++) {
+        size_t bytes = (size_t)sc_desc_numel(&c->in[k].desc) * es;
+        CU_TRY_CALL(c, cudaMemcpyAsync(flat + at, c->in[k].data, bytes, cudaMemcpyDeviceToDevice, s), st);
+        at += (int64_t)bytes;
+    }
+    int owner = c->node->attrs->all_reduce.owner;
+    ncclResult_t r = ncclSuccess;
+    if (!st) {
+        if (kind == ALL_REDUCE) r = ncclAllReduce(flat, flat, (size_t)total, nccl_type(t), ncclSum, nccl_comm, s);
+        else if (kind == REDUCE) r = ncclReduce(flat, flat, (size_t)total, nccl_type(t), ncclSum, owner, nccl_comm, s);
+        else r = ncclBroadcast(flat, flat, (size_t)at, ncclUint8, owner, nccl_comm, s);
+        if (r != ncclSuccess) st = nccl_fail(c, kind == ALL_REDUCE ? "ncclAllReduce" : kind == REDUCE ? "ncclReduce" : "ncclBroadcast", r);
+    }
+    if (!st && kind != BROADCAST && c->n_out > 0) st = cu_divide_launch(s, flat, t, (double)sc_comm_size(), total);
+    at = 0;
+    for (int k = 0; k < c->n_out; k++) {
+        size_t bytes = (size_t)sc_desc_numel(&c->out[k].desc) * es;
+        CU_TRY_CALL(c, cudaMemcpyAsync(c->out[k].data, flat + at, bytes, cudaMemcpyDeviceToDevice, s), st);
+        at += (int64_t)bytes;
+    }
+    return st;
+}
+
+#else /* without NCCL: through host memory and MPI */
+
+bool cu_nccl_active(void) { return false; }
+sc_status cu_nccl_synchronize(cudaStream_t s) {
+    (void)s;
+    return SC_OK;
+}
+
+static sc_status run(const cu_call *c, collective kind) {
+    sc_dtype t;
+    int64_t total;
+    SC_TRY(bucket_size(c, &t, &total));
     size_t es = sc_dtype_size(t);
     char *flat = malloc((size_t)total * es + 1);
     if (!flat) return cu_errorf(c, "out of memory packing %lld elements on the host", (long long)total);
@@ -57,6 +181,8 @@ static sc_status run(const cu_call *c, collective kind) {
     free(flat);
     return st;
 }
+
+#endif
 
 sc_status cu_all_reduce(const cu_call *c) { return run(c, ALL_REDUCE); }
 sc_status cu_reduce_to_owner(const cu_call *c) { return run(c, REDUCE); }

@@ -39,6 +39,23 @@ set_source_files_properties(${CMAKE_SOURCE_DIR}/backends/cuda/cu_optim.cu ${CMAK
                             PROPERTIES COMPILE_OPTIONS -fmad=false)
 target_link_libraries(scorch_cuda PUBLIC scorch CUDA::cudart_static CUDA::cublas)
 
+# NCCL for the data-parallel collectives (cu_collective.c) when it is found beside the toolkit (the
+# CUDA 13 toolkit ships it under lib/); without it they go through host memory and MPI.
+option(SCORCH_NCCL "Use NCCL for data-parallel collectives when it is found" ON)
+if(SCORCH_NCCL)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2
+    HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib ${CUDAToolkit_TARGET_DIR}/lib)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    target_include_directories(scorch_cuda PUBLIC ${NCCL_INCLUDE_DIR})
+    target_link_libraries(scorch_cuda PUBLIC ${NCCL_LIBRARY})
+    target_compile_definitions(scorch_cuda PUBLIC SC_HAVE_NCCL=1)
+    message(STATUS "scorch: data-parallel collectives on NCCL (${NCCL_LIBRARY})")
+  else()
+    message(STATUS "scorch: NCCL not found; data-parallel collectives on the CUDA backend go through host memory")
+  endif()
+endif()
+
 set(SCORCH_CUDNN_FOUND OFF)
 if(SCORCH_CUDNN)
   execute_process(COMMAND python3 -c "import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))"

@@ -82,6 +82,12 @@ sc_status cu_read_bytes(const cu_call *c, int i, void *dst, int64_t max_bytes);
 sc_status cu_cast_launch(cudaStream_t s, void *dst, sc_dtype dt, const void *src, sc_dtype st, int64_t n);
 /* Fills n elements of dtype t with v. */
 sc_status cu_fill_launch(cudaStream_t s, void *dst, sc_dtype t, double v, int64_t n);
+/* NCCL (cu_collective.c): whether a communicator exists, and the backend's synchronize of stream s
+ * then, which fails after the process group's timeout instead of waiting forever on a dead rank. */
+bool cu_nccl_active(void);
+sc_status cu_nccl_synchronize(cudaStream_t s);
+/* x[i] = x[i] / d for n elements of f32 or f64 (cu_collective_scale.cu). */
+sc_status cu_divide_launch(cudaStream_t s, void *x, sc_dtype t, double d, int64_t n);
 
 #ifdef __cplusplus
 }

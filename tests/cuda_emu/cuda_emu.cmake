@@ -9,9 +9,11 @@ set(CMAKE_CXX_STANDARD_REQUIRED ON)
 set(emu_dir ${CMAKE_SOURCE_DIR}/tests/cuda_emu)
 
 add_library(scorch_cuda_emu STATIC ${emu_dir}/emu_runtime.cpp ${emu_dir}/emu_kernel.cpp ${emu_dir}/emu_cublas.cpp
-  ${emu_dir}/emu_cudnn.cpp)
+  ${emu_dir}/emu_cudnn.cpp ${emu_dir}/emu_nccl.cpp)
 target_include_directories(scorch_cuda_emu BEFORE PUBLIC ${emu_dir}/include ${emu_dir})
-target_link_libraries(scorch_cuda_emu PUBLIC pthread)
+# emulated NCCL exchanges over the process group (backends/comm.h) in libscorch
+target_include_directories(scorch_cuda_emu PRIVATE ${CMAKE_SOURCE_DIR})
+target_link_libraries(scorch_cuda_emu PUBLIC pthread scorch)
 
 file(GLOB emu_cu_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/backends/cuda/*.cu)
 set(emu_translated "")
@@ -32,7 +34,7 @@ add_library(scorch_cuda STATIC ${emu_c_sources} ${emu_translated})
 # (backends/cuda/cuda.cmake); the other kernels never relied on fused multiply-adds.
 set_source_files_properties(${emu_translated} PROPERTIES COMPILE_OPTIONS "-Wno-unknown-pragmas;-ffp-contract=off")
 target_include_directories(scorch_cuda BEFORE PRIVATE ${emu_dir}/include ${emu_dir} ${CMAKE_SOURCE_DIR}/backends/cuda)
-target_compile_definitions(scorch_cuda PUBLIC SC_HAVE_CUDNN=1 SCORCH_CUDA_EMU=1)
+target_compile_definitions(scorch_cuda PUBLIC SC_HAVE_CUDNN=1 SC_HAVE_NCCL=1 SCORCH_CUDA_EMU=1)
 target_link_libraries(scorch_cuda PUBLIC scorch scorch_cuda_emu)
 message(STATUS "scorch: CUDA backend built on the CPU emulator (tests/cuda_emu); convolutions on emulated cuDNN")
 

@@ -568,6 +568,15 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st) {
     return s.sticky;
 }
 
+cudaError_t cudaStreamQuery(cudaStream_t st) {
+    guard g;
+    state &s = g.s;
+    if (!stream_valid(s, st)) return fail(s, cudaErrorInvalidResourceHandle);
+    CUstream_st *q = stream_of(s, st);
+    complete(s, q, last_seq(q), "cudaStreamQuery");
+    return s.sticky;
+}
+
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
     guard g;
     if (g.s.sticky) return g.s.sticky;

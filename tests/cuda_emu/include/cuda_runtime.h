@@ -79,6 +79,8 @@ cudaError_t cudaHostUnregister(void *p);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+/* Emulated: runs the stream's work, so it never reports cudaErrorNotReady. */
+cudaError_t cudaStreamQuery(cudaStream_t s);
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
