@@ -245,6 +245,7 @@ static sc_status copy_start(cuda_backend *c, bool d2h, void *dst, const void *sr
     } while (0)
     XF_CHECK(cudaEventCreateWithFlags(&t.done, cudaEventDisableTiming));
     if (!direct && !d2h && bytes > 0) memcpy(staging, src, (size_t)bytes);
+    if (!st && c->cu.n_comm_pend) st = cu_collective_settle(&c->cu, d2h ? src : dst, bytes); /* ordered via the mark */
     XF_CHECK(cudaEventRecord(c->compute_mark, c->cu.stream));
     XF_CHECK(cudaStreamWaitEvent(s, c->compute_mark, 0));
     void *to = d2h && !direct ? staging : dst;
@@ -299,6 +300,9 @@ static sc_status cuda_wait(sc_backend *b, int64_t t) {
 static sc_status cuda_synchronize(sc_backend *b) {
     cuda_backend *c = b->ctx;
     sc_status st = cuda_wait(b, c->issued);
+    sc_status pend = cu_collective_settle(&c->cu, NULL, -1); /* the compute stream waits for the collectives */
+    if (st) sc_status_free(pend);
+    else st = pend;
     if (cu_nccl_active()) { /* a dead or hung rank must not block this forever */
         sc_status nst = cu_nccl_synchronize(c->cu.stream);
         if (st) sc_status_free(nst);
@@ -319,6 +323,11 @@ static sc_status cuda_run(sc_backend *b, const sc_node *n, const sc_tensor *in, 
         return sc_errorf("node '%s': op %s is not supported by the CUDA backend%s%s", n->name, sc_op_name(n->op),
                          why ? ": " : "", why ? why : "");
     cu_call call = {&c->cu, n, in, n_in, out, n_out};
+    if (c->cu.n_comm_pend) /* a collective still reading or writing one of these (cu_collective.c) */
+        for (int k = 0; k < n_in + n_out; k++) {
+            const sc_tensor *t = k < n_in ? &in[k] : &out[k - n_in];
+            if (t->data) SC_TRY(cu_collective_settle(&c->cu, t->data, sc_desc_bytes(&t->desc)));
+        }
     if (c->math_tf32 != c->cu.tf32) { /* set here, where a failure can be returned */
         CUBLAS_CHECK(&call, cublasSetMathMode(c->cu.cublas, c->cu.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
         c->math_tf32 = c->cu.tf32;
@@ -347,6 +356,7 @@ static void cuda_destroy(sc_backend *b) {
         sc_status_free(cuda_synchronize(b));
         cuda_arena_destroy(b);
         if (c->cu.scratch) cudaFree(c->cu.scratch);
+        cu_collective_release(&c->cu);
         if (c->cu.pinned_small) cudaFreeHost(c->cu.pinned_small);
         for (int i = 0; i < c->n_pool; i++) cudaFreeHost(c->pool[i].p);
         if (c->cu.cublas) cublasDestroy(c->cu.cublas);

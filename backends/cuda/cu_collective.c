@@ -2,10 +2,14 @@
  * semantics).
  *
  * With NCCL (SC_HAVE_NCCL: nccl.h and libnccl found beside the toolkit, backends/cuda/cuda.cmake) the
- * bucket stays on the device: its tensors are packed into the kernels' scratch with device copies,
- * NCCL sums it over the ranks on the compute stream (ncclAllReduce / ncclReduce to the owner /
- * ncclBroadcast from it), the sum is divided by the number of ranks (cu_divide_launch) and unpacked,
- * all enqueued, so the host goes on issuing backward. The communicator is made at the first
+ * bucket stays on the device and off the compute stream: on a stream of the collectives' own, after
+ * the compute work that made the gradients (an event), its tensors are packed into a scratch of
+ * their own, NCCL sums them over the ranks (ncclAllReduce / ncclReduce to the owner / ncclBroadcast
+ * from it), the sum is divided by the number of ranks (cu_divide_launch) and unpacked. The compute
+ * stream goes on with backward meanwhile; the device ranges the collective reads and writes stay
+ * pending, and the backend makes the compute stream wait for them (cu_collective_settle) before a
+ * kernel or a copy touches one of them: the optimizer update reading the mean, a later node whose
+ * output reuses an input's block, the end of the step. The communicator is made at the first
  * collective: rank 0's ncclUniqueId reaches the others over the process group (backends/comm.h,
  * MPI). A rank that dies or hangs would leave the stream waiting forever: cu_nccl_synchronize,
  * which the backend's synchronize uses once a communicator exists, polls the stream and NCCL's
@@ -103,6 +107,78 @@ sc_status cu_nccl_synchronize(cudaStream_t s) {
 
 static ncclDataType_t nccl_type(sc_dtype t) { return t == SC_F64 ? ncclFloat64 : ncclFloat32; }
 
+/* The collectives' stream and scratch (made at the first collective; the scratch grows after the
+ * stream's earlier collectives are done with it). */
+static sc_status comm_space(const cu_call *c, int64_t bytes, char **flat) {
+    cu_ctx *x = c->ctx;
+    if (!x->comm_stream) CU_CHECK(c, cudaStreamCreateWithFlags(&x->comm_stream, cudaStreamNonBlocking));
+    if (bytes > x->comm_scratch_bytes) {
+        CU_CHECK(c, cudaStreamSynchronize(x->comm_stream));
+        if (x->comm_scratch) cudaFree(x->comm_scratch);
+        x->comm_scratch = NULL;
+        x->comm_scratch_bytes = 0;
+        CU_CHECK(c, cudaMalloc(&x->comm_scratch, (size_t)bytes));
+        x->comm_scratch_bytes = bytes;
+    }
+    *flat = x->comm_scratch;
+    return SC_OK;
+}
+
+/* [p, p + bytes) is in use by the collectives' stream until its work issued so far is done. */
+static sc_status pending_add(const cu_call *c, const void *p, int64_t bytes) {
+    cu_ctx *x = c->ctx;
+    if (x->n_comm_pend == x->cap_comm_pend) {
+        int cap = x->cap_comm_pend ? 2 * x->cap_comm_pend : 64;
+        struct cu_pending *q = realloc(x->comm_pend, sizeof *q * (size_t)cap);
+        if (!q) return cu_errorf(c, "out of host memory tracking a collective");
+        x->comm_pend = q;
+        x->cap_comm_pend = cap;
+    }
+    struct cu_pending *e = &x->comm_pend[x->n_comm_pend];
+    CU_CHECK(c, cudaEventCreateWithFlags(&e->done, cudaEventDisableTiming));
+    CU_CHECK(c, cudaEventRecord(e->done, x->comm_stream));
+    e->lo = p;
+    e->hi = (const char *)p + bytes;
+    x->n_comm_pend++;
+    return SC_OK;
+}
+
+/* Entries [0, k) are done once the compute stream has waited for entry k - 1 (the collectives' stream
+ * is a FIFO): their events go. */
+static void pending_drop(cu_ctx *x, int k) {
+    if (k <= 0) return;
+    for (int i = 0; i < k; i++) cudaEventDestroy(x->comm_pend[i].done);
+    memmove(x->comm_pend, x->comm_pend + k, sizeof *x->comm_pend * (size_t)(x->n_comm_pend - k));
+    x->n_comm_pend -= k;
+}
+
+sc_status cu_collective_settle(cu_ctx *x, const void *p, int64_t bytes) {
+    int last = -1;
+    for (int i = 0; i < x->n_comm_pend; i++)
+        if (bytes < 0 || (x->comm_pend[i].lo < (const char *)p + bytes && (const char *)p < x->comm_pend[i].hi)) last = i;
+    if (last < 0) return SC_OK;
+    cudaError_t e = cudaStreamWaitEvent(x->stream, x->comm_pend[last].done, 0);
+    if (e != cudaSuccess) return sc_errorf("cuda backend: waiting for a collective failed: %s", cudaGetErrorString(e));
+    pending_drop(x, last + 1);
+    return SC_OK;
+}
+
+void cu_collective_release(cu_ctx *x) {
+    if (x->comm_stream) cudaStreamSynchronize(x->comm_stream);
+    pending_drop(x, x->n_comm_pend);
+    free(x->comm_pend);
+    x->comm_pend = NULL;
+    x->cap_comm_pend = 0;
+    if (x->comm_scratch) cudaFree(x->comm_scratch);
+    x->comm_scratch = NULL;
+    x->comm_scratch_bytes = 0;
+    if (x->comm_stream) cudaStreamDestroy(x->comm_stream);
+    x->comm_stream = NULL;
+}
+
+/* On the collectives' stream, after the compute stream's work so far (which produced the inputs):
+ * pack, NCCL, divide, unpack; the inputs' and outputs' ranges stay pending until a compute-stream
+ * user of one of them waits (cu_collective_settle, called by the backend for every node and copy). */
 static sc_status run(const cu_call *c, collective kind) {
     sc_dtype t;
     int64_t total;
@@ -111,10 +187,15 @@ static sc_status run(const cu_call *c, collective kind) {
         return cu_errorf(c, "%s of %s is not supported (f32, f64)", sc_op_name(c->node->op), sc_dtype_name(t));
     SC_TRY(nccl_get(c));
     size_t es = sc_dtype_size(t);
-    char *flat;
-    SC_TRY(cu_scratch(c, total * (int64_t)es, (void **)&flat));
+    char *flat = NULL;
+    SC_TRY(comm_space(c, total * (int64_t)es, &flat));
+    cudaStream_t s = c->ctx->comm_stream;
+    cudaEvent_t ready;
+    CU_CHECK(c, cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
     sc_status st = SC_OK;
-    cudaStream_t s = c->ctx->stream;
+    CU_TRY_CALL(c, cudaEventRecord(ready, c->ctx->stream), st);
+    CU_TRY_CALL(c, cudaStreamWaitEvent(s, ready, 0), st);
+    cudaEventDestroy(ready);
     int64_t at = 0;
     for (int k = 0; k < c->n_in; k++) {
         size_t bytes = (size_t)sc_desc_numel(&c->in[k].desc) * es;
@@ -136,6 +217,10 @@ static sc_status run(const cu_call *c, collective kind) {
         CU_TRY_CALL(c, cudaMemcpyAsync(c->out[k].data, flat + at, bytes, cudaMemcpyDeviceToDevice, s), st);
         at += (int64_t)bytes;
     }
+    for (int k = 0; !st && k < c->n_in + c->n_out; k++) {
+        const sc_tensor *x = k < c->n_in ? &c->in[k] : &c->out[k - c->n_in];
+        if (x->data) st = pending_add(c, x->data, sc_desc_bytes(&x->desc));
+    }
     return st;
 }
 
@@ -146,6 +231,11 @@ sc_status cu_nccl_synchronize(cudaStream_t s) {
     (void)s;
     return SC_OK;
 }
+sc_status cu_collective_settle(cu_ctx *x, const void *p, int64_t bytes) {
+    (void)x, (void)p, (void)bytes;
+    return SC_OK;
+}
+void cu_collective_release(cu_ctx *x) { (void)x; }
 
 static sc_status run(const cu_call *c, collective kind) {
     sc_dtype t;

@@ -46,6 +46,16 @@ typedef struct {
     int64_t scratch_limit;    /* the most scratch may grow to (0 = the device's free memory) */
     void *pinned_small;       /* 4 KiB of pinned host memory for cu_read_* */
     int64_t step;             /* the plan step being run, for messages (-1 unknown) */
+    /* collectives on NCCL (cu_collective.c): their own stream and scratch, and the device ranges
+     * their work still reads or writes, each with the event after which it is done */
+    cudaStream_t comm_stream;
+    void *comm_scratch;
+    int64_t comm_scratch_bytes;
+    struct cu_pending {
+        const char *lo, *hi;
+        cudaEvent_t done;
+    } *comm_pend;
+    int n_comm_pend, cap_comm_pend;
 } cu_ctx;
 
 typedef struct {
@@ -86,6 +96,12 @@ sc_status cu_fill_launch(cudaStream_t s, void *dst, sc_dtype t, double v, int64_
  * then, which fails after the process group's timeout instead of waiting forever on a dead rank. */
 bool cu_nccl_active(void);
 sc_status cu_nccl_synchronize(cudaStream_t s);
+/* Device range [p, p + bytes) is about to be read or written on the compute stream (a kernel, or a
+ * copy ordered after it): the compute stream waits for the collectives still using it. bytes < 0:
+ * every pending collective (the end of a step). */
+sc_status cu_collective_settle(cu_ctx *x, const void *p, int64_t bytes);
+/* Frees the collectives' stream, scratch and events (the backend's destroy). */
+void cu_collective_release(cu_ctx *x);
 /* x[i] = x[i] / d for n elements of f32 or f64 (cu_collective_scale.cu). */
 sc_status cu_divide_launch(cudaStream_t s, void *x, sc_dtype t, double d, int64_t n);
 
