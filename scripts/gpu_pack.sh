@@ -17,7 +17,8 @@
 #   onnx/      onnx.proto and the protoc-c bindings generated here from it; bin/protoc-c is a stand-in
 #              that copies them (the device has no protoc-c; the output is the same bytes)
 #   prebuilt/  scorch-run, test_cuda_ops and test_plan_offload built here for x86-64-v3 (any x86-64 of the last decade,
-#              whatever this machine's -march=native is), the fallback when the native build fails
+#              whatever this machine's -march=native is), the fallback when the native build fails; without
+#              MPI and NCCL (libnccl alone is 218 MB, over the carry limit; a lent machine has one GPU)
 #   MANIFEST   the commit, the uncommitted files, date and checksums the binaries were built from
 # Left out on purpose (the device has them): glibc, libstdc++, libgcc_s, cuBLAS, cuDNN, CUDA runtime.
 # Fails if what travels (tracked + untracked files + devlib) would exceed the 64 MiB carry limit.
@@ -36,7 +37,7 @@ export PATH=$PATH:/usr/local/cuda/bin
 mkdir -p "$BUILD"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=GpuPack \
   -DCMAKE_C_FLAGS_GPUPACK="-O3 -march=x86-64-v3 -DNDEBUG" -DCMAKE_CXX_FLAGS_GPUPACK="-O3 -march=x86-64-v3 -DNDEBUG" \
-  -DCMAKE_CUDA_FLAGS_GPUPACK="-O3 -DNDEBUG" >"$BUILD/configure-gpupack.log" 2>&1 ||
+  -DCMAKE_CUDA_FLAGS_GPUPACK="-O3 -DNDEBUG" -DSCORCH_MPI=OFF -DSCORCH_NCCL=OFF >"$BUILD/configure-gpupack.log" 2>&1 ||
   { cat "$BUILD/configure-gpupack.log" >&2; exit 1; }
 grep "scorch: CUDA backend" "$BUILD/configure-gpupack.log" || { echo "gpu_pack: the CUDA backend is not part of this build" >&2; exit 1; }
 nice -n 10 ninja -C "$BUILD" scorch-run test_cuda_ops test_plan_offload >/dev/null
