@@ -4,7 +4,7 @@ N ranks x T/N threads (`mpirun -np N scorch-run train --batch B/N --threads T/N`
 threads (`--batch B --threads T`), measured in the same run, alternating, best of --repeats.
 
     python3 bench/dist_scaling.py --scorch build/scorch-run [--ranks 2] [--threads 2] [--model gpt|resnet]
-                                  [--steps 20] [--repeats 3] [--csv bench/results/dist_scaling.csv]
+                                  [--steps 20] [--repeats 3] [--csv bench/results/dist_scaling.csv] [--device cuda]
 
 Throughput: samples (or tokens) per second over the steps after the first two (from --log's elapsed
 column), so start-up, planning and the cost profile are excluded. Also runs 2 ranks with
@@ -52,6 +52,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--csv", default=None)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda for one GPU per rank (NCCL)")
     a = ap.parse_args()
     gen, extra, unit, per_sample = MODELS[a.model]
     scorch = os.path.abspath(a.scorch)
@@ -69,7 +70,7 @@ def main():
         for name, ranks, threads, batch, more in configs:
             log = os.path.join(work, "log.csv")
             cmd = [scorch, "train", model, "--batch", str(batch), "--threads", str(threads), "--steps", str(a.steps),
-                   "--log", log, "-o", os.path.join(work, "out.onnx")] + extra + more
+                   "--log", log, "-o", os.path.join(work, "out.onnx"), "--device", a.device] + extra + more
             if ranks > 1:
                 cmd = [a.mpirun, "--oversubscribe", "--bind-to", "none", "-np", str(ranks)] + cmd
             run(cmd)
