@@ -20,7 +20,8 @@ CHECK:
               sharded run's checkpoint (rank 0 gathers the shards) resumes sharded and unsharded to the
               bytes of an uninterrupted run; fp16 with overflowing (skipped) steps gives the same bytes
               sharded; --clip on 3 ranks agrees within 1e-6 (the norm's partial sums are added per
-              owner, then over the ranks; measured 1.7e-7).
+              owner, then over the ranks; measured 1.7e-7); ResNet-18 (batch norm) sharded under a dc
+              checkpointing plan gives the bytes of unsharded store-all.
   kill        A rank killed (SIGKILL) mid-run: mpirun exits non-zero within 60 s, its output names the
               dead rank, and the last checkpoint (--save-every) resumes.
   hang        A rank stopped (SIGSTOP) mid-run with --comm-timeout 5: the job exits non-zero within 60 s,
@@ -164,6 +165,13 @@ def check_shard():
     print(f"--clip 0.1, 3 ranks, sharded against unsharded: worst {err:.3g} of the tensor's max ({name})")
     if err > 1e-6:
         sys.exit(f"FAIL: with --clip, sharding moved {name} by {err:.3g} of its max (> 1e-6)")
+    # a model with batch norm (per-rank statistics written back), and a checkpointing plan: every plan
+    # gives the store-everything weights, sharded or not
+    run([SCORCH, "gen", "resnet", "--depth", "18", "--image", "32", "--classes", "10", "-o", "r18.onnx"])
+    r18 = ["train", "r18.onnx", "--batch", "4", "--threads", "1", "--steps", "3"]
+    run(mpirun(2, r18 + ["-o", "r18_full.onnx"]))
+    run(mpirun(2, r18 + ["-o", "r18_shard_dc.onnx", "--shard-optimizer", "--strategy", "dc"]))
+    same_bytes("r18_full.onnx", "r18_shard_dc.onnx", "ResNet-18, sharded with the dc plan against unsharded store-all")
 
 
 def check_cuda():
