@@ -274,18 +274,8 @@ static sc_status params_check_16bit(const sc_graph *g, const sc_train_options *o
     return SC_OK;
 }
 
-/* What a sharded optimizer cannot do yet: each rank holds its own buckets' gradients only. */
-static sc_status shard_check(const sc_train_options *opt) {
-    if (!opt->shard_optimizer || opt->ranks <= 1) return SC_OK;
-    if (opt->keep_grads)
-        return sc_errorf("--dump-grads with --shard-optimizer is not supported: each rank holds its own buckets' "
-                         "averaged gradients only");
-    return SC_OK;
-}
-
 static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {
     tg->loss = tg->output = tg->labels = tg->lr = tg->step = -1;
-    SC_TRY(shard_check(opt));
     SC_TRY(params_check_16bit(g, opt));
     tg->loss_scale = tg->inv_loss_scale = -1;
     SC_TRY(model_output(g, &tg->output));

@@ -15,7 +15,8 @@ CHECK:
               normalises to +-lr whatever its size (5e-4 of the tensor's max after 3 steps); the PyTorch
               DDP peer (tests/e2e/e2e_ddp.py) checks AdamW against PyTorch's own spread instead.
   shard       The same GPT with AdamW: --shard-optimizer against unsharded, 2 ranks each, bit for bit
-              (sharding moves each update to one rank; the arithmetic is the same); the largest rank
+              (sharding moves each update to one rank; the arithmetic is the same), and the same
+              --dump-grads files (the owners send theirs to rank 0); the largest rank
               holds at most 0.65 of the optimizer state (measured 0.54: whole buckets per owner); a
               sharded run's checkpoint (rank 0 gathers the shards) resumes sharded and unsharded to the
               bytes of an uninterrupted run; fp16 with overflowing (skipped) steps gives the same bytes
@@ -128,14 +129,23 @@ def same_bytes(a, b, what):
 def check_shard():
     gen_gpt()
     adamw = ["--optimizer", "adamw"]
-    train(2, 4, "full.onnx", adamw)
-    r = train(2, 4, "shard.onnx", adamw + ["--shard-optimizer"])
+    train(2, 4, "full.onnx", adamw + ["--dump-grads", "grads_full"])
+    r = train(2, 4, "shard.onnx", adamw + ["--shard-optimizer", "--dump-grads", "grads_shard"])
     line = [l for l in r.stderr.splitlines() if l.startswith("sharded optimizer:")][0]
     print(line)
     share = float(line.split("(")[1].split(" of it")[0])
     if share > 0.5 + 0.15:
         sys.exit(f"FAIL: the largest rank holds {share:.2f} of the optimizer state (2 ranks: want <= 0.65)")
     same_bytes("full.onnx", "shard.onnx", "--shard-optimizer against unsharded")
+    # --dump-grads: the owners send their buckets' averaged gradients to rank 0, which writes them all
+    names = sorted(os.listdir("grads_full"))
+    if names != sorted(os.listdir("grads_shard")) or len(names) < 29:
+        sys.exit(f"FAIL: --dump-grads sharded wrote {sorted(os.listdir('grads_shard'))}, unsharded {names}")
+    for n in names:
+        same = open(os.path.join("grads_full", n), "rb").read() == open(os.path.join("grads_shard", n), "rb").read()
+        if not same:
+            sys.exit(f"FAIL: --dump-grads {n} differs sharded")
+    print(f"--dump-grads: the same {len(names)} files sharded")
     # checkpoints: a sharded run's state (rank 0 gathers the shards) resumes sharded and unsharded
     args6 = ["--steps", "6", "--optimizer", "adamw"]
     run(mpirun(2, ["train", "gpt.onnx", "--batch", "4", "--seq", "16", "--threads", "1", "-o", "full6.onnx"] + args6))

@@ -92,3 +92,67 @@ sc_status train_dist_step_end(sc_trainer *t, sc_status st, int64_t step, double 
     *loss = sum / sc_comm_size();
     return SC_OK;
 }
+
+/* One gradient as a record: u32 name length, name, u32 dtype, u32 rank, i64 dims[rank], u64 bytes,
+ * data (the layout of the state file's records, train_state.c). */
+static bool record_put(FILE *f, const char *name, const sc_desc *d, const void *data) {
+    uint32_t len = (uint32_t)strlen(name), dtype = (uint32_t)d->dtype, rank = (uint32_t)d->rank;
+    uint64_t bytes = (uint64_t)sc_desc_bytes(d);
+    return fwrite(&len, 4, 1, f) == 1 && fwrite(name, 1, len, f) == len && fwrite(&dtype, 4, 1, f) == 1 &&
+           fwrite(&rank, 4, 1, f) == 1 && fwrite(d->dims, 8, rank, f) == rank && fwrite(&bytes, 8, 1, f) == 1 &&
+           fwrite(data, 1, bytes, f) == bytes;
+}
+
+sc_status train_dist_gather_grads(sc_trainer *t, int (*output_of)(const sc_graph *, int), char **all, int64_t *total) {
+    const sc_graph *g = &t->model->graph;
+    *all = NULL;
+    *total = 0;
+    char *mine = NULL;
+    size_t len = 0;
+    sc_status st = SC_OK;
+    if (sc_comm_rank() != 0) {
+        FILE *f = open_memstream(&mine, &len);
+        bool ok = f != NULL;
+        for (int i = 0; ok && i < t->tg.n_params; i++) {
+            int o = output_of(g, t->tg.grads[i]);
+            ok = o >= 0 && record_put(f, g->values[t->tg.params[i]].name, &g->values[t->tg.params[i]].desc, t->outs[o].data);
+        }
+        if (f && fclose(f) != 0) ok = false;
+        if (!ok) st = sc_errorf("out of memory serialising this rank's gradients");
+    }
+    st = sc_comm_agree(st, "gathering the gradients");
+    int64_t *sizes = calloc((size_t)sc_comm_size(), sizeof(int64_t));
+    if (!st && !sizes) st = sc_errorf("out of memory");
+    if (!st) st = sc_comm_gather(mine, (int64_t)len, 0, all, sizes, "gathering the gradients");
+    for (int r = 0; !st && sizes && r < sc_comm_size(); r++) *total += sizes[r];
+    free(mine);
+    free(sizes);
+    return st;
+}
+
+sc_status train_dist_record_next(const char **p, const char *end, char *name, size_t name_size, sc_tensor *x) {
+    uint32_t len, dtype, rank;
+    uint64_t bytes;
+    if (end - *p < 4) return sc_errorf("internal: a gathered gradient record is cut short");
+    memcpy(&len, *p, 4);
+    if (len >= name_size || end - *p < 4 + (int64_t)len + 8) return sc_errorf("internal: a gathered gradient record is corrupt");
+    memcpy(name, *p + 4, len);
+    name[len] = 0;
+    *p += 4 + len;
+    memcpy(&dtype, *p, 4);
+    memcpy(&rank, *p + 4, 4);
+    *p += 8;
+    if (rank > SC_MAX_RANK || end - *p < 8 * (int64_t)rank + 8) return sc_errorf("internal: a gathered gradient record is corrupt");
+    memset(&x->desc, 0, sizeof x->desc);
+    x->desc.dtype = (sc_dtype)dtype;
+    x->desc.rank = (int)rank;
+    memcpy(x->desc.dims, *p, 8 * (size_t)rank);
+    *p += 8 * rank;
+    memcpy(&bytes, *p, 8);
+    *p += 8;
+    if ((uint64_t)(end - *p) < bytes || bytes != (uint64_t)sc_desc_bytes(&x->desc))
+        return sc_errorf("internal: a gathered gradient record is corrupt");
+    x->data = (void *)*p;
+    *p += bytes;
+    return SC_OK;
+}

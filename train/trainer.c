@@ -446,14 +446,21 @@ static sc_status npy_save(const char *dir, const char *name, const sc_tensor *te
     return st;
 }
 
-static sc_status grads_write(sc_trainer *t, const char *dir);
+static sc_status grads_write(sc_trainer *t, const char *dir, const char *others, int64_t others_bytes);
 
-/* Data parallel: the gradients kept are the averaged ones, the same on every rank; rank 0 writes them. */
+/* Data parallel: the gradients kept are the averaged ones, the same on every rank; rank 0 writes them.
+ * With a sharded optimizer each rank keeps its own buckets' and sends them to rank 0. */
 sc_status sc_trainer_dump_grads(sc_trainer *t, const char *dir) {
-    return sc_comm_agree(sc_comm_rank() == 0 ? grads_write(t, dir) : SC_OK, "writing the gradients");
+    char *others = NULL;
+    int64_t bytes = 0;
+    sc_status st = SC_OK;
+    if (t->cfg.train.shard_optimizer && sc_comm_size() > 1) st = train_dist_gather_grads(t, output_index, &others, &bytes);
+    if (!st && sc_comm_rank() == 0) st = grads_write(t, dir, others, bytes);
+    free(others);
+    return sc_comm_agree(st, "writing the gradients");
 }
 
-static sc_status grads_write(sc_trainer *t, const char *dir) {
+static sc_status grads_write(sc_trainer *t, const char *dir, const char *others, int64_t others_bytes) {
     const sc_graph *g = &t->model->graph;
     SC_TRY(spent_check(t));
     if (!t->outs[t->loss_out].data) return sc_errorf("no step has run yet: no gradients to write");
@@ -465,6 +472,12 @@ static sc_status grads_write(sc_trainer *t, const char *dir) {
         sc_tensor grad = t->outs[o];
         grad.desc = g->values[t->tg.params[i]].desc; /* same shape; the parameter's name and dims */
         SC_TRY(npy_save(dir, g->values[t->tg.params[i]].name, &grad));
+    }
+    for (const char *p = others, *end = others ? others + others_bytes : NULL; p && p < end;) {
+        char name[4096];
+        sc_tensor grad;
+        SC_TRY(train_dist_record_next(&p, end, name, sizeof name, &grad));
+        SC_TRY(npy_save(dir, name, &grad));
     }
     sc_tensor loss = t->outs[t->loss_out]; /* the loss's own dtype: f32, or f64 for f64 models */
     double mean = t->step_loss; /* data parallel: the mean over the ranks, the loss the gradients are of */

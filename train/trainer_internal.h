@@ -87,6 +87,12 @@ sc_status train_dist_share_profile(sc_status st, sc_cost_profile *p, char *from,
 sc_status train_dist_check_plan(const sc_trainer *t);
 sc_status train_dist_step_end(sc_trainer *t, sc_status st, int64_t step, double *loss);
 
+/* Sharded optimizer (--dump-grads): the other ranks' own averaged gradients (tg.grads, graph outputs
+ * found by output_of) to rank 0 as records, *all (malloc'd, NULL elsewhere) of *total bytes; and the
+ * next record of such a buffer, name and tensor (its data points into the buffer). */
+sc_status train_dist_gather_grads(sc_trainer *t, int (*output_of)(const sc_graph *, int), char **all, int64_t *total);
+sc_status train_dist_record_next(const char **p, const char *end, char *name, size_t name_size, sc_tensor *x);
+
 /* train_state.c */
 sc_status train_state_write(sc_trainer *t, const char *dir);
 sc_status train_state_read(sc_trainer *t, const char *dir);
