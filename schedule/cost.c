@@ -14,8 +14,15 @@ double cost_node_flops(const sc_graph *g, int node) { return sc_node_cost(g, &g-
 
 int64_t cost_node_bytes(const sc_graph *g, int node) { return (int64_t)sc_node_cost(g, &g->nodes[node]).bytes; }
 
+static double comm_bandwidth = SC_COST_COMM_BANDWIDTH, comm_latency = SC_COST_COMM_LATENCY;
+
+void cost_set_comm_link(double bytes_per_second, double latency_seconds) {
+    comm_bandwidth = bytes_per_second > 0 ? bytes_per_second : SC_COST_COMM_BANDWIDTH;
+    comm_latency = latency_seconds > 0 ? latency_seconds : SC_COST_COMM_LATENCY;
+}
+
 static double comm_time(const sc_op_cost *c) {
-    return c->comm_bytes > 0 ? c->comm_bytes / SC_COST_COMM_BANDWIDTH + SC_COST_COMM_LATENCY : 0;
+    return c->comm_bytes > 0 ? c->comm_bytes / comm_bandwidth + comm_latency : 0;
 }
 
 double cost_node_comm_time(const sc_graph *g, int node) {

@@ -70,7 +70,11 @@ double cost_node_flops(const sc_graph *g, int node);
 int64_t cost_node_bytes(const sc_graph *g, int node);
 double cost_node_time(const sc_cost_model *m, const sc_graph *g, int node);
 double cost_transfer_time(const sc_cost_model *m, int64_t bytes);
-/* Seconds a node spends exchanging data with the other ranks (0 for every op but AllReduce). */
+/* Seconds a node spends exchanging data with the other ranks (0 for every op but the collectives). */
 double cost_node_comm_time(const sc_graph *g, int node);
+/* The ranks' interconnect as measured by the job (train/train_dist.c), in place of
+ * SC_COST_COMM_BANDWIDTH and SC_COST_COMM_LATENCY for every plan made from now on in this process;
+ * values <= 0 restore the constants. Every rank sets the same figures, so their plans agree. */
+void cost_set_comm_link(double bytes_per_second, double latency_seconds);
 
 #endif

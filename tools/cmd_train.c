@@ -282,6 +282,7 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
                 plan_strategy_name(pl->strategy), plan_offload_name(pl->offload), pl->n_segments, pl->n_steps,
                 fmt_bytes(pl->arena_bytes, a, sizeof a),
                 sc_trainer_plan_options(t)->budget ? fmt_bytes(sc_trainer_plan_options(t)->budget, b, sizeof b) : "unlimited");
+        if (sc_comm_size() > 1) fprintf(stderr, "cost model: %s\n", sc_trainer_cost_source(t));
     }
     progress p = {.tty = isatty(2), .t0 = sc_clock_seconds(), .print_every = print_every, .unit_name = "samples", .peak_bytes = -1,
                   .precision = precision_word(cfg->precision), .show = show};

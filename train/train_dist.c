@@ -16,9 +16,43 @@
 #include <string.h>
 
 #include "backends/comm.h"
+#include "core/clock.h"
+#include "core/stats.h"
 #include "train/trainer_internal.h"
 
 uint64_t train_shard_sample(const sc_trainer *t) { return t->sample + (uint64_t)(sc_comm_rank() * t->data.batch); }
+
+/* Median seconds of `reps` mean all-reduces of n floats (after one unmeasured). */
+static sc_status allreduce_time(float *buf, int64_t n, int reps, double *median) {
+    double t[9];
+    SC_TRY(sc_comm_allreduce_mean(buf, n, SC_F32, "measuring the collectives"));
+    for (int r = 0; r < reps; r++) {
+        double t0 = sc_clock_seconds();
+        SC_TRY(sc_comm_allreduce_mean(buf, n, SC_F32, "measuring the collectives"));
+        t[r] = sc_clock_seconds() - t0;
+    }
+    *median = sc_median(t, (size_t)reps);
+    return SC_OK;
+}
+
+sc_status train_dist_measure_link(char *desc, size_t desc_size) {
+    int n = sc_comm_size();
+    if (n == 1) return SC_OK;
+    int64_t big = (int64_t)4 << 20; /* 16 MiB of f32: a bucket's size */
+    float *buf = calloc((size_t)big, sizeof(float));
+    if (!buf) return sc_errorf("out of memory measuring the collectives");
+    double t[2] = {0, 0}; /* latency (8 bytes), big */
+    sc_status st = allreduce_time(buf, 2, 7, &t[0]);
+    if (!st) st = allreduce_time(buf, big, 3, &t[1]);
+    free(buf);
+    if (!st) st = sc_comm_allreduce_f64(t, 2, SC_COMM_MAX, "measuring the collectives"); /* one figure for all */
+    SC_TRY(st);
+    double wire = 2.0 * (n - 1) / n * (double)big * sizeof(float);
+    double bw = t[1] > t[0] ? wire / (t[1] - t[0]) : 0;
+    cost_set_comm_link(bw, t[0]);
+    snprintf(desc, desc_size, "collectives measured at %.2f GB/s and %.0f us per all-reduce", bw / 1e9, t[0] * 1e6);
+    return SC_OK;
+}
 
 sc_status train_dist_share_profile(sc_status st, sc_cost_profile *p, char *from, size_t from_size) {
     if (sc_comm_size() == 1) return st;

@@ -140,7 +140,13 @@ static sc_status times_share(sc_trainer *t, sc_plan_options *o) {
 sc_status train_plan_open(sc_trainer *t) {
     sc_plan_options o;
     sc_plan p;
+    char link[160] = "";
+    SC_TRY(train_dist_measure_link(link, sizeof link)); /* data parallel: before the node times use it */
     SC_TRY(plan_inputs(t, &o));
+    if (link[0]) {
+        size_t k = strlen(t->cost_source);
+        snprintf(t->cost_source + k, sizeof t->cost_source - k, "; %s", link);
+    }
     SC_TRY(times_share(t, &o));
     SC_TRY(plan_build(&t->model->graph, &t->tg, &o, &p));
     plan_adopt(t, &o, &p);

@@ -82,6 +82,9 @@ uint64_t train_shard_sample(const sc_trainer *t);
  * order; and the end of a step on every rank: the ranks' outcomes combined (a failure anywhere fails
  * every rank, naming it) and *loss the mean of the ranks' losses. */
 sc_status train_dist_share_times(sc_trainer *t, sc_plan_options *o);
+/* The ranks' interconnect for the cost model (cost_set_comm_link): an 8-byte and a 16 MiB all-reduce
+ * timed on every rank, the slowest rank's figures kept; desc says what was measured. */
+sc_status train_dist_measure_link(char *desc, size_t desc_size);
 /* Rank 0's cost profile (and where it came from) to every rank; st is rank 0's outcome of getting it. */
 sc_status train_dist_share_profile(sc_status st, sc_cost_profile *p, char *from, size_t from_size);
 sc_status train_dist_check_plan(const sc_trainer *t);
