@@ -319,7 +319,7 @@ static sc_status step_run(sc_plan_session *s, const sc_step *sp) {
         out[k].data = dev_ptr(s, next++);
     }
     sc_status st;
-    if (comm_is_collective(n->op) && s->comm_started) { /* overlapped with the steps after it */
+    if (sc_op_is_collective(n->op) && s->comm_started) { /* overlapped with the steps after it */
         void **ip = malloc(sizeof(void *) * ((size_t)n->n_in + (size_t)n->n_out + 1));
         st = ip ? SC_OK : sc_errorf("node '%s': out of memory", n->name);
         for (int k = 0; !st && k < n->n_in; k++) ip[k] = in[k].data;

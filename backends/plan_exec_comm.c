@@ -19,15 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/comm.h"
+#include "backends/common/common.h"
 #include "backends/plan_exec_internal.h"
 
 static sc_status comm_copy(sc_plan_session *s, bool to_device, void *dev, void *host, int64_t bytes) {
     int64_t t;
     return host_copy_sync(s, to_device, dev, host, bytes, &t);
 }
-
-bool comm_is_collective(sc_op op) { return op == SC_OP_ALL_REDUCE || op == SC_OP_REDUCE || op == SC_OP_BROADCAST; }
 
 static void *comm_main(void *arg) {
     sc_plan_session *s = arg;
@@ -37,14 +35,7 @@ static void *comm_main(void *arg) {
         if (s->cj_run == s->cj_issued) break;
         struct comm_job *j = &s->cjobs[s->cj_run];
         pthread_mutex_unlock(&s->cmu);
-        const sc_node *n = &s->g->nodes[j->node];
-        const sc_all_reduce_attrs *a = &n->attrs->all_reduce;
-        char what[600];
-        snprintf(what, sizeof what, "%s '%s' (bucket %d, %lld bytes)", sc_op_name(n->op), n->name, a->bucket,
-                 (long long)(j->n * (int64_t)sc_dtype_size(j->t)));
-        sc_status st = n->op == SC_OP_ALL_REDUCE ? sc_comm_allreduce_mean(j->flat, j->n, j->t, what)
-                       : n->op == SC_OP_REDUCE   ? sc_comm_reduce_mean(j->flat, j->n, j->t, a->owner, what)
-                                                 : sc_comm_bcast(j->flat, j->n * (int64_t)sc_dtype_size(j->t), a->owner, what);
+        sc_status st = sc_collective_host(&s->g->nodes[j->node], j->flat, j->n, j->t);
         pthread_mutex_lock(&s->cmu);
         j->st = st;
         s->cj_run++;
@@ -58,7 +49,7 @@ sc_status comm_start(sc_plan_session *s, const sc_backend *be) {
     if (be->iface->device_collectives) return SC_OK; /* run_node enqueues them on the device */
     int n = 0;
     for (int i = 0; i < s->plan->n_steps; i++)
-        n += s->plan->steps[i].kind == SC_STEP_RUN && comm_is_collective(s->g->nodes[s->plan->steps[i].node].op);
+        n += s->plan->steps[i].kind == SC_STEP_RUN && sc_op_is_collective(s->g->nodes[s->plan->steps[i].node].op);
     if (n == 0) return SC_OK;
     s->cjobs = calloc((size_t)n, sizeof *s->cjobs);
     s->pending = calloc((size_t)s->g->n_values + 1, sizeof(int));

@@ -84,7 +84,6 @@ static inline int64_t value_bytes(const sc_graph *g, int v) {
 static inline size_t host_bytes(int64_t bytes) { return (size_t)plan_host_buffer_bytes(bytes); }
 
 /* plan_exec_comm.c */
-bool comm_is_collective(sc_op op);
 sc_status comm_start(sc_plan_session *s, const sc_backend *be); /* the comm thread, when the plan has collectives
                                                                    and be runs none on the device */
 void comm_stop(sc_plan_session *s);

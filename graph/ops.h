@@ -36,6 +36,10 @@ static inline const char *sc_op_name(sc_op op) { return sc_op_infos[op].onnx_nam
 sc_op sc_op_from_onnx_name(const char *name);
 /* Internal ops (from ops_train.def) are in [SC_OP_PUBLIC_COUNT, SC_OP_COUNT). */
 static inline int sc_op_is_internal(sc_op op) { return op >= SC_OP_PUBLIC_COUNT; }
+/* The data-parallel collectives (AllReduce, Reduce, Broadcast; graph/ops_train.def). */
+static inline bool sc_op_is_collective(sc_op op) {
+    return op == SC_OP_ALL_REDUCE || op == SC_OP_REDUCE || op == SC_OP_BROADCAST;
+}
 /* For ops that update state in place (optimizer updates): the input whose storage output `out`
  * shares, or -1. The executor and the planner treat such an output as the same memory. */
 int sc_op_inplace_input(sc_op op, int out);

@@ -78,8 +78,6 @@ sc_status train_dist_share_times(sc_trainer *t, sc_plan_options *o) {
     return SC_OK;
 }
 
-static bool is_collective(sc_op op) { return op == SC_OP_ALL_REDUCE || op == SC_OP_REDUCE || op == SC_OP_BROADCAST; }
-
 /* FNV-1a over the (op, bucket) of the plan's collective RUN steps, in order (with a sharded optimizer
  * the graphs, and so the node ids, differ per rank; the collectives must not). */
 static uint64_t collectives_hash(const sc_graph *g, const sc_plan *p, int *count) {
@@ -87,7 +85,7 @@ static uint64_t collectives_hash(const sc_graph *g, const sc_plan *p, int *count
     *count = 0;
     for (int i = 0; i < p->n_steps; i++) {
         const sc_step *s = &p->steps[i];
-        if (s->kind != SC_STEP_RUN || !is_collective(g->nodes[s->node].op)) continue;
+        if (s->kind != SC_STEP_RUN || !sc_op_is_collective(g->nodes[s->node].op)) continue;
         const sc_node *n = &g->nodes[s->node];
         h = (h ^ (uint64_t)n->op) * 1099511628211ULL;
         h = (h ^ (uint64_t)n->attrs->all_reduce.bucket) * 1099511628211ULL;

@@ -12,6 +12,7 @@ extern "C" { /* the library's headers are C: included first from a .cu file, the
 
 #include "core/tensor.h"
 #include "graph/attrs.h"
+#include "graph/graph.h"
 
 #ifdef __CUDACC__
 #define SC_HD __host__ __device__ __forceinline__
@@ -55,6 +56,12 @@ static inline int64_t sc_shape_range(const sc_desc *x, const sc_shape_attrs *a, 
  * scalar math (bias corrections, 1 - lr * wd) agree with torch's to the last bit in the common
  * cases, on either backend. */
 double sc_decimal_of(float f);
+
+/* Node n's collective (AllReduce, Reduce to attrs.owner, Broadcast from it) over the process group
+ * (backends/comm.h) on its bucket packed into host memory: elems elements of dtype t. Errors name the
+ * node, its bucket and its bytes. The CPU kernels, the CUDA kernels without NCCL and the executor's
+ * comm thread all run this. */
+sc_status sc_collective_host(const sc_node *n, void *flat, int64_t elems, sc_dtype t);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/comm.h"
+#include "backends/common/common.h"
 #include "backends/cpu/cpu_kernels.h"
 
 /* The inputs packed in order into one malloc'd buffer (*n elements of *t). */
@@ -43,30 +43,17 @@ static void unpack(const sc_kernel_call *c, const char *flat, sc_dtype t) {
     }
 }
 
-static void what_of(const sc_kernel_call *c, int64_t n, sc_dtype t, char *what, size_t size) {
-    const sc_all_reduce_attrs *a = &c->node->attrs->all_reduce;
-    snprintf(what, size, "%s '%s' (bucket %d, %lld bytes)", sc_op_name(c->node->op), c->node->name, a->bucket,
-             (long long)(n * (int64_t)sc_dtype_size(t)));
-}
-
-typedef enum { ALL_REDUCE, REDUCE, BROADCAST } collective;
-
-static sc_status run(const sc_kernel_call *c, collective kind) {
+static sc_status run(const sc_kernel_call *c) {
     char *flat;
     int64_t n;
     sc_dtype t;
     SC_TRY(pack(c, &flat, &n, &t));
-    char what[600];
-    what_of(c, n, t, what, sizeof what);
-    int owner = c->node->attrs->all_reduce.owner;
-    sc_status st = kind == ALL_REDUCE ? sc_comm_allreduce_mean(flat, n, t, what)
-                   : kind == REDUCE   ? sc_comm_reduce_mean(flat, n, t, owner, what)
-                                      : sc_comm_bcast(flat, n * (int64_t)sc_dtype_size(t), owner, what);
+    sc_status st = sc_collective_host(c->node, flat, n, t);
     if (!st) unpack(c, flat, t);
     free(flat);
     return st;
 }
 
-sc_status cpu_all_reduce(const sc_kernel_call *c) { return run(c, ALL_REDUCE); }
-sc_status cpu_reduce_to_owner(const sc_kernel_call *c) { return run(c, REDUCE); }
-sc_status cpu_broadcast_from_owner(const sc_kernel_call *c) { return run(c, BROADCAST); }
+sc_status cpu_all_reduce(const sc_kernel_call *c) { return run(c); }
+sc_status cpu_reduce_to_owner(const sc_kernel_call *c) { return run(c); }
+sc_status cpu_broadcast_from_owner(const sc_kernel_call *c) { return run(c); }

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "backends/comm.h"
+#include "backends/common/common.h"
 #include "backends/cuda/cu_kernels.h"
 #include "backends/cuda/cuda_common.h"
 #include "core/clock.h"
@@ -252,14 +253,8 @@ static sc_status run(const cu_call *c, collective kind) {
         at += (int64_t)bytes;
     }
     CU_TRY_CALL(c, cudaStreamSynchronize(c->ctx->stream), st);
-    const sc_all_reduce_attrs *a = &c->node->attrs->all_reduce;
-    char what[600];
-    snprintf(what, sizeof what, "%s '%s' (bucket %d, %lld bytes)", sc_op_name(c->node->op), c->node->name, a->bucket,
-             (long long)at);
-    if (!st)
-        st = kind == ALL_REDUCE ? sc_comm_allreduce_mean(flat, total, t, what)
-             : kind == REDUCE   ? sc_comm_reduce_mean(flat, total, t, a->owner, what)
-                                : sc_comm_bcast(flat, at, a->owner, what);
+    (void)kind;
+    if (!st) st = sc_collective_host(c->node, flat, total, t);
     at = 0;
     for (int k = 0; k < c->n_out; k++) {
         size_t bytes = (size_t)sc_desc_numel(&c->out[k].desc) * es;
