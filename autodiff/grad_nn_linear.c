@@ -28,16 +28,6 @@ static int gemm(sc_grad_ctx *c, int a, int b, bool ta, bool tb, double alpha) {
     return ad_emit(c, SC_OP_GEMM, in, 2, 1, NULL, &at);
 }
 
-/* W when x = Transpose(W) swaps the two dims of a 2-D W, else -1. */
-static int transposed_source(const sc_grad_ctx *c, int x) {
-    int p = c->g->values[x].producer;
-    if (p < 0) return -1;
-    const sc_node *n = &c->g->nodes[p];
-    if (n->op != SC_OP_TRANSPOSE || n->n_in < 1 || n->in[0] < 0 || c->g->values[n->in[0]].desc.rank != 2) return -1;
-    const sc_transpose_attrs *t = &n->attrs->transpose;
-    return t->n_perm == 0 || (t->n_perm == 2 && t->perm[0] == 1 && t->perm[1] == 0) ? n->in[0] : -1;
-}
-
 /* Swaps the last two dims. */
 static int swap_last(sc_grad_ctx *c, int x) {
     int r = ad_desc(c, x)->rank;
@@ -79,7 +69,7 @@ void grad_matmul(sc_grad_ctx *c) {
         int64_t P = sc_desc_numel(&a2) / K;
         sc_desc af = desc_with(&a2, 2, (int64_t[]){P, K}), yf = desc_with(&y2, 2, (int64_t[]){P, N});
         int Af = ad_reshape(c, A, &af), DYf = ad_reshape(c, DY, &yf);
-        int w = transposed_source(c, b); /* dY B^T = dY W when B = W^T */
+        int w = graph_transposed_matrix(c->g, b); /* dY B^T = dY W when B = W^T */
         if (NEED_GI(c, 0))
             set_GI(c, 0, ad_reshape(c, w >= 0 ? gemm(c, DYf, w, false, false, 1.0) : gemm(c, DYf, B, false, true, 1.0), &ad));
         if (NEED_GI(c, 1)) set_GI(c, 1, ad_reshape(c, gemm(c, Af, DYf, true, false, 1.0), &bd));

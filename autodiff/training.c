@@ -274,11 +274,24 @@ static sc_status params_check_16bit(const sc_graph *g, const sc_train_options *o
     return SC_OK;
 }
 
+/* The model's own outputs (its logits) are read by the loss head and by nothing after the step. Kept
+ * as graph outputs they would live to the end of the step and be copied to the host after it: GPT-2's
+ * logits (26 MB at batch 1, seq 128) through all of backward, or a segmentation map. The training
+ * graph's outputs are the loss, the writebacks and any kept gradients; the first n_model entries of
+ * the list are the model's (the builder appends). */
+static void model_outputs_drop(sc_graph *g, int n_model) {
+    for (int i = 0; i < n_model; i++) g->values[g->outputs[i]].is_output = false;
+    for (int i = n_model; i < g->n_outputs; i++) g->values[g->outputs[i]].is_output = true;
+    memmove(g->outputs, g->outputs + n_model, sizeof(int) * (size_t)(g->n_outputs - n_model));
+    g->n_outputs -= n_model;
+}
+
 static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg) {
     tg->loss = tg->output = tg->labels = tg->lr = tg->step = -1;
     SC_TRY(params_check_16bit(g, opt));
     tg->loss_scale = tg->inv_loss_scale = -1;
     SC_TRY(model_output(g, &tg->output));
+    int n_model = g->n_outputs;
     bool *not_trainable = calloc((size_t)g->n_values + 1, 1);
     if (!not_trainable) return sc_errorf("out of memory building the training graph");
     wb_list wb = {0};
@@ -309,6 +322,8 @@ static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_tra
     SC_TRY(optimizer_build(g, opt, tg)); /* ends with graph_link (updates_place) */
     SC_TRY(data_parallel_finish(g, opt, tg));
     SC_TRY(param_casts_again(g, tg->n_forward_nodes));
+    model_outputs_drop(g, n_model);
+    SC_TRY(graph_link(g));
     int bad = -1;
     if (!graph_is_topo_sorted(g, &bad))
         return sc_errorf("internal: the training graph is not in topological order at node '%s'",

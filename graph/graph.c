@@ -474,3 +474,29 @@ static int64_t gather_rows_from(const sc_graph *g, int v, int depth) {
 }
 
 int64_t graph_gather_rows(const sc_graph *g, int v) { return gather_rows_from(g, v, 0); }
+
+bool graph_node_sinks(const sc_graph *g, int i) {
+    const sc_node *n = &g->nodes[i];
+    int64_t in = 0, out = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        if (v < 0) continue;
+        sc_value_kind kind = g->values[v].kind;
+        if (kind == SC_VALUE_CONST) continue;
+        if (g->values[v].producer < 0) return false;
+        in += sc_desc_bytes(&g->values[v].desc);
+    }
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0) out += sc_desc_bytes(&g->values[n->out[k]].desc);
+    return out > 2 * in;
+}
+
+int graph_transposed_matrix(const sc_graph *g, int x) {
+    int p = x >= 0 ? g->values[x].producer : -1;
+    if (p < 0) return -1;
+    const sc_node *t = &g->nodes[p];
+    if (t->op != SC_OP_TRANSPOSE || t->n_in < 1 || t->in[0] < 0 || g->values[t->in[0]].desc.rank != 2) return -1;
+    const sc_transpose_attrs *a = &t->attrs->transpose;
+    bool swap = a->n_perm == 0 || (a->n_perm == 2 && a->perm[0] == 1 && a->perm[1] == 0);
+    return swap ? t->in[0] : -1;
+}

@@ -103,6 +103,14 @@ sc_attrs *graph_node_attrs_mut(sc_graph *g, sc_node *n);
 int graph_add_node(sc_graph *g, sc_op op, const char *name, const int *in, int n_in, const int *out,
                    int n_out, sc_status *st);
 int graph_find_value(const sc_graph *g, const char *name);
+/* W when value x is Transpose(W) of a 2-D W (perm [1, 0] or none), else -1. Needs graph_link. */
+int graph_transposed_matrix(const sc_graph *g, int x);
+/* Whether node i may run later than where it is, up to its first reader, to save memory: its outputs
+ * take more than twice the bytes of its non-constant inputs (holding the inputs longer costs less
+ * than holding the outputs), and it reads no parameter, optimizer state or graph input (nothing an
+ * in-place update or a feed may overwrite in between). Autodiff (graph order) and the planner's
+ * backward phases sink such nodes; a tied LM head's weight gradient is the case. Needs graph_link. */
+bool graph_node_sinks(const sc_graph *g, int i);
 /* Symbolic name of dim d of v, or NULL. */
 static inline const char *value_dim_name(const sc_value *v, int d) { return v->dim_names ? v->dim_names[d] : NULL; }
 /* Sets it (NULL clears); the name is copied into the arena. */

@@ -28,6 +28,17 @@ bool sc_op_donor_input_ok(sc_op op, int k) {
     case SC_OP_RELU: return k == 0;
     case SC_OP_RELU_GRAD: return k == 0 || k == 1; /* (dY, Y) -> dX */
     case SC_OP_GATHER_GRAD: return k == 3;         /* base: each element read once, then its rows added */
+    default: return k == 0 && sc_op_is_view(op);
+    }
+}
+
+bool sc_op_is_view(sc_op op) {
+    switch (op) {
+    case SC_OP_IDENTITY:
+    case SC_OP_RESHAPE:
+    case SC_OP_FLATTEN:
+    case SC_OP_SQUEEZE:
+    case SC_OP_UNSQUEEZE: return true;
     default: return false;
     }
 }

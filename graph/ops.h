@@ -50,6 +50,10 @@ int sc_op_inplace_input(sc_op op, int out);
  * gradient sum Add(partial, contribution) needs two buffers instead of three. Kernels must keep this
  * true (tests/test_inplace.c runs each such op in place against out of place). */
 bool sc_op_donor_input_ok(sc_op op, int k);
+/* Ops whose output 0 holds input 0's bytes unchanged under another shape (Identity, Reshape,
+ * Flatten, Squeeze, Unsqueeze). They are donors for input 0 with equal byte counts instead of equal
+ * shapes, and their kernels copy nothing when the two buffers are one. */
+bool sc_op_is_view(sc_op op);
 /* The same for output `out`: output 0 as above, and AllReduce's output k over its input k (its kernel
  * packs every input before it writes an output). */
 bool sc_op_donor_pair_ok(sc_op op, int out, int k);

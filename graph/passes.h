@@ -41,6 +41,10 @@ sc_status graph_infer_shapes(sc_graph *g, const sc_node_evaluator *eval);
 sc_status graph_remove_identity(sc_graph *g);
 /* Removes nodes and values that no graph output depends on. */
 sc_status graph_eliminate_dead_code(sc_graph *g);
+/* MatMul(A, Transpose(W)) of a 2-D W becomes a Gemm with transB reading W in place (plus two
+ * Reshapes when A has rank > 2), so W^T is never materialised (graph/pass_transpose_gemm.c).
+ * Valid for training. *count (may be NULL): MatMuls rewritten. */
+sc_status graph_fold_transpose_into_gemm(sc_graph *g, int *count);
 /* Added (perf helper, graph/pass_fuse.c): inference-only rewrites (parameter folding, Conv+BN,
  * Conv+Relu, GELU from Erf). Invalid for a graph that trains. */
 sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval);

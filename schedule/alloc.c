@@ -12,7 +12,8 @@
  * aligned. arena_bytes is the high-water mark. O(n log n) for n intervals.
  *
  * In-place outputs (iv_from): when a RUN's output may overwrite input k (sc_op_donor_pair_ok: an
- * element-wise kernel's output 0, or AllReduce's output k), that input has the output's dtype and shape, is read at no other input
+ * element-wise kernel's output 0, a view op's (Reshape..) output, or AllReduce's output k), that input has the output's dtype
+ * and shape (bytes for a view op), is read at no other input
  * position, and its interval ends before the next RUN with no transfer of it in between (so none
  * is pending: an OFFLOAD's WAIT comes before its FREE), the output takes the input's block instead
  * of a new one,
@@ -202,7 +203,7 @@ static int donor_interval(const sc_graph *g, const sc_plan *plan, int s, int out
         int d = n->in[k];
         if (d < 0 || !sc_op_donor_pair_ok(n->op, o, k) || cur[d] < plan->n_fixed_intervals || taken[cur[d]]) continue;
         const sc_value *x = &g->values[d];
-        if (x->desc.dtype != y->desc.dtype || !sc_desc_same_shape(&x->desc, &y->desc)) continue;
+        if (x->desc.dtype != y->desc.dtype || !(sc_desc_same_shape(&x->desc, &y->desc) || sc_op_is_view(n->op))) continue;
         bool alone = true;
         for (int j = 0; j < n->n_in; j++) alone &= j == k || n->in[j] != d;
         int end = plan->intervals[cur[d]].end;

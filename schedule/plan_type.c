@@ -81,7 +81,8 @@ int64_t sched_largest_node(const sc_graph *g, int *which) {
             b += vb;
             if (n->n_out > 0 && n->out[0] >= 0 && sc_op_donor_input_ok(n->op, j) &&
                 g->values[n->in[j]].desc.dtype == g->values[n->out[0]].desc.dtype &&
-                sc_desc_same_shape(&g->values[n->in[j]].desc, &g->values[n->out[0]].desc) && vb > donor)
+                (sc_desc_same_shape(&g->values[n->in[j]].desc, &g->values[n->out[0]].desc) || sc_op_is_view(n->op)) &&
+                vb > donor)
                 donor = vb;
         }
         for (int o = 0; o < n->n_out; o++)

@@ -24,6 +24,28 @@ void sched_segment_of_nodes(const sc_chain *c, int n_fwd, int *seg) {
         for (int p = c->pos[i]; p < c->pos[i + 1] && p < n_fwd; p++) seg[p] = i;
 }
 
+/* A node that may run late (graph_node_sinks: a large weight gradient made from small values) goes
+ * to the latest phase among its readers', where autodiff's graph order already puts it just before
+ * the first of them. Its inputs then stay live across the phases in between, which lowering's exact
+ * liveness keeps; they are what the rule bounds. Readers come later in the graph, so a reverse walk
+ * sees their final phases, and since they depend on the node their phases are at most its own. */
+static void phases_sink(const sc_graph *g, int n_fwd, int *phase) {
+    for (int i = g->n_nodes - 1; i >= n_fwd; i--) {
+        const sc_node *n = &g->nodes[i];
+        if (!graph_node_sinks(g, i)) continue;
+        int ph = -1;
+        bool fixed = false;
+        for (int o = 0; o < n->n_out; o++) {
+            int v = n->out[o];
+            if (v < 0) continue;
+            fixed |= g->values[v].is_output || sched_alias_input(n, o) >= 0;
+            for (int c = 0; c < g->values[v].n_consumers; c++)
+                if (phase[g->values[v].consumers[c]] > ph) ph = phase[g->values[v].consumers[c]];
+        }
+        if (!fixed && ph >= 0 && ph < phase[i]) phase[i] = ph;
+    }
+}
+
 sc_status sched_phases(const sc_graph *g, int n_fwd, const int *seg, int k, int *phase) {
     int *minreader = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     int *maxfwd = malloc(sizeof(int) * ((size_t)g->n_values + 1));
@@ -75,6 +97,7 @@ sc_status sched_phases(const sc_graph *g, int n_fwd, const int *seg, int k, int 
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0 && minreader[n->in[j]] > ph) minreader[n->in[j]] = ph;
     }
+    phases_sink(g, n_fwd, phase);
     free(minreader);
     free(maxfwd);
     return SC_OK;

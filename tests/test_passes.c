@@ -176,6 +176,42 @@ static void test_prepare_convnet(void) {
     CHECK(G.n_nodes == 5, "want 5 nodes after identity removal, got %d", G.n_nodes);
 }
 
+/* graph_fold_transpose_into_gemm: h [2, 3, 4] @ Transpose(W [5, 4]) becomes Reshape -> Gemm(transB)
+ * reading W -> Reshape to the MatMul's output (its name and dims kept); a 2-D x @ Transpose(W) becomes
+ * the Gemm in place; a Transpose with another reader stays for it, and a MatMul whose B is no
+ * transposed matrix is left alone. */
+static void test_transpose_gemm(void) {
+    t_reset();
+    int h = t_in("h", "f32[2,3,4]"), x = t_in("x", "f32[6,4]"), w = t_value("w", SC_VALUE_PARAM, "f32[5,4]"),
+        u = t_value("u", SC_VALUE_PARAM, "f32[4,5]"), wt = t_act("wt"), y = t_act("y"), z = t_act("z"), q = t_act("q"),
+        e = t_act("e");
+    T_NODE(SC_OP_TRANSPOSE, "tr", L(w), L(wt));
+    T_NODE(SC_OP_MATMUL, "head", L(h, wt), L(y));
+    T_NODE(SC_OP_MATMUL, "flat", L(x, wt), L(z));
+    T_NODE(SC_OP_MATMUL, "plain", L(x, u), L(q));
+    T_NODE(SC_OP_EXP, "other", L(wt), L(e));
+    T_INPUTS(h, x);
+    T_OUTPUTS(y, z, q, e);
+    EXPECT_OK(graph_infer_shapes(&G, cpu_evaluator()));
+    int n = -1;
+    EXPECT_OK(graph_fold_transpose_into_gemm(&G, &n));
+    CHECK(n == 2, "want 2 MatMuls rewritten, got %d", n);
+    CHECK_DESC(y, "f32[2,3,5]");
+    CHECK_DESC(z, "f32[6,5]");
+    const sc_node *yp = &G.nodes[G.values[y].producer], *zp = &G.nodes[G.values[z].producer];
+    CHECK(yp->op == SC_OP_RESHAPE && strcmp(yp->name, "head") == 0, "y made by %s '%s'", sc_op_name(yp->op), yp->name);
+    const sc_node *gm = &G.nodes[G.values[yp->in[0]].producer];
+    CHECK(gm->op == SC_OP_GEMM && gm->in[1] == w && gm->attrs->gemm.trans_b && !gm->attrs->gemm.trans_a,
+          "head's product: %s reading %d", sc_op_name(gm->op), gm->in[1]);
+    CHECK_DESC(gm->out[0], "f32[6,5]");
+    CHECK_DESC(gm->in[0], "f32[6,4]");
+    CHECK(zp->op == SC_OP_GEMM && zp->in[0] == x && zp->in[1] == w && zp->attrs->gemm.trans_b, "flat: %s", sc_op_name(zp->op));
+    CHECK(G.nodes[G.values[q].producer].op == SC_OP_MATMUL, "plain MatMul must stay");
+    CHECK(G.values[wt].producer >= 0 && G.nodes[G.values[wt].producer].op == SC_OP_TRANSPOSE, "the Transpose Exp reads stays");
+    int bad = -1;
+    CHECK(graph_is_topo_sorted(&G, &bad), "graph out of order at node %d", bad);
+}
+
 /* The node reading value v as its input k, or -1. */
 static int reader_of(int v, int *k) {
     for (int i = 0; i < G.n_nodes; i++)
@@ -401,6 +437,7 @@ int main(void) {
     test_dce();
     test_prepare_convnet();
     test_precision();
+    test_transpose_gemm();
     test_fold_shape_chain();
     test_fold_params_never();
     test_deferred_names();

@@ -330,6 +330,75 @@ static void test_tied_phases(void) {
     graph_free(&m.g);
 }
 
+/* A tied embedding whose head gradient sinks (graph_node_sinks): tokens -> h = Gather(E) -> Relu ->
+ * Relu -> logits = Gemm(., E, transB), E [12, 16] for 3 tokens, so dE's head part (192 floats) is made
+ * from less than half as much (dlogits 36 + the rows 48). It must run in the phase of the GatherGrad
+ * that adds the lookup's rows into it (segment 0's), not at the start of backward with dlogits, and
+ * every strategy's plan must still be valid (check_plan). */
+static void test_sunk_phase(void) {
+    pt_model m;
+    sc_graph *g = &m.g;
+    graph_init(g);
+    pt_rng = 5;
+    sc_status st = SC_OK;
+    sc_desc td = sc_desc_make(SC_I64, 1, (const int64_t[]){3});
+    int tok = m.x = graph_add_value(g, "tokens", SC_VALUE_INPUT, &td, &st);
+    g->inputs = sc_arena_alloc_array(&g->arena, 1, sizeof(int));
+    g->inputs[0] = tok;
+    g->n_inputs = 1;
+    int e = pt_param(g, "E", 12, 16, 0.5);
+    sc_attrs ax;
+    memset(&ax, 0, sizeof ax);
+    int h = pt_node(g, SC_OP_GATHER, &ax, (const int[]){e, tok}, 2, "h");
+    int r = pt_relu(g, pt_relu(g, h, "r1"), "r2");
+    int logits = pt_gemm(g, r, e, -1, "logits");
+    pt_output(g, logits);
+    sc_train_options o;
+    sc_train_options_default(&o);
+    st = graph_link(g);
+    if (!st) st = autodiff_build_training(g, &o, &m.tg);
+    CHECK(!st, "sunk: build: %s", st ? sc_status_message(st) : "");
+    sc_status_free(st);
+    if (st) return;
+    int F = m.tg.n_forward_nodes, gg = -1;
+    for (int i = F; i < g->n_nodes; i++)
+        if (g->nodes[i].op == SC_OP_GATHER_GRAD) gg = i;
+    int head = gg >= 0 && g->nodes[gg].n_in > 3 && g->nodes[gg].in[3] >= 0 ? g->values[g->nodes[gg].in[3]].producer : -1;
+    CHECK(head >= F && graph_node_sinks(g, head) && head == gg - 1, "sunk: the head's dE (node %d) is not made just before "
+          "the GatherGrad (node %d) adding into it", head, gg);
+    sc_chain c;
+    st = head >= 0 ? chain_build(g, &m.tg, NULL, F, &c) : sc_errorf("no head gradient");
+    CHECK(!st, "sunk: chain_build: %s", st ? sc_status_message(st) : "");
+    sc_status_free(st);
+    if (st) return;
+    int *seg = malloc(sizeof(int) * (size_t)F), *phase = malloc(sizeof(int) * (size_t)g->n_nodes);
+    SC_ASSERT(seg && phase);
+    sched_segment_of_nodes(&c, F, seg);
+    st = sched_phases(g, F, seg, F, phase);
+    CHECK(!st && phase[head] == phase[gg] && phase[gg] < seg[g->values[logits].producer],
+          "sunk: head dE in phase %d, its GatherGrad in %d, logits in segment %d", phase[head], phase[gg],
+          seg[g->values[logits].producer]);
+    sc_status_free(st);
+    sc_strategy strategies[] = {SC_STRATEGY_NONE, SC_STRATEGY_SQRT, SC_STRATEGY_DC, SC_STRATEGY_OPTIMAL};
+    for (int k = 0; k < 4; k++) {
+        sc_plan_options po = {0};
+        po.strategy = strategies[k];
+        po.segments = F;
+        sc_plan p;
+        st = plan_build(g, &m.tg, &po, &p);
+        CHECK(!st, "sunk/%s: plan_build: %s", plan_strategy_name(po.strategy), st ? sc_status_message(st) : "");
+        if (!st) {
+            check_plan(plan_strategy_name(po.strategy), &m, &p);
+            plan_free(&p);
+        }
+        sc_status_free(st);
+    }
+    free(seg);
+    free(phase);
+    chain_free(&c);
+    graph_free(g);
+}
+
 /* A budget between fixed and the none peak that dc cannot meet: the error's named budget plans. */
 static void test_named_minimum(pt_kind kind) {
     pt_model m;
@@ -477,6 +546,7 @@ static void test_calibrated_choice(void) {
 int main(void) {
     test_calibrated_choice();
     test_tied_phases();
+    test_sunk_phase();
     test_named_minimum(PT_RESIDUAL);
     test_named_minimum(PT_DENSE);
     test_cuts();

@@ -21,6 +21,7 @@
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_rng.h"
 #include "tests/ref_executor.h"
+#include "graph/passes.h"
 #include "graph/shape.h"
 
 static int failures;
@@ -445,10 +446,11 @@ static void test_lm_head(void) {
 /* A tied embedding: h = Gather(E, tokens), logits = h @ Transpose(E). dE has two parts (the head's
  * and the lookup's) against a double reference, and the graph is the memory-lean one: the Gather's
  * gradient adds its rows into the head's (GatherGrad with a base, no Add of two [V, D] tensors), the
- * head's gradient is one [V, D] Gemm (no Transpose in the backward), and the head's dX reads E, not
- * the transposed copy. */
-static void test_tied_embedding(void) {
-    enum { B = 2, T = 3, DD = 4, V = 6 };
+ * head's gradient is one [V, D] Gemm (no Transpose in the backward), made just before the GatherGrad
+ * that adds into it (sunk: graph_node_sinks), and the head's dX reads E, not the transposed copy.
+ * fold: the MatMul of Transpose(E) is first rewritten to a Gemm with transB (as graph_prepare does). */
+static void test_tied_embedding(bool fold) {
+    enum { B = 1, T = 3, DD = 16, V = 12 }; /* [V, D] > 2 ([T, V] + [T, D]): the head's dE sinks */
     sc_graph g;
     graph_init(&g);
     rng = 11;
@@ -465,7 +467,16 @@ static void test_tied_embedding(void) {
     int et = add_node(&g, SC_OP_TRANSPOSE, &tr, (const int[]){e}, 1, "E_t");
     int logits = add_node(&g, SC_OP_MATMUL, NULL, (const int[]){h, et}, 2, "logits");
     set_output(&g, logits);
-    int64_t toks[B * T] = {0, 3, 5, 3, 1, 3}, y[B * T] = {3, 0, 5, 2, 2, 1};
+    int64_t toks[B * T] = {0, 3, 11}, y[B * T] = {3, 9, 5};
+    if (fold) { /* as graph_prepare does: logits = Gemm(h rows, E, transB) */
+        int rewritten = 0;
+        st = graph_fold_transpose_into_gemm(&g, &rewritten);
+        if (!st) st = graph_eliminate_dead_code(&g);
+        CHECK(!st && rewritten == 1, "folding the transposed head: %d rewritten: %s", rewritten, st ? sc_status_message(st) : "");
+        for (int i = 0; i < g.n_nodes; i++)
+            CHECK(g.nodes[i].op != SC_OP_TRANSPOSE && g.nodes[i].op != SC_OP_MATMUL, "node '%s' (%s) left after folding",
+                  g.nodes[i].name, sc_op_name(g.nodes[i].op));
+    }
     const float *E = g.values[e].data;
     double loss_ref = 0, dE[V * DD] = {0};
     for (int r = 0; r < B * T; r++) {
@@ -491,17 +502,20 @@ static void test_tied_embedding(void) {
     st = autodiff_build_training(&g, &o, &tg);
     CHECK(!st, "tied build: %s", st ? sc_status_message(st) : "");
     if (!st) {
-        int based = 0, transposes = 0, adds_of_vd = 0, reads_et = 0;
+        int based = 0, transposes = 0, adds_of_vd = 0, reads_et = 0, sunk = 0;
         for (int i = tg.n_forward_nodes; i < g.n_nodes; i++) {
             const sc_node *n = &g.nodes[i];
-            based += n->op == SC_OP_GATHER_GRAD && n->n_in > 3 && n->in[3] >= 0 && n->in[2] < 0; /* no table read */
+            bool b = n->op == SC_OP_GATHER_GRAD && n->n_in > 3 && n->in[3] >= 0 && n->in[2] < 0; /* no table read */
+            based += b;
+            sunk += b && g.values[n->in[3]].producer == i - 1; /* the head's dE made just before it */
             transposes += n->op == SC_OP_TRANSPOSE;
             adds_of_vd += n->op == SC_OP_ADD && sc_desc_same_shape(&g.values[n->out[0]].desc, &g.values[e].desc);
             for (int k = 0; k < n->n_in; k++) reads_et += n->in[k] == et;
         }
-        CHECK(based == 1 && transposes == 0 && adds_of_vd == 0 && reads_et == 0,
-              "tied backward: %d GatherGrad with a base and no data input (want 1), %d Transpose (0), %d [V, D] Add (0), %d reads of E_t (0)",
-              based, transposes, adds_of_vd, reads_et);
+        CHECK(based == 1 && transposes == 0 && adds_of_vd == 0 && reads_et == 0 && sunk == 1,
+              "tied backward (fold %d): %d GatherGrad with a base and no data input (want 1), %d Transpose (0), %d [V, D] Add (0), "
+              "%d reads of E_t (0), %d bases made just before (1)",
+              fold, based, transposes, adds_of_vd, reads_et, sunk);
         sc_tensor outs[16];
         double loss;
         st = run_step(&g, &tg, tok, toks, y, 0.1f, 1, outs, &loss);
@@ -678,7 +692,8 @@ int main(void) {
     test_mlp_adamw_clip();
     test_mse_head();
     test_lm_head();
-    test_tied_embedding();
+    test_tied_embedding(false);
+    test_tied_embedding(true);
     test_pixel_head();
     test_bn_dropout();
     test_bad_regex();
