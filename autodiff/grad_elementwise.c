@@ -181,6 +181,18 @@ void grad_sub(sc_grad_ctx *c) {
     if (NEED_GI(c, 1)) set_GI(c, 1, ad_unary(c, SC_OP_NEG, ad_reduce_to_shape(c, GO(c, 0), ad_desc(c, I(c, 1)))));
 }
 
+/* Mod (floats, fmod = 1): Y = A - B trunc(A / B), so dA = dY and dB = -dY trunc(A / B) =
+ * -dY (A - Y) / B, away from the jumps (PyTorch's fmod_backward). Integer Mod has no gradient (its
+ * inputs need none). */
+void grad_mod(sc_grad_ctx *c) {
+    int a = I(c, 0), b = I(c, 1), y = O(c, 0), dy = GO(c, 0);
+    set_reduced(c, 0, dy);
+    if (NEED_GI(c, 1)) {
+        int q = ad_binary(c, SC_OP_DIV, ad_binary(c, SC_OP_SUB, a, y), b);
+        set_reduced(c, 1, ad_unary(c, SC_OP_NEG, ad_binary(c, SC_OP_MUL, dy, q)));
+    }
+}
+
 /* Mul: dA = dY * B, dB = dY * A. */
 void grad_mul(sc_grad_ctx *c) {
     int a = I(c, 0), b = I(c, 1), dy = GO(c, 0);

@@ -1,4 +1,4 @@
-/* Gradient rules of ReduceSum and ReduceMean (opset 18 form: axes as optional input 1).
+/* Gradient rules of ReduceSum and ReduceMean (opset 18 form: axes as optional input 1), and CumSum.
  *
  * Every reduced element receives the output gradient of its group: dX = Expand(dY', X.shape) with
  * dY' = dY reshaped to keepdims form (reduced axes as 1); ReduceMean also divides by the group size.
@@ -46,4 +46,14 @@ void grad_reduce(sc_grad_ctx *c) {
     }
     int in[2] = {g, ad_const_i64(c, xd.dims, xd.rank)};
     set_GI(c, 0, ad_emit(c, SC_OP_EXPAND, in, 2, 1, NULL, NULL));
+}
+
+/* CumSum: y[j] = sum over i <= j of x[i] (i < j exclusive), so dx[i] = sum over j >= i of dy[j]
+ * (j > i exclusive): the running sum of dY taken the other way, same axis and exclusivity. The axis
+ * is an integer input: no gradient. */
+void grad_cum_sum(sc_grad_ctx *c) {
+    sc_attrs a = *c->fwd.attrs;
+    a.cum_sum.reverse = !a.cum_sum.reverse;
+    int in[2] = {GO(c, 0), I(c, 1)};
+    set_GI(c, 0, ad_emit(c, SC_OP_CUM_SUM, in, 2, 1, NULL, &a));
 }

@@ -88,6 +88,10 @@ typedef struct { bool tanh_approx; } sc_gelu_attrs;        /* approximate="tanh"
 typedef struct { float alpha, beta; } sc_hard_sigmoid_attrs; /* defaults 0.2, 0.5 */
 typedef struct { sc_dtype to; } sc_cast_attrs;
 typedef struct { bool upper; } sc_trilu_attrs;             /* default true */
+typedef enum { SC_SCATTER_NONE, SC_SCATTER_ADD, SC_SCATTER_MUL, SC_SCATTER_MAX, SC_SCATTER_MIN } sc_scatter_reduction;
+typedef struct { sc_scatter_reduction reduction; } sc_scatter_nd_attrs; /* default none */
+typedef struct { bool fmod; } sc_mod_attrs;                /* default false: the divisor's sign */
+typedef struct { bool exclusive, reverse; } sc_cum_sum_attrs; /* defaults false */
 typedef struct { bool allowzero; } sc_reshape_attrs;
 typedef struct { int64_t start, end; bool has_end; } sc_shape_attrs; /* opset 15 slicing */
 typedef struct { int64_t seed; bool has_seed; } sc_dropout_attrs;
@@ -172,6 +176,9 @@ typedef union {
     sc_hard_sigmoid_attrs hard_sigmoid;
     sc_cast_attrs cast;
     sc_trilu_attrs trilu;
+    sc_mod_attrs mod;
+    sc_scatter_nd_attrs scatter_nd;
+    sc_cum_sum_attrs cum_sum;
     sc_reshape_attrs reshape;
     sc_shape_attrs shape;
     sc_dropout_attrs dropout;

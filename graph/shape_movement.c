@@ -350,3 +350,24 @@ sc_status shape_range(sc_graph *g, sc_node *n) {
     shape_set_out(g, n, 0, &out);
     return SC_OK;
 }
+
+/* ScatterND: Y has data's desc. indices (i64) is [..., k] with 1 <= k <= rank(data); updates must be
+ * indices.shape[:-1] + data.shape[k:] in data's type. */
+sc_status shape_scatter_nd(sc_graph *g, sc_node *n) {
+    const sc_desc *x = shape_in(g, n, 0), *idx = shape_in(g, n, 1), *u = shape_in(g, n, 2);
+    if (idx->dtype != SC_I64) return shape_fail(g, n, "indices must be i64");
+    if (idx->rank < 1) return shape_fail(g, n, "indices must have rank >= 1");
+    int64_t k = idx->dims[idx->rank - 1];
+    if (k < 1 || k > x->rank) return shape_fail(g, n, "indices' last dim %lld must be in [1, %d]", (long long)k, x->rank);
+    if (u->dtype != x->dtype) return shape_fail(g, n, "updates are %s, data is %s", sc_dtype_name(u->dtype), sc_dtype_name(x->dtype));
+    int want = idx->rank - 1 + x->rank - (int)k;
+    bool ok = u->rank == want;
+    for (int i = 0; ok && i < idx->rank - 1; i++) ok = u->dims[i] == idx->dims[i];
+    for (int i = 0; ok && i < x->rank - (int)k; i++) ok = u->dims[idx->rank - 1 + i] == x->dims[k + i];
+    if (!ok) {
+        char a[128];
+        return shape_fail(g, n, "updates %s must be indices.shape[:-1] + data.shape[%lld:]", sc_desc_str(u, a, sizeof a), (long long)k);
+    }
+    shape_set_out(g, n, 0, x);
+    return SC_OK;
+}

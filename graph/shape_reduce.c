@@ -1,4 +1,5 @@
-/* Shape functions of the reductions (ReduceMean, ReduceSum; opset 18 form, axes as input 1).
+/* Shape functions of the reductions (ReduceMean, ReduceSum; opset 18 form, axes as input 1) and of
+ * CumSum (a running sum along one axis).
  * No axes (input omitted or empty): every axis, or the identity when noop_with_empty_axes is set.
  * keepdims keeps reduced axes as 1. */
 #include <stdbool.h>
@@ -34,5 +35,22 @@ sc_status shape_reduce(sc_graph *g, sc_node *n) {
             out.dims[out.rank++] = 1;
     }
     shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+/* CumSum: Y has X's shape and type. axis (input 1) is an integer scalar or 1-element tensor in
+ * [-rank, rank - 1], checked here when it is a constant (exports) and by the kernels when it is fed. */
+sc_status shape_cum_sum(sc_graph *g, sc_node *n) {
+    const sc_desc *x = &g->values[n->in[0]].desc, *a = &g->values[n->in[1]].desc;
+    if (x->rank < 1) return shape_fail(g, n, "input must have rank >= 1");
+    if ((a->dtype != SC_I64 && a->dtype != SC_I32) || a->rank > 1 || sc_desc_numel(a) != 1)
+        return shape_fail(g, n, "axis must be an i32 or i64 scalar");
+    if (g->values[n->in[1]].data) {
+        int64_t axis;
+        int cnt, ax;
+        SC_TRY(shape_const_ints(g, n, 1, &axis, 1, &cnt));
+        SC_TRY(shape_axis(g, n, axis, x->rank, &ax));
+    }
+    shape_set_out(g, n, 0, x);
     return SC_OK;
 }

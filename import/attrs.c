@@ -173,6 +173,33 @@ static sc_status parse_trilu(const sc_node_ctx *c, sc_attrs *out) {
     return SC_OK;
 }
 
+/* ONNX: "If the input type is floating point, then fmod attribute must be set to 1"; checked by
+ * the kernels, which see the type. */
+static sc_status parse_mod(const sc_node_ctx *c, sc_attrs *out) {
+    int64_t f;
+    SC_TRY(attr_int(c, "fmod", 0, &f));
+    if (f != 0 && f != 1) return attr_errorf(c, "fmod", "must be 0 or 1, got %lld", (long long)f);
+    out->mod.fmod = f == 1;
+    return SC_OK;
+}
+
+static sc_status parse_scatter_nd(const sc_node_ctx *c, sc_attrs *out) {
+    static const char *const modes[] = {"none", "add", "mul", "max", "min"};
+    int m;
+    SC_TRY(attr_enum(c, "reduction", modes, 5, SC_SCATTER_NONE, &m));
+    out->scatter_nd.reduction = (sc_scatter_reduction)m;
+    return SC_OK;
+}
+
+static sc_status parse_cum_sum(const sc_node_ctx *c, sc_attrs *out) {
+    int64_t exclusive, reverse;
+    SC_TRY(attr_int(c, "exclusive", 0, &exclusive));
+    SC_TRY(attr_int(c, "reverse", 0, &reverse));
+    out->cum_sum.exclusive = exclusive != 0;
+    out->cum_sum.reverse = reverse != 0;
+    return SC_OK;
+}
+
 static sc_status parse_reshape(const sc_node_ctx *c, sc_attrs *out) {
     int64_t az = 0;
     if (c->opset >= 14) SC_TRY(attr_int(c, "allowzero", 0, &az));

@@ -39,6 +39,9 @@ scorch_oracle(gen_gpt --gen "gpt --layers 2 --heads 4 --dim 64 --vocab 256 --seq
 scorch_oracle(torch_resnet18_eval --torch resnet18_eval --batch 2)
 scorch_oracle(torch_resnet18_train --torch resnet18_train --batch 2)
 scorch_oracle(torch_gpt2 --torch gpt2 --batch 2 --seq 32)
+# CumSum (OPT's position ids), Mod and ScatterND (Swin's window padding and shifted-window mask).
+scorch_oracle(torch_gpt2_cumsum --torch gpt2_cumsum --batch 2 --seq 32)
+scorch_oracle(torch_swin_t --torch swin_t --batch 1)
 
 # Load + save: initializers and onnxruntime outputs must be bit-identical; once inline, once with
 # every initializer over 1 KiB in external data.

@@ -97,6 +97,15 @@ static void test_binary(void) {
     }
     binary("pow", SC_OP_POW, gc_rand_range(F, 2, D(3, 4), 0.5, 2), gc_rand_range(F, 2, D(3, 4), -1.5, 1.5));
     binary("pow_bcast", SC_OP_POW, gc_rand_range(F, 3, D(2, 3, 4), 0.5, 2), gc_rand_range(F, 1, D(4), -1.5, 1.5));
+    { /* fmod away from its jumps: A / B in (1.2, 2.6) and (-2.6, -1.2), trunc 1 or -1 (2 at most) */
+        sc_attrs m;
+        memset(&m, 0, sizeof m);
+        m.mod.fmod = true;
+        gc_input pos[2] = {gc_rand_range(F, 2, D(3, 4), 3.0, 3.9), gc_rand_range(F, 2, D(3, 4), 1.5, 2.5)};
+        expect(grad_check_op("mod_fmod", SC_OP_MOD, &m, 2, pos, 1, NULL));
+        gc_input neg[2] = {gc_rand_range(F, 3, D(2, 3, 4), -3.9, -3.0), gc_rand_range(F, 1, D(4), 1.5, 2.5)};
+        expect(grad_check_op("mod_fmod_neg_bcast", SC_OP_MOD, &m, 2, neg, 1, NULL));
+    }
     int64_t two = 2;
     gc_input pow_int[2] = {gc_rand(F, 2, D(3, 4)), gc_const(SC_I64, 0, NULL, &two)};
     expect(grad_check_op("pow_int_exponent", SC_OP_POW, NULL, 2, pow_int, 1, NULL));

@@ -157,6 +157,23 @@ static void test_pad_trilu(void) {
     expect(grad_check_op("trilu_lower_k", SC_OP_TRILU, &a, 2, t2, 1, NULL));
 }
 
+/* CumSum over a middle and the last axis, each way, inclusive and exclusive. */
+static void test_cum_sum(void) {
+    static const int64_t mid = 1, last = -1;
+    for (int v = 0; v < 4; v++) {
+        sc_attrs a;
+        memset(&a, 0, sizeof a);
+        a.cum_sum = (sc_cum_sum_attrs){.exclusive = v & 1, .reverse = v >> 1};
+        char l[64];
+        snprintf(l, sizeof l, "cum_sum_mid_ex%d_rev%d", v & 1, v >> 1);
+        gc_input m[2] = {gc_rand(F, 3, D(2, 5, 3)), gc_const(SC_I64, 0, NULL, &mid)};
+        expect(grad_check_op(l, SC_OP_CUM_SUM, &a, 2, m, 1, NULL));
+        snprintf(l, sizeof l, "cum_sum_last_ex%d_rev%d", v & 1, v >> 1);
+        gc_input t[2] = {gc_rand(F, 2, D(3, 6)), gc_const(SC_I64, 0, NULL, &last)};
+        expect(grad_check_op(l, SC_OP_CUM_SUM, &a, 2, t, 1, NULL));
+    }
+}
+
 /* The f32 GatherGrad kernel on an embedding-sized case (large enough for the threaded path) against
  * a naive scatter-add loop written here. */
 static void test_gather_grad_f32(void) {
@@ -194,6 +211,7 @@ int main(void) {
     test_concat_split();
     test_slice_gather();
     test_pad_trilu();
+    test_cum_sum();
     printf("%d gradient checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

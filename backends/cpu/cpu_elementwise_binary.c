@@ -1,5 +1,5 @@
-/* Binary and variadic element-wise kernels with numpy broadcasting (ONNX Add, Sub, Mul, Div, Pow,
- * Max, Min, Equal, Less, Greater, And, Or, Where).
+/* Binary and variadic element-wise kernels with numpy broadcasting (ONNX Add, Sub, Mul, Div, Mod,
+ * Pow, Max, Min, Equal, Less, Greater, And, Or, Where).
  *
  * Semantics follow the ONNX operator specs and onnxruntime where the spec is silent:
  * - integer Div truncates toward zero (C division, as onnxruntime); division by zero is an error
@@ -168,6 +168,20 @@ sc_status cpu_greater(const sc_kernel_call *c) { return binary_run(c, gt_fns); }
 sc_status cpu_and(const sc_kernel_call *c) { return binary_run(c, and_fns); }
 sc_status cpu_or(const sc_kernel_call *c) { return binary_run(c, or_fns); }
 
+/* Mod. fmod = 1: C's fmod / %, the sign of the dividend; fmod = 0 (integers only, ONNX): Python's %,
+ * the sign of the divisor, r + y when r and y differ in sign. y == -1 gives 0 without evaluating
+ * INT_MIN % -1, which traps. */
+static inline int64_t py_mod(int64_t x, int64_t y) {
+    int64_t r = y == -1 ? 0 : x % y;
+    return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+CPU_FLOAT_TYPES(SAME_DEF, fmod, fmod(x, y))
+CPU_SINT_TYPES(SAME_DEF, fmod, y == -1 ? 0 : x % y)
+CPU_UINT_TYPES(SAME_DEF, fmod, x % y)
+CPU_SINT_TYPES(SAME_DEF, pymod, py_mod(x, y))
+static const cpu_bcast_row_fn fmod_fns[SC_DTYPE_MAX] = {CPU_NUM_TYPES(ENTRY, fmod)};
+static const cpu_bcast_row_fn pymod_fns[SC_DTYPE_MAX] = {CPU_SINT_TYPES(ENTRY, pymod) CPU_UINT_TYPES(ENTRY, fmod)};
+
 /* True if any element of an integer tensor is zero (integer Div's divisor check). */
 static bool int_has_zero(const sc_tensor *t) {
     int64_t n = sc_desc_numel(&t->desc);
@@ -183,6 +197,15 @@ sc_status cpu_div(const sc_kernel_call *c) {
     if (!sc_dtype_is_float(c->in[1].desc.dtype) && c->in[1].desc.dtype == c->in[0].desc.dtype && int_has_zero(&c->in[1]))
         return cpu_errorf(c, "integer division by zero (divisor input has a zero element)");
     return binary_run(c, div_fns);
+}
+
+sc_status cpu_mod(const sc_kernel_call *c) {
+    sc_dtype t = c->in[0].desc.dtype;
+    bool fmod_ = c->node->attrs->mod.fmod;
+    if (sc_dtype_is_float(t) && !fmod_) return cpu_errorf(c, "fmod must be 1 for floating-point inputs (%s)", sc_dtype_name(t));
+    if (!sc_dtype_is_float(t) && c->in[1].desc.dtype == t && int_has_zero(&c->in[1]))
+        return cpu_errorf(c, "integer modulo by zero (divisor input has a zero element)");
+    return binary_run(c, fmod_ ? fmod_fns : pymod_fns);
 }
 
 /* Max/Min: out = op(in0, in1), then out = op(out, in_k) in place for the remaining inputs. */

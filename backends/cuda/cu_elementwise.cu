@@ -195,7 +195,19 @@ template <int NIN> __device__ __forceinline__ void bc_offsets(const bc_geom &g, 
     }
 }
 
-enum { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_EQ, B_LT, B_GT, B_AND, B_OR };
+enum { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_EQ, B_LT, B_GT, B_AND, B_OR, B_FMOD, B_PYMOD };
+
+/* Mod (cpu_elementwise_binary.c): integers through int64 (every dispatched type fits), C's % for
+ * fmod, Python's sign rule otherwise; a zero divisor gives 0 (as integer Div here). Floats: fmod. */
+template <typename T> __device__ __forceinline__ T mod_op(T a, T b, bool py) {
+    int64_t x = (int64_t)a, y = (int64_t)b;
+    if (y == 0) return 0;
+    int64_t r = y == -1 ? 0 : x % y;
+    if (py && r != 0 && ((r < 0) != (y < 0))) r += y;
+    return (T)r;
+}
+__device__ __forceinline__ float mod_op(float a, float b, bool) { return fmodf(a, b); }
+__device__ __forceinline__ double mod_op(double a, double b, bool) { return fmod(a, b); }
 
 template <typename T> __device__ __forceinline__ bool is_nan(T v) { return v != v; }
 
@@ -207,6 +219,7 @@ template <int OP, typename T> __device__ __forceinline__ T bin_op(T a, T b) {
         if (std::is_integral<T>::value && b == 0) return 0;
         return a / b;
     }
+    if (OP == B_FMOD || OP == B_PYMOD) return mod_op(a, b, OP == B_PYMOD);
     if (OP == B_MAX) return is_nan(a) ? a : is_nan(b) ? b : (a > b ? a : b);
     if (OP == B_MIN) return is_nan(a) ? a : is_nan(b) ? b : (a < b ? a : b);
     return a;
@@ -448,6 +461,12 @@ sc_status cu_add(const cu_call *c) { return binary_pair<B_ADD>(c, &c->in[0], &c-
 sc_status cu_sub(const cu_call *c) { return binary_pair<B_SUB>(c, &c->in[0], &c->in[1], &c->out[0]); }
 sc_status cu_mul(const cu_call *c) { return binary_pair<B_MUL>(c, &c->in[0], &c->in[1], &c->out[0]); }
 sc_status cu_div(const cu_call *c) { return binary_pair<B_DIV>(c, &c->in[0], &c->in[1], &c->out[0]); }
+sc_status cu_mod(const cu_call *c) {
+    sc_dtype t = c->in[0].desc.dtype;
+    bool f = c->node->attrs->mod.fmod;
+    if ((t == SC_F32 || t == SC_F64) && !f) return cu_errorf(c, "fmod must be 1 for floating-point inputs (%s)", sc_dtype_name(t));
+    return f ? binary_pair<B_FMOD>(c, &c->in[0], &c->in[1], &c->out[0]) : binary_pair<B_PYMOD>(c, &c->in[0], &c->in[1], &c->out[0]);
+}
 sc_status cu_max(const cu_call *c) { return variadic_run<B_MAX>(c); }
 sc_status cu_min(const cu_call *c) { return variadic_run<B_MIN>(c); }
 sc_status cu_equal(const cu_call *c) { return compare_run<B_EQ>(c, false); }

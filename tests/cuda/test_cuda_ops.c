@@ -112,6 +112,9 @@ static void a_pool(sc_attrs *a) {
     a->window = (sc_window_attrs){.n_spatial = 2, .has_kernel_shape = true, .kernel_shape = {3, 3}, .strides = {2, 2},
                                   .dilations = {1, 1}, .pads = {1, 1, 1, 1}, .count_include_pad = false};
 }
+static void a_scatter_add(sc_attrs *a) { a->scatter_nd.reduction = SC_SCATTER_ADD; }
+static void a_fmod(sc_attrs *a) { a->mod.fmod = true; }
+static void a_cum_rev_ex(sc_attrs *a) { a->cum_sum = (sc_cum_sum_attrs){.exclusive = true, .reverse = true}; }
 static void a_reduce(sc_attrs *a) { a->reduce = (sc_reduce_attrs){.keepdims = true}; }
 static void a_perm(sc_attrs *a) { a->transpose = (sc_transpose_attrs){.n_perm = 3, .perm = {2, 0, 1}}; }
 static void a_leaky(sc_attrs *a) { a->leaky_relu.alpha = 0.1f; }
@@ -215,6 +218,16 @@ static const op_case cases[] = {
     {SC_OP_DIV, "div_same", 2, 1, {F32(3, 70), POS(3, 70)}, NULL, 1e-6},
     {SC_OP_PAD, "pad_reflect", 2, 1, {F32(3, 5), I64V(4, 1, 2, 2, 1)}, a_pad_reflect, 1e-6},
     {SC_OP_TRILU, "trilu", 1, 1, {F32(2, 4, 5)}, a_trilu, 1e-6},
+    /* rows 1 and -3 (= 1 again) of a [4, 5] table: the later update wins, or both add in order */
+    {SC_OP_SCATTER_ND, "scatter_nd", 3, 1, {F32(4, 5), {SC_I64, 2, {3, 1}, K_INTS, {1, 3, -3}}, F32(3, 5)}, NULL, 0},
+    {SC_OP_SCATTER_ND, "scatter_nd_add", 3, 1, {F32(4, 5), {SC_I64, 2, {3, 1}, K_INTS, {1, 3, -3}}, F32(3, 5)}, a_scatter_add, 0},
+    {SC_OP_SCATTER_ND, "scatter_nd_elems", 3, 1, {F32(2, 3, 4), {SC_I64, 2, {2, 3}, K_INTS, {0, 2, 3, 1, -1, 0}}, F32(2)}, NULL, 0},
+    {SC_OP_MOD, "mod_fmod_f32", 2, 1, {F32(3, 4), POS(4)}, a_fmod, 1e-6},
+    {SC_OP_MOD, "mod_i64", 2, 1, {I64V(6, 7, -7, 7, -7, 5, -3), I64V(6, 3, 3, -3, -3, 5, 2)}, NULL, 0},
+    {SC_OP_MOD, "mod_i64_fmod", 2, 1, {I64V(6, 7, -7, 7, -7, 5, -3), I64V(6, 3, 3, -3, -3, 5, 2)}, a_fmod, 0},
+    {SC_OP_CUM_SUM, "cum_sum", 2, 1, {F32(3, 5, 4), SCALAR_I64(1)}, NULL, 0},
+    {SC_OP_CUM_SUM, "cum_sum_rev_excl", 2, 1, {F32(3, 5, 4), SCALAR_I64(-1)}, a_cum_rev_ex, 0},
+    {SC_OP_CUM_SUM, "cum_sum_i64", 2, 1, {I64V(7, 1, 1, 0, 1, 1, 0, 1), SCALAR_I64(0)}, NULL, 0},
     /* Resize: scales (x2, x1.5 up; x1.7 / x2 nearest), sizes (a downsampled axis), a tf_crop_and_resize
      * roi reaching outside X on both sides (extrapolated taps), and each one's gradient */
     {SC_OP_RESIZE, "resize_linear", 4, 1, {F32(2, 3, 5, 7), ABSENT, F32V(4, 1000, 1000, 2000, 1500), ABSENT}, a_rs_linear, 1e-6},

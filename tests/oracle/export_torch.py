@@ -11,6 +11,9 @@ KIND:
   gpt2            the GPT-2-style module below: token + position embeddings, 2 pre-LN blocks of causal
                   self-attention and GELU MLP, final LayerNorm, head tied to the token embedding;
                   dynamic batch and sequence axes, opset 17
+  gpt2_cumsum     the same with OPT's position ids: cumsum of an all-ones mask minus one (CumSum)
+  swin_t          torchvision swin_t (random init) at 64x64, batch 1: window padding sizes from Mod,
+                  the shifted-window mask built with ScatterND
 
 With --reference DIR the model is also run in PyTorch on seeded inputs, written as DIR/<input>.npy
 and DIR/<output>.npy, so a test can compare with PyTorch where onnxruntime has no kernel (batch
@@ -65,7 +68,7 @@ class Block(nn.Module):
 
 
 class TinyGPT(nn.Module):
-    def __init__(self, vocab=256, dim=64, heads=4, layers=2, max_seq=64):
+    def __init__(self, vocab=256, dim=64, heads=4, layers=2, max_seq=64, cumsum_positions=False):
         super().__init__()
         self.wte = nn.Embedding(vocab, dim)
         self.wpe = nn.Embedding(max_seq, dim)
@@ -73,10 +76,15 @@ class TinyGPT(nn.Module):
         self.ln_f = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab, bias=False)
         self.head.weight = self.wte.weight  # tied, as in GPT-2
+        self.cumsum_positions = cumsum_positions
 
     def forward(self, idx):
         T = idx.shape[1]
-        pos = torch.arange(0, T, dtype=torch.long, device=idx.device).unsqueeze(0)
+        if self.cumsum_positions:  # transformers' OPT: (mask.cumsum(1) * mask) - 1
+            mask = torch.ones_like(idx)
+            pos = torch.cumsum(mask, dim=1) * mask - 1
+        else:
+            pos = torch.arange(0, T, dtype=torch.long, device=idx.device).unsqueeze(0)
         x = self.wte(idx) + self.wpe(pos)
         for b in self.blocks:
             x = b(x)
@@ -97,16 +105,22 @@ def build(kind):
                 m.running_var.copy_(0.5 + torch.rand(m.num_features, generator=g))
         x = torch.randn(2, 3, 64, 64, generator=g)
         return model, (x,), ["input"], ["logits"]
-    if kind == "gpt2":
-        model = TinyGPT()
+    if kind in ("gpt2", "gpt2_cumsum"):
+        model = TinyGPT(cumsum_positions=kind == "gpt2_cumsum")
         idx = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
         return model, (idx,), ["idx"], ["logits"]
+    if kind == "swin_t":
+        import torchvision
+
+        model = torchvision.models.swin_t(weights=None)
+        x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+        return model, (x,), ["input"], ["logits"]
     raise SystemExit(f"unknown kind {kind}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("kind", choices=["resnet18_eval", "resnet18_train", "gpt2"])
+    ap.add_argument("kind", choices=["resnet18_eval", "resnet18_train", "gpt2", "gpt2_cumsum", "swin_t"])
     ap.add_argument("out")
     ap.add_argument("--reference", help="folder for PyTorch's inputs and outputs (.npy)")
     args = ap.parse_args()
@@ -117,7 +131,9 @@ def main():
     kw = dict(input_names=in_names, output_names=out_names, opset_version=OPSET)
     if train:
         kw.update(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-    elif args.kind == "gpt2":
+    elif args.kind == "swin_t":
+        pass  # fixed shapes: the window padding and mask are constants of the 64x64 input
+    elif args.kind.startswith("gpt2"):
         kw.update(dynamic_axes={"idx": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}})
     else:
         kw.update(dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
