@@ -25,6 +25,9 @@ const char *grad_rule_missing_reason(sc_op op) {
     case SC_OP_AND:
     case SC_OP_OR: return "not differentiable: logical ops work on booleans";
     case SC_OP_CONSTANT: return "not differentiable: Constant nodes become constant values at import";
+    case SC_OP_EINSUM:
+        return "not differentiable as such: graph_prepare lowers Einsum to Transpose, Reshape, ReduceSum and MatMul, "
+               "which are";
     case SC_OP_SCATTER_ND:
         return "not differentiable here: exported models scatter into constants (Swin's attention mask, folded at "
                "load); the gradient of the updates needs GatherND, which Scorch does not have yet";

@@ -105,3 +105,16 @@ sc_status graph_eliminate_dead_code(sc_graph *g) {
     free(live), free(keep);
     return st;
 }
+
+/* Moves the nodes appended after index n0 to position `at`, in their order (pass_internal.h). */
+sc_status graph_move_nodes(sc_graph *g, int n0, int at) {
+    int extra = g->n_nodes - n0;
+    if (extra <= 0) return SC_OK;
+    sc_node *tmp = malloc(sizeof(sc_node) * (size_t)extra);
+    if (!tmp) return sc_errorf("out of memory moving nodes");
+    memcpy(tmp, &g->nodes[n0], sizeof(sc_node) * (size_t)extra);
+    memmove(&g->nodes[at + extra], &g->nodes[at], sizeof(sc_node) * (size_t)(n0 - at));
+    memcpy(&g->nodes[at], tmp, sizeof(sc_node) * (size_t)extra);
+    free(tmp);
+    return SC_OK;
+}

@@ -55,19 +55,6 @@ static int append_node(sc_graph *g, sc_op op, const char *base, const int *in, i
     return out;
 }
 
-/* Moves the nodes appended after index n0 to position `at`, in their order. */
-static sc_status nodes_move_appended(sc_graph *g, int n0, int at) {
-    int extra = g->n_nodes - n0;
-    if (extra <= 0) return SC_OK;
-    sc_node *tmp = malloc(sizeof(sc_node) * (size_t)extra);
-    if (!tmp) return sc_errorf("out of memory rewriting MatMul nodes");
-    memcpy(tmp, &g->nodes[n0], sizeof(sc_node) * (size_t)extra);
-    memmove(&g->nodes[at + extra], &g->nodes[at], sizeof(sc_node) * (size_t)(n0 - at));
-    memcpy(&g->nodes[at], tmp, sizeof(sc_node) * (size_t)extra);
-    free(tmp);
-    return SC_OK;
-}
-
 static sc_status rewrite_one(sc_graph *g, int i, int w) {
     sc_attrs gemm;
     memset(&gemm, 0, sizeof gemm);
@@ -108,7 +95,7 @@ static sc_status rewrite_one(sc_graph *g, int i, int w) {
     m->op = SC_OP_RESHAPE;
     m->in[0] = y_rows;
     m->in[1] = s_y;
-    return nodes_move_appended(g, n0, i);
+    return graph_move_nodes(g, n0, i);
 }
 
 sc_status graph_fold_transpose_into_gemm(sc_graph *g, int *count) {

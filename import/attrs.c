@@ -191,6 +191,21 @@ static sc_status parse_scatter_nd(const sc_node_ctx *c, sc_attrs *out) {
     return SC_OK;
 }
 
+static sc_status parse_einsum(const sc_node_ctx *c, sc_attrs *out) {
+    char eq[256];
+    if (!attr_find(c, "equation")) return attr_errorf(c, "equation", "required attribute is missing");
+    SC_TRY(attr_string(c, "equation", "", eq, sizeof eq));
+    size_t n = 0;
+    for (const char *p = eq; *p; p++)
+        if (*p != ' ') {
+            if (n + 1 >= sizeof out->einsum.equation)
+                return attr_errorf(c, "equation", "longer than %zu characters", sizeof out->einsum.equation - 1);
+            out->einsum.equation[n++] = *p;
+        }
+    out->einsum.equation[n] = 0;
+    return SC_OK;
+}
+
 static sc_status parse_cum_sum(const sc_node_ctx *c, sc_attrs *out) {
     int64_t exclusive, reverse;
     SC_TRY(attr_int(c, "exclusive", 0, &exclusive));

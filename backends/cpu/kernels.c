@@ -23,6 +23,7 @@ const sc_cpu_kernel sc_cpu_kernels[SC_OP_COUNT] = {
 const char *cpu_kernel_missing_reason(sc_op op) {
     switch (op) {
     case SC_OP_CONSTANT: return "Constant nodes are turned into constant values by the importer";
+    case SC_OP_EINSUM: return "graph_prepare lowers Einsum to Transpose, Reshape, ReduceSum and MatMul";
     default: return NULL;
     }
 }

@@ -18,6 +18,7 @@ const cu_kernel cu_kernels[SC_OP_COUNT] = {
 const char *cu_kernel_missing_reason(sc_op op) {
     switch (op) {
     case SC_OP_CONSTANT: return "Constant nodes are turned into constant values by the importer";
+    case SC_OP_EINSUM: return "graph_prepare lowers Einsum to Transpose, Reshape, ReduceSum and MatMul";
     default: return NULL;
     }
 }

@@ -12,6 +12,8 @@ KIND:
                   self-attention and GELU MLP, final LayerNorm, head tied to the token embedding;
                   dynamic batch and sequence axes, opset 17
   gpt2_cumsum     the same with OPT's position ids: cumsum of an all-ones mask minus one (CumSum)
+  einsum          Einsum equations as maxvit and attention code write them: batched q k^T, three
+                  operands with parameters, letters summed out of one operand, an outer product
   swin_t          torchvision swin_t (random init) at 64x64, batch 1: window padding sizes from Mod,
                   the shifted-window mask built with ScatterND
 
@@ -67,6 +69,20 @@ class Block(nn.Module):
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
+class EinsumMix(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(5, 6))
+        self.v = nn.Parameter(torch.randn(6))
+
+    def forward(self, x):  # x [2, 3, 4, 5]
+        s = torch.einsum("b h i d, b h j d -> b h i j", x, x)
+        t = torch.einsum("bhid,de,e->bhi", x, self.w, self.v)
+        u = torch.einsum("bhij->bj", s)
+        w = torch.einsum("bhi,bj->bij", t, u)
+        return torch.cat([s.flatten(1), t.flatten(1), u, w.flatten(1)], 1)
+
+
 class TinyGPT(nn.Module):
     def __init__(self, vocab=256, dim=64, heads=4, layers=2, max_seq=64, cumsum_positions=False):
         super().__init__()
@@ -109,6 +125,8 @@ def build(kind):
         model = TinyGPT(cumsum_positions=kind == "gpt2_cumsum")
         idx = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
         return model, (idx,), ["idx"], ["logits"]
+    if kind == "einsum":
+        return EinsumMix(), (torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(1)),), ["x"], ["y"]
     if kind == "swin_t":
         import torchvision
 
@@ -120,7 +138,7 @@ def build(kind):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("kind", choices=["resnet18_eval", "resnet18_train", "gpt2", "gpt2_cumsum", "swin_t"])
+    ap.add_argument("kind", choices=["resnet18_eval", "resnet18_train", "gpt2", "gpt2_cumsum", "swin_t", "einsum"])
     ap.add_argument("out")
     ap.add_argument("--reference", help="folder for PyTorch's inputs and outputs (.npy)")
     args = ap.parse_args()
@@ -131,7 +149,7 @@ def main():
     kw = dict(input_names=in_names, output_names=out_names, opset_version=OPSET)
     if train:
         kw.update(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-    elif args.kind == "swin_t":
+    elif args.kind in ("swin_t", "einsum"):
         pass  # fixed shapes: the window padding and mask are constants of the 64x64 input
     elif args.kind.startswith("gpt2"):
         kw.update(dynamic_axes={"idx": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}})

@@ -1,0 +1,88 @@
+/* Einsum's equation and shape (graph/einsum.h). Letters are a-z and A-Z; an operand's letters match
+ * its dims one to one; a letter repeated within one operand (a diagonal) and the ellipsis are not
+ * supported and fail naming the equation. A letter's size is the same in every operand, or 1 there
+ * (numpy broadcasting, which MatMul's batch dims give after lowering). */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/einsum.h"
+#include "graph/shape_fns.h"
+
+static bool parse_fail(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool parse_fail(char *why, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* One operand's (or the output's) letters from [s, e); false on anything but letters. */
+static bool letters(const char *s, const char *e, char *dst) {
+    int r = 0;
+    for (const char *p = s; p < e; p++) {
+        if (!isalpha((unsigned char)*p) || r >= SC_MAX_RANK) return false;
+        dst[r++] = *p;
+    }
+    dst[r] = 0;
+    return true;
+}
+
+bool sc_einsum_parse(const char *eq, int n_in, const sc_desc *const *ins, sc_einsum_spec *sp, char *why, size_t wn) {
+    memset(sp, 0, sizeof *sp);
+    for (int c = 0; c < 128; c++) sp->size[c] = -1;
+    if (strstr(eq, "...")) return parse_fail(why, wn, "equation '%s': the ellipsis ('...') is not supported", eq);
+    if (n_in < 1 || n_in > SC_EINSUM_MAX_IN) return parse_fail(why, wn, "equation '%s': %d operands (1 to 8 supported)", eq, n_in);
+    const char *arrow = strstr(eq, "->"), *end = arrow ? arrow : eq + strlen(eq), *s = eq;
+    int count[128] = {0};
+    for (int k = 0; k < n_in; k++) {
+        const char *comma = memchr(s, ',', (size_t)(end - s));
+        const char *e = k < n_in - 1 ? comma : end;
+        if (!e || (k == n_in - 1 && comma)) return parse_fail(why, wn, "equation '%s' does not have %d operands", eq, n_in);
+        if (!letters(s, e, sp->in[k])) return parse_fail(why, wn, "equation '%s': operand %d is not a list of letters", eq, k);
+        int r = (int)strlen(sp->in[k]);
+        if (r != ins[k]->rank)
+            return parse_fail(why, wn, "equation '%s': operand %d has rank %d, the equation gives it %d letters", eq, k,
+                              ins[k]->rank, r);
+        for (int d = 0; d < r; d++) {
+            unsigned char ch = (unsigned char)sp->in[k][d];
+            if (strchr(sp->in[k] + d + 1, ch)) return parse_fail(why, wn, "equation '%s': a letter repeats in operand %d (diagonals are not supported)", eq, k);
+            int64_t n = ins[k]->dims[d];
+            if (sp->size[ch] < 0 || sp->size[ch] == 1) sp->size[ch] = n;
+            else if (n != 1 && n != sp->size[ch])
+                return parse_fail(why, wn, "equation '%s': operand %d disagrees with another on a letter's size", eq, k);
+            count[ch]++;
+        }
+        s = e + 1;
+    }
+    if (arrow) {
+        if (!letters(arrow + 2, arrow + strlen(arrow), sp->out)) return parse_fail(why, wn, "equation '%s': the output is not a list of letters", eq);
+        for (const char *p = sp->out; *p; p++)
+            if (sp->size[(unsigned char)*p] < 0 || strchr(p + 1, *p))
+                return parse_fail(why, wn, "equation '%s': output letter %d is in no operand or repeats", eq, (int)(p - sp->out));
+    } else {
+        int r = 0;
+        for (int c = 0; c < 128; c++)
+            if (count[c] == 1 && r < SC_MAX_RANK) sp->out[r++] = (char)c;
+        sp->out[r] = 0;
+    }
+    sp->n_in = n_in;
+    return true;
+}
+
+sc_status shape_einsum(sc_graph *g, sc_node *n) {
+    const sc_desc *ins[SC_EINSUM_MAX_IN];
+    for (int k = 0; k < n->n_in && k < SC_EINSUM_MAX_IN; k++) ins[k] = shape_in(g, n, k);
+    sc_einsum_spec sp;
+    char why[256];
+    if (!sc_einsum_parse(n->attrs->einsum.equation, n->n_in, ins, &sp, why, sizeof why)) return shape_fail(g, n, "%s", why);
+    for (int k = 1; k < n->n_in; k++)
+        if (ins[k]->dtype != ins[0]->dtype) return shape_fail(g, n, "operand %d has another type than operand 0", k);
+    sc_desc out = *ins[0];
+    out.rank = (int)strlen(sp.out);
+    for (int d = 0; d < out.rank; d++) out.dims[d] = sp.size[(unsigned char)sp.out[d]];
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
