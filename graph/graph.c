@@ -500,3 +500,22 @@ int graph_transposed_matrix(const sc_graph *g, int x) {
     bool swap = a->n_perm == 0 || (a->n_perm == 2 && a->perm[0] == 1 && a->perm[1] == 0);
     return swap ? t->in[0] : -1;
 }
+
+static bool name_has(const char *name, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = name; *p; p++) {
+        size_t k = 0;
+        while (k < n && p[k] && (p[k] | 0x20) == word[k]) k++;
+        if (k == n) return true;
+    }
+    return false;
+}
+
+sc_input_role graph_input_role(const sc_value *v) {
+    sc_dtype t = v->desc.dtype;
+    bool integer = !sc_dtype_is_float(t) && t != SC_BOOL && t != SC_STRING && sc_dtype_size(t) > 0;
+    if (!integer || v->desc.rank < 2) return SC_INPUT_DATA;
+    if (name_has(v->name, "mask")) return SC_INPUT_MASK;
+    if (name_has(v->name, "position")) return SC_INPUT_POSITIONS;
+    return SC_INPUT_DATA;
+}

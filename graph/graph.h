@@ -103,6 +103,12 @@ sc_attrs *graph_node_attrs_mut(sc_graph *g, sc_node *n);
 int graph_add_node(sc_graph *g, sc_op op, const char *name, const int *in, int n_in, const int *out,
                    int n_out, sc_status *st);
 int graph_find_value(const sc_graph *g, const char *name);
+/* What a graph input carries, from its name: an integer input of rank >= 2 named like
+ * "attention_mask" is a mask and one named like "position_ids" holds positions (exporters' names,
+ * matched case-insensitively); anything else is data. Without a file of their own, `train` and
+ * `run` give masks all ones (attend everywhere) and positions 0..T-1 along the last dim. */
+typedef enum { SC_INPUT_DATA, SC_INPUT_MASK, SC_INPUT_POSITIONS } sc_input_role;
+sc_input_role graph_input_role(const sc_value *v);
 /* W when value x is Transpose(W) of a 2-D W (perm [1, 0] or none), else -1. Needs graph_link. */
 int graph_transposed_matrix(const sc_graph *g, int x);
 /* Whether node i may run later than where it is, up to its first reader, to save memory: its outputs

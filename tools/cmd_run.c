@@ -4,7 +4,8 @@
  * Inputs come from --input NAME=FILE.npy (dtype and shape must equal the prepared graph input's) or
  * are drawn with --seed: float inputs normal(0, 1); integer inputs uniform in [0, V) where V is dim 0
  * of the table of the first Gather that indexes with the input (token ids into an embedding), else
- * [0, 10); bool inputs 0/1. Outputs are summarised (shape, mean, std, min, max) and, with
+ * [0, 10); bool inputs 0/1; integer masks and positions (graph_input_role: attention_mask,
+ * position_ids) all ones and 0..T-1, as `train` gives them. Outputs are summarised (shape, mean, std, min, max) and, with
  * --output-dir, saved as DIR/<name>.npy (characters other than [A-Za-z0-9._-] become '_').
  * --repeat N times N more forward passes after the first (the warm-up) and prints median and min.
  * --device cpu|cuda|auto (default cpu): auto is the GPU when this build has the CUDA backend and a
@@ -34,6 +35,20 @@ static int64_t vocab_or_ten(const sc_graph *g, int v) {
     return rows ? rows : 10;
 }
 
+/* A mask gets all ones (attend everywhere) and positions 0..T-1 along the last dim, as in `train`. */
+static sc_status input_role_fill(const sc_value *v, sc_input_role role, sc_tensor *t) {
+    int64_t n = sc_desc_numel(&v->desc), last = v->desc.dims[v->desc.rank - 1];
+    if (v->desc.dtype != SC_I64 && v->desc.dtype != SC_I32)
+        return sc_errorf("input '%s': a %s mask or position input is not supported; give --input %s=FILE.npy", v->name,
+                         sc_dtype_name(v->desc.dtype), v->name);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t x = role == SC_INPUT_MASK ? 1 : i % last;
+        if (v->desc.dtype == SC_I64) ((int64_t *)t->data)[i] = x;
+        else ((int32_t *)t->data)[i] = (int32_t)x;
+    }
+    return SC_OK;
+}
+
 static sc_status input_random(const sc_graph *g, int value_id, gen_rng *r, sc_tensor *t) {
     const sc_value *v = &g->values[value_id];
     t->desc = v->desc;
@@ -41,6 +56,8 @@ static sc_status input_random(const sc_graph *g, int value_id, gen_rng *r, sc_te
     if (n < 0 || bytes < 0) return sc_errorf("input '%s' has no static shape after binding", v->name);
     t->data = malloc(bytes ? (size_t)bytes : 1);
     if (!t->data) return sc_errorf("out of memory for input '%s' (%lld bytes)", v->name, (long long)bytes);
+    sc_input_role role = graph_input_role(v);
+    if (role != SC_INPUT_DATA) return input_role_fill(v, role, t);
     int64_t hi = vocab_or_ten(g, value_id);
     switch (v->desc.dtype) {
     case SC_F32:

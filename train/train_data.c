@@ -85,22 +85,13 @@ static int64_t sample_numel(const sc_desc *d) {
 
 /* ---- model side: which inputs are data, what the labels mean ---- */
 
-static bool name_has(const char *name, const char *word) {
-    size_t n = strlen(word);
-    for (const char *p = name; *p; p++) {
-        size_t k = 0;
-        while (k < n && p[k] && (p[k] | 0x20) == word[k]) k++;
-        if (k == n) return true;
-    }
-    return false;
-}
-
 /* Integer inputs named as masks or positions (attention_mask, position_ids) are not data to draw. */
 static td_role input_role(const sc_value *v) {
-    if (!dtype_is_int(v->desc.dtype) || v->desc.rank < 2) return TD_ROLE_DATA;
-    if (name_has(v->name, "mask")) return TD_ROLE_MASK;
-    if (name_has(v->name, "position")) return TD_ROLE_POSITIONS;
-    return TD_ROLE_DATA;
+    switch (graph_input_role(v)) {
+    case SC_INPUT_MASK: return TD_ROLE_MASK;
+    case SC_INPUT_POSITIONS: return TD_ROLE_POSITIONS;
+    default: return TD_ROLE_DATA;
+    }
 }
 
 /* Row `row` of a mask (all ones) or position input (0..T-1 along its last dim). */

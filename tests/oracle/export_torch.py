@@ -11,7 +11,8 @@ KIND:
   gpt2            the GPT-2-style module below: token + position embeddings, 2 pre-LN blocks of causal
                   self-attention and GELU MLP, final LayerNorm, head tied to the token embedding;
                   dynamic batch and sequence axes, opset 17
-  gpt2_cumsum     the same with OPT's position ids: cumsum of an all-ones mask minus one (CumSum)
+  gpt2_cumsum     the same with an attention_mask input and OPT's position ids from it:
+                  cumsum(mask) * mask + 1 (CumSum); the example mask pads one row
   einsum          Einsum equations as maxvit and attention code write them: batched q k^T, three
                   operands with parameters, letters summed out of one operand, an outer product
   swin_t          torchvision swin_t (random init) at 64x64, batch 1: window padding sizes from Mod,
@@ -87,18 +88,17 @@ class TinyGPT(nn.Module):
     def __init__(self, vocab=256, dim=64, heads=4, layers=2, max_seq=64, cumsum_positions=False):
         super().__init__()
         self.wte = nn.Embedding(vocab, dim)
-        self.wpe = nn.Embedding(max_seq, dim)
+        self.wpe = nn.Embedding(max_seq + 2, dim)
         self.blocks = nn.ModuleList([Block(dim, heads, max_seq) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab, bias=False)
         self.head.weight = self.wte.weight  # tied, as in GPT-2
         self.cumsum_positions = cumsum_positions
 
-    def forward(self, idx):
+    def forward(self, idx, mask=None):
         T = idx.shape[1]
-        if self.cumsum_positions:  # transformers' OPT: (mask.cumsum(1) * mask) - 1
-            mask = torch.ones_like(idx)
-            pos = torch.cumsum(mask, dim=1) * mask - 1
+        if self.cumsum_positions:  # transformers' OPT: (mask.cumsum(1) * mask) - 1, offset by 2
+            pos = torch.cumsum(mask, dim=1) * mask + 1
         else:
             pos = torch.arange(0, T, dtype=torch.long, device=idx.device).unsqueeze(0)
         x = self.wte(idx) + self.wpe(pos)
@@ -124,7 +124,11 @@ def build(kind):
     if kind in ("gpt2", "gpt2_cumsum"):
         model = TinyGPT(cumsum_positions=kind == "gpt2_cumsum")
         idx = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
-        return model, (idx,), ["idx"], ["logits"]
+        if kind == "gpt2":
+            return model, (idx,), ["idx"], ["logits"]
+        mask = torch.ones(2, 32, dtype=torch.long)
+        mask[1, 25:] = 0  # right padding
+        return model, (idx, mask), ["idx", "attention_mask"], ["logits"]
     if kind == "einsum":
         return EinsumMix(), (torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(1)),), ["x"], ["y"]
     if kind == "swin_t":
@@ -152,7 +156,8 @@ def main():
     elif args.kind in ("swin_t", "einsum"):
         pass  # fixed shapes: the window padding and mask are constants of the 64x64 input
     elif args.kind.startswith("gpt2"):
-        kw.update(dynamic_axes={"idx": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}})
+        axes = {n: {0: "batch", 1: "seq"} for n in in_names + out_names}
+        kw.update(dynamic_axes=axes)
     else:
         kw.update(dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
     # Export first: training export runs the model once, which would update BN running stats.

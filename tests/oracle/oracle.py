@@ -95,6 +95,20 @@ def make_inputs(model_path, sess, batch, seq, seed, int_high):
     return feeds
 
 
+def mask_left_out_check(args, model_path, sess, feeds, names):
+    """An integer input named like a mask that `run` is not given must be all ones (attend everywhere):
+    scorch without it against onnxruntime fed ones."""
+    masks = [m.name for m in sess.get_inputs() if "mask" in m.name.lower() and np.issubdtype(feeds[m.name].dtype, np.integer)]
+    if not masks:
+        return
+    ones = dict(feeds, **{m: np.ones_like(feeds[m]) for m in masks})
+    expected = dict(zip(names, sess.run(None, ones)))
+    got = scorch_outputs(args, model_path, {k: v for k, v in feeds.items() if k not in masks}, names)
+    for name in names:
+        err = compare(f"output {name} with {masks} left out", got[name], expected[name], args.rtol, args.atol)
+        print(f"scorch with {', '.join(masks)} left out vs onnxruntime fed ones, {name}: max abs err {err:.3g}")
+
+
 def ort_session(path, threads=0):
     so = ort.SessionOptions()
     if threads:
@@ -258,6 +272,7 @@ def main():
                 atol = max(atol, args.atol_of_max * float(np.nanmax(np.abs(ref))))
             err = compare(f"output {name}", got[name], ref, args.rtol, atol)
             print(f"scorch vs onnxruntime {name} {list(expected[name].shape)}: max abs err {err:.3g}")
+        mask_left_out_check(args, model_path, sess, feeds, names)
     except OracleFailure as e:
         print(f"FAIL: {e}", file=sys.stderr)
         return 1
