@@ -75,4 +75,15 @@ for entry in "${PIP_PACKAGES[@]}"; do
     "$PY" -m pip install "${PIP_FLAGS[@]}" "$req"
   fi
 done
+# transformers for the torch side (Debian's /usr/bin/python3 with python3-torch): tests/e2e/e2e_hf.py
+# exports Hugging Face models with it. Optional: without it those tests report themselves skipped.
+TORCH_PY=/usr/bin/python3
+if ! "$TORCH_PY" -c 'import transformers' 2>/dev/null; then
+  if ! "$TORCH_PY" -m pip --version >/dev/null 2>&1; then "${SUDO[@]}" apt-get install -y -q python3-pip || true; fi
+  log "pip install transformers==4.36.2 for $TORCH_PY"
+  "$TORCH_PY" -m pip install --quiet --break-system-packages transformers==4.36.2 ||
+    log "transformers could not be installed: the e2e_hf tests will be skipped"
+else
+  log "pip: transformers present for $TORCH_PY"
+fi
 log "done"
