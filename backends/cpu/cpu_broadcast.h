@@ -21,6 +21,19 @@
 
 /* Below this many elements a kernel runs on one thread: spawning threads costs more. */
 #define CPU_PAR_MIN 32768
+
+/* for (int64_t I = 0; I < N; I++) { body } as a vector loop, split across threads from CPU_PAR_MIN
+ * iterations on. Below that it runs inline under `omp simd`: an `omp parallel for simd if (0)` region
+ * still runs the loop in an outlined function, where gcc 12 left it scalar (Sigmoid on 16k floats took
+ * 34 us instead of 3.6, Clip 4.3 instead of 0.8, and ReLU6 28 us per MobileNet call). */
+#define CPU_SIMD_LOOP(I, N, ...)                                                                   \
+    do {                                                                                           \
+        if ((N) >= CPU_PAR_MIN) {                                                                  \
+            _Pragma("omp parallel for simd") for (int64_t I = 0; I < (N); I++) { __VA_ARGS__; }    \
+        } else {                                                                                   \
+            _Pragma("omp simd") for (int64_t I = 0; I < (N); I++) { __VA_ARGS__; }                 \
+        }                                                                                          \
+    } while (0)
 #define CPU_BCAST_MAX_IN 3
 
 typedef struct {

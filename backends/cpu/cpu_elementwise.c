@@ -24,11 +24,7 @@
         const T *x_ = c->in[0].data;                                                               \
         T *y_ = c->out[0].data;                                                                    \
         int64_t n_ = sc_desc_numel(&c->in[0].desc);                                                \
-        int par_ = n_ >= CPU_PAR_MIN;                                                              \
-        _Pragma("omp parallel for simd if(par_)") for (int64_t i = 0; i < n_; i++) {               \
-            T v = x_[i];                                                                           \
-            y_[i] = (T)(EXPR);                                                                     \
-        }                                                                                          \
+        CPU_SIMD_LOOP(i, n_, T v = x_[i]; y_[i] = (T)(EXPR));                                      \
     } while (0)
 
 static sc_status dtype_error(const sc_kernel_call *c) {
@@ -45,18 +41,22 @@ static sc_status dtype_error(const sc_kernel_call *c) {
         }                                                                                          \
     }
 
-FLOAT_UNARY(cpu_sigmoid, 1.0f / (1.0f + expf(-v)), 1.0 / (1.0 + exp(-v)))
+/* f32 Sigmoid and Erf through cpu_math.h, which vectorise where expf / erff calls do not (Sigmoid was
+ * 41% of EfficientNet-B0, Erf 18% of ConvNeXt). */
+FLOAT_UNARY(cpu_sigmoid, 1.0f / (1.0f + cpu_exp_f32(-v)), 1.0 / (1.0 + exp(-v)))
 FLOAT_UNARY(cpu_tanh, tanhf(v), tanh(v))
-FLOAT_UNARY(cpu_erf, erff(v), erf(v))
+FLOAT_UNARY(cpu_erf, cpu_erf_rel_f32(v), erf(v))
 FLOAT_UNARY(cpu_sqrt, sqrtf(v), sqrt(v))
 FLOAT_UNARY(cpu_reciprocal, 1.0f / v, 1.0 / v)
 FLOAT_UNARY(cpu_exp, expf(v), exp(v))
 FLOAT_UNARY(cpu_log, logf(v), log(v))
 
+/* Relu passes NaN through (as PyTorch and onnxruntime do: a NaN must reach the loss, where training
+ * looks for it) and maps -0 to +0. */
 sc_status cpu_relu(const sc_kernel_call *c) {
     switch (c->in[0].desc.dtype) {
-    case SC_F32: UNARY_LOOP(float, v > 0.0f ? v : 0.0f); return SC_OK;
-    case SC_F64: UNARY_LOOP(double, v > 0.0 ? v : 0.0); return SC_OK;
+    case SC_F32: UNARY_LOOP(float, (v < 0.0f ? 0.0f : v) + 0.0f); return SC_OK; /* -0 + 0 = +0 */
+    case SC_F64: UNARY_LOOP(double, (v < 0.0 ? 0.0 : v) + 0.0); return SC_OK;
     case SC_I8: UNARY_LOOP(int8_t, v > 0 ? v : 0); return SC_OK;
     case SC_I16: UNARY_LOOP(int16_t, v > 0 ? v : 0); return SC_OK;
     case SC_I32: UNARY_LOOP(int32_t, v > 0 ? v : 0); return SC_OK;
@@ -143,6 +143,16 @@ sc_status cpu_not(const sc_kernel_call *c) {
         UNARY_LOOP(T, (has_hi && (has_lo && v < lo ? lo : v) > hi) ? hi : (has_lo && v < lo ? lo : v)); \
         return SC_OK;                                                                              \
     }
+/* Floats: absent bounds are -inf / +inf, so the loop is two selects with no flags in it, which the
+ * compiler turns into branch-free vector max/min (ReLU6 on random-sign data mispredicted a branch
+ * per element: 28 us per MobileNet call for 14k floats). NaN compares false and passes through. */
+#define CLIP_FLOAT_CASE(code, T, tn, ...)                                                          \
+    case code: {                                                                                   \
+        const T lo = has_lo ? *(const T *)c->in[1].data : (T)-INFINITY;                            \
+        const T hi = has_hi ? *(const T *)c->in[2].data : (T)INFINITY;                             \
+        UNARY_LOOP(T, (v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v));                           \
+        return SC_OK;                                                                              \
+    }
 
 /* f16/bf16: bounds compared as floats; the output is the chosen value's bits (NaN passes through). */
 #define HALF_CLIP_CASE(code, WIDEN)                                                                \
@@ -164,7 +174,8 @@ sc_status cpu_clip(const sc_kernel_call *c) {
                               sc_dtype_name(c->in[0].desc.dtype));
     }
     switch (c->in[0].desc.dtype) {
-        CPU_NUM_TYPES(CLIP_CASE, 0)
+        CPU_FLOAT_TYPES(CLIP_FLOAT_CASE, 0)
+        CPU_INT_TYPES(CLIP_CASE, 0)
         HALF_CLIP_CASE(SC_F16, sc_f16_to_f32)
         HALF_CLIP_CASE(SC_BF16, sc_bf16_to_f32)
     default: return dtype_error(c);

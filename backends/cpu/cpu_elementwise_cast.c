@@ -51,21 +51,20 @@ void cpu_copy(void *dst, const void *src, int64_t n_bytes) {
     case (dcode) * 32 + (scode): {                                                                 \
         const ST *s = src;                                                                         \
         DT *d = dst;                                                                               \
-        _Pragma("omp parallel for simd if(par)") for (int64_t i = 0; i < n; i++) d[i] = (DT)s[i];  \
+        CPU_SIMD_LOOP(i, n, d[i] = (DT)s[i]);                                                      \
         return true;                                                                               \
     }
 #define TO_BOOL_CASE(scode, ST, ...)                                                               \
     case SC_BOOL * 32 + (scode): {                                                                 \
         const ST *s = src;                                                                         \
         uint8_t *d = dst;                                                                          \
-        _Pragma("omp parallel for simd if(par)") for (int64_t i = 0; i < n; i++) d[i] = s[i] != 0; \
+        CPU_SIMD_LOOP(i, n, d[i] = s[i] != 0);                                                     \
         return true;                                                                               \
     }
 #define SRC_CASES(scode, ST, ...) CAST_DST(DST_CASE, scode, ST)
 #define DST_CASE(dcode, DT, scode, ST) PAIR_CASE(dcode, DT, scode, ST)
 
 static bool convert_typed(void *dst, sc_dtype dt, const void *src, sc_dtype st, int64_t n) {
-    int par = n >= CPU_PAR_MIN;
     switch ((int)dt * 32 + (int)st) {
         CAST_SRC(SRC_CASES, 0)
         CAST_SRC(TO_BOOL_CASE, 0)

@@ -28,8 +28,7 @@ sc_status cpu_check_grad_pair(const sc_kernel_call *call) {
 
 #define RELU_GRAD_IMPL(T, NAME)                                                                          \
     static void NAME(const T *dy, const T *y, T *dx, int64_t n) {                                        \
-        int par = n >= CPU_PAR_MIN;                                                                      \
-        _Pragma("omp parallel for simd if(par)") for (int64_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : (T)0; \
+        CPU_SIMD_LOOP(i, n, dx[i] = y[i] > 0 ? dy[i] : (T)0);                                            \
     }
 RELU_GRAD_IMPL(float, relu_grad_f32)
 RELU_GRAD_IMPL(double, relu_grad_f64)
@@ -46,22 +45,15 @@ sc_status cpu_relu_grad(const sc_kernel_call *call) {
 #define GELU_C 0.044715
 
 static void gelu_grad_f32(const float *dy, const float *x, float *dx, int64_t n, bool tanh_approx) {
-    int par = n >= CPU_PAR_MIN;
     if (tanh_approx) {
-#pragma omp parallel for simd if (par)
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i], u = (float)GELU_K * (v + (float)GELU_C * v * v * v);
-            float t = 1.0f - 2.0f / (cpu_exp_f32(2.0f * u) + 1.0f);
-            float d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * (float)GELU_K * (1.0f + 3.0f * (float)GELU_C * v * v);
-            dx[i] = dy[i] * d;
-        }
+        CPU_SIMD_LOOP(i, n, float v = x[i]; float u = (float)GELU_K * (v + (float)GELU_C * v * v * v);
+                      float t = 1.0f - 2.0f / (cpu_exp_f32(2.0f * u) + 1.0f);
+                      float d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * (float)GELU_K * (1.0f + 3.0f * (float)GELU_C * v * v);
+                      dx[i] = dy[i] * d);
     } else {
-#pragma omp parallel for simd if (par)
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            float d = 0.5f * (1.0f + cpu_erf_f32(v * 0.70710678f)) + v * 0.39894228f * cpu_exp_f32(-0.5f * v * v);
-            dx[i] = dy[i] * d;
-        }
+        CPU_SIMD_LOOP(i, n, float v = x[i];
+                      float d = 0.5f * (1.0f + cpu_erf_f32(v * 0.70710678f)) + v * 0.39894228f * cpu_exp_f32(-0.5f * v * v);
+                      dx[i] = dy[i] * d);
     }
 }
 

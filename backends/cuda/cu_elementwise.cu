@@ -26,7 +26,7 @@ extern "C" {
 enum { U_RELU, U_LEAKY, U_SIGMOID, U_TANH, U_ERF, U_GELU, U_GELU_TANH, U_SQRT, U_RECIP, U_NEG, U_EXP, U_LOG, U_CLIP, U_HARD_SIGMOID, U_HARD_SWISH };
 
 template <int OP, typename T> __device__ __forceinline__ T unary_op(T v, double a, double b) {
-    if (OP == U_RELU) return v > (T)0 ? v : (T)0;
+    if (OP == U_RELU) return v > (T)0 || v != v ? v : (T)0; /* NaN passes, as on the CPU */
     if (OP == U_LEAKY) return v >= (T)0 ? v : (T)(v * (T)a);
     if (OP == U_SIGMOID) return (T)1 / ((T)1 + exp(-v));
     if (OP == U_TANH) return tanh(v);
