@@ -37,6 +37,8 @@ typedef struct {
     int64_t storage_order;  /* MaxPool's optional Indices output; 0 = row major */
     bool fused_relu;        /* added (perf helper): Conv only, Relu applied to the output; set by
                                graph_fuse_inference (graph/pass_fuse.c), never by import */
+    float fused_relu_max;   /* with fused_relu: > 0 also caps the output there (a fused Clip(0, max),
+                               MobileNet's ReLU6); 0: no cap */
     bool fused_sum;         /* Conv only: input 3 (S, Y's shape) is added before the fused Relu,
                                Y = relu?(conv(X) + S); set by graph_fuse_inference, never by import */
     bool nhwc_in, nhwc_out; /* Conv, MaxPool (both or neither), GlobalAveragePool (nhwc_in only,

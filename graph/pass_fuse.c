@@ -15,7 +15,8 @@
  *      oneDNN sum post-op. The fused Conv takes the Add's place in the node order, where S and
  *      the Conv's own inputs are all computed. With both operands such Convs, the later one fuses.
  *   4. Relu after a Conv that is its only consumer: the Conv applies it as a oneDNN post-op
- *      (sc_window_attrs.fused_relu), after the sum when there is one (ResNet's Add + Relu).
+ *      (sc_window_attrs.fused_relu), after the sum when there is one (ResNet's Add + Relu). So does
+ *      Clip(0, max) with constant bounds (ReLU6), capped at fused_relu_max (a clip post-op).
  *   5. GELU written as ops, 0.5 x (1 + erf(x / sqrt 2)) (Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt2)), 1))
  *      with either operand order), becomes one Gelu node (ONNX Gelu, approximate="none").
  *   6. Channels-last values: an f32 value made by a Conv or a MaxPool and read only by Convs (as X
@@ -227,15 +228,27 @@ static sc_status fuse_conv_sum(sc_graph *g, bool *keep, int *count) {
 
 /* ---- 4. Conv + Relu ---- */
 
+/* The cap of Clip(x, 0, max) with constant f32 scalar bounds and max > 0, else 0 (not a ReLU6). */
+static float relu_clip_max(const sc_graph *g, const sc_node *n) {
+    if (n->op != SC_OP_CLIP || n->n_in != 3) return 0;
+    for (int k = 1; k < 3; k++)
+        if (!value_is_fixed(g, n->in[k]) || !value_is_f32(g, n->in[k]) || sc_desc_numel(&g->values[n->in[k]].desc) != 1)
+            return 0;
+    float lo = *(const float *)g->values[n->in[1]].data, hi = *(const float *)g->values[n->in[2]].data;
+    return lo == 0.0f && hi > 0.0f && hi < INFINITY ? hi : 0;
+}
+
 static sc_status fuse_conv_relu(sc_graph *g, bool *keep, int *count) {
     for (int i = 0; i < g->n_nodes; i++) {
         sc_node *c = &g->nodes[i];
         if (!keep[i] || c->op != SC_OP_CONV || c->attrs->window.fused_relu || !value_is_f32(g, c->out[0])) continue;
         int j = only_consumer(g, c->out[0]);
-        if (j < 0 || !keep[j] || g->nodes[j].op != SC_OP_RELU) continue;
+        float cap = j >= 0 ? relu_clip_max(g, &g->nodes[j]) : 0;
+        if (j < 0 || !keep[j] || (g->nodes[j].op != SC_OP_RELU && cap == 0)) continue;
         c->out[0] = g->nodes[j].out[0];
         sc_attrs a = *c->attrs;
         a.window.fused_relu = true;
+        a.window.fused_relu_max = cap;
         SC_TRY(graph_node_set_attrs(g, c, &a));
         keep[j] = false;
         (*count)++;

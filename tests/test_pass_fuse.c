@@ -62,7 +62,9 @@ static void mark_io(sc_graph *g, int in, int out) {
     g->opset = 17;
 }
 
-/* Conv(x, W, b) -> BatchNormalization (inference) -> Relu, seeded so both copies are identical. */
+/* Conv(x, W, b) -> BatchNormalization (inference) -> Relu, seeded so both copies are identical; with
+ * clip_cap > 0 the last node is Clip(., 0, clip_cap) (MobileNet's ReLU6 form) instead of Relu. */
+static float clip_cap;
 static void build_conv_bn_relu(sc_graph *g) {
     rng = 7;
     graph_init(g);
@@ -83,8 +85,19 @@ static void build_conv_bn_relu(sc_graph *g) {
     sc_attrs *ba = graph_node_attrs_mut(g, &g->nodes[1]);
     ba->batch_norm.epsilon = 1e-5f;
     ba->batch_norm.momentum = 0.9f;
-    add_node(g, SC_OP_RELU, "relu", &n, 1, y);
+    if (clip_cap > 0) {
+        int lo = add_scalar(g, "lo", 0.0f), hi = add_scalar(g, "hi", clip_cap);
+        add_node(g, SC_OP_CLIP, "relu6", (int[]){n, lo, hi}, 3, y);
+    } else {
+        add_node(g, SC_OP_RELU, "relu", &n, 1, y);
+    }
     mark_io(g, x, y);
+}
+
+static void build_conv_bn_clip(sc_graph *g) {
+    clip_cap = 0.6f; /* below most positive outputs, so the cap is exercised */
+    build_conv_bn_relu(g);
+    clip_cap = 0;
 }
 
 /* 0.5 * x * (1 + erf(x / sqrt 2)) as GPT's generator writes it: Mul(Mul(x, 0.5), Add(Erf(Div(x, s)), 1)). */
@@ -261,6 +274,8 @@ static void check_case(const char *what, void (*build)(sc_graph *), sc_op gone, 
 int main(void) {
     check_case("Conv + BatchNormalization + Relu", build_conv_bn_relu, SC_OP_BATCH_NORM, SC_OP_CONV, 2 * 3 * 9 * 9);
     check_case("Conv + BatchNormalization + Relu (Relu post-op)", build_conv_bn_relu, SC_OP_RELU, SC_OP_CONV, 2 * 3 * 9 * 9);
+    check_case("Conv + BatchNormalization + Clip(0, 0.6) (clip post-op)", build_conv_bn_clip, SC_OP_CLIP, SC_OP_CONV,
+               2 * 3 * 9 * 9);
     check_case("GELU pattern", build_gelu, SC_OP_ERF, SC_OP_GELU, 4 * 33);
     check_case("identity block (Add into Conv, residual buffer reused)", build_identity_block, SC_OP_ADD, SC_OP_CONV, 512);
     check_case("identity block (Relu after the sum)", build_identity_block, SC_OP_RELU, SC_OP_CONV, 512);

@@ -132,6 +132,7 @@ typedef struct {
     int src_cl, dst_cl; /* user X / Y (and S) channels-last */
     int relu; /* sc_window_attrs.fused_relu: eltwise relu post-op (after the sum) */
     int sum;  /* sc_window_attrs.fused_sum: sum post-op, dst holds S when the primitive starts */
+    float relu_max; /* sc_window_attrs.fused_relu_max: > 0 makes the relu a clip to [0, relu_max] */
 } conv_key;
 
 typedef struct {
@@ -293,7 +294,9 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
         s = dnnl_primitive_attr_create(&attr);
         if (s == dnnl_success) s = dnnl_post_ops_create(&po);
         if (s == dnnl_success && k->sum) s = dnnl_post_ops_append_sum(po, 1.0f);
-        if (s == dnnl_success && k->relu) s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+        if (s == dnnl_success && k->relu)
+            s = k->relu_max > 0 ? dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, 0.0f, k->relu_max)
+                                : dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
         if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
         if (po) dnnl_post_ops_destroy(po);
         if (s != dnnl_success) {
@@ -476,9 +479,11 @@ static sc_status conv_f64(const sc_kernel_call *call, const cpu_window *w, int64
     conv_ref_f64(w, x->dims[0], x->dims[1], call->in[1].desc.dims[0], G, call->in[0].data, call->in[1].data,
                  call->n_in > 2 ? call->in[2].data : NULL, yd);
     bool relu = call->node->attrs->window.fused_relu;
+    double cap = call->node->attrs->window.fused_relu_max;
     for (int64_t i = 0; i < n; i++) {
         double v = yd[i] + (sd ? sd[i] : 0.0);
-        yd[i] = relu && !(v > 0.0) ? 0.0 : v;
+        v = relu && !(v > 0.0) ? 0.0 : v;
+        yd[i] = relu && cap > 0 && v > cap ? cap : v;
     }
     free(copy);
     return SC_OK;
@@ -533,6 +538,7 @@ sc_status cpu_conv(const sc_kernel_call *call) {
     k.group = G;
     k.has_bias = bias != NULL;
     k.relu = wa->fused_relu;
+    k.relu_max = wa->fused_relu ? wa->fused_relu_max : 0;
     k.sum = sum != NULL;
     k.src_cl = wa->nhwc_in;
     k.dst_cl = wa->nhwc_out;

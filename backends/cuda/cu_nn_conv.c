@@ -76,7 +76,8 @@ sc_status cu_conv(const cu_call *c) {
         st = cu_conv_gemm_fwd(c, &w, x->dims[0], x->dims[1], wd->dims[0], G, x->dtype, c->in[0].data, c->in[1].data, b, c->out[0].data);
     (void)use_cudnn;
     SC_TRY(st);
-    return cu_conv_epilogue(c, x->dtype, c->out[0].data, sum, sc_desc_numel(y), c->node->attrs->window.fused_relu);
+    return cu_conv_epilogue(c, x->dtype, c->out[0].data, sum, sc_desc_numel(y), c->node->attrs->window.fused_relu,
+                            c->node->attrs->window.fused_relu_max);
 }
 
 sc_status cu_conv_grad(const cu_call *c) {

@@ -92,18 +92,19 @@ template <typename T> __global__ void k_bias_grad(const double *part, int64_t M,
     }
 }
 
-template <typename T> __global__ void k_conv_epilogue(T *y, const T *s, int64_t n, bool relu) {
+template <typename T> __global__ void k_conv_epilogue(T *y, const T *s, int64_t n, bool relu, T cap) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         T v = s ? y[i] + s[i] : y[i];
-        y[i] = relu && v < (T)0 ? (T)0 : v;
+        v = relu && v < (T)0 ? (T)0 : v;
+        y[i] = relu && cap > (T)0 && v > cap ? cap : v;
     }
 }
 
-extern "C" sc_status cu_conv_epilogue(const cu_call *c, sc_dtype t, void *y, const void *s, int64_t n, bool relu) {
+extern "C" sc_status cu_conv_epilogue(const cu_call *c, sc_dtype t, void *y, const void *s, int64_t n, bool relu, double cap) {
     if (n == 0 || (!s && !relu)) return SC_OK;
     cudaStream_t st = c->ctx->stream;
-    if (t == SC_F32) k_conv_epilogue<float><<<cu_grid(n), CU_BLOCK, 0, st>>>((float *)y, (const float *)s, n, relu);
-    else k_conv_epilogue<double><<<cu_grid(n), CU_BLOCK, 0, st>>>((double *)y, (const double *)s, n, relu);
+    if (t == SC_F32) k_conv_epilogue<float><<<cu_grid(n), CU_BLOCK, 0, st>>>((float *)y, (const float *)s, n, relu, (float)cap);
+    else k_conv_epilogue<double><<<cu_grid(n), CU_BLOCK, 0, st>>>((double *)y, (const double *)s, n, relu, cap);
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

@@ -98,6 +98,11 @@ static void a_conv_fused(sc_attrs *a) {
     a_conv(a);
     a->window.fused_sum = a->window.fused_relu = true;
 }
+static void a_conv_relu6(sc_attrs *a) { /* a fused Clip(0, 0.3): ReLU6's form, capped low enough to bite */
+    a_conv(a);
+    a->window.fused_relu = true;
+    a->window.fused_relu_max = 0.3f;
+}
 static void a_conv_1x1(sc_attrs *a) {
     a->window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1}, .group = 1};
 }
@@ -195,6 +200,7 @@ static const op_case cases[] = {
     {SC_OP_MATMUL, "matmul_partial", 2, 1, {F32(2, 1, 4, 16), F32(1, 3, 16, 5)}, NULL, 2e-4},
     {SC_OP_CONV, "conv", 3, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4)}, a_conv, 2e-4},
     {SC_OP_CONV, "conv_asym_group", 2, 1, {F32(2, 4, 8, 8), F32(6, 2, 2, 3)}, a_conv_asym, 2e-4},
+    {SC_OP_CONV, "conv_fused_relu6", 3, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4)}, a_conv_relu6, 2e-4},
     {SC_OP_CONV, "conv_fused_sum_relu", 4, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4), F32(2, 4, 5, 9)}, a_conv_fused, 2e-4},
     {SC_OP_CONV, "conv_asym_fused", 4, 1, {F32(2, 4, 8, 8), F32(6, 2, 2, 3), ABSENT, F32(2, 6, 8, 7)}, a_conv_asym_fused, 2e-4},
     {SC_OP_CONV_GRAD, "conv_grad", 3, 3, {F32(2, 4, 5, 9), F32(2, 3, 9, 9), F32(4, 3, 3, 3)}, a_conv, 2e-4},
