@@ -73,6 +73,13 @@ sc_status attr_int(const sc_node_ctx *c, const char *name, int64_t def, int64_t 
     return SC_OK;
 }
 
+sc_status attr_flag(const sc_node_ctx *c, const char *name, bool def, bool *out) {
+    int64_t v;
+    SC_TRY(attr_int(c, name, def ? 1 : 0, &v));
+    *out = v != 0;
+    return SC_OK;
+}
+
 sc_status attr_float(const sc_node_ctx *c, const char *name, float def, float *out) {
     *out = def;
     const Onnx__AttributeProto *a = attr_find(c, name);

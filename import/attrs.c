@@ -127,12 +127,8 @@ static sc_status parse_layer_norm(const sc_node_ctx *c, sc_attrs *out) {
 }
 
 static sc_status parse_reduce(const sc_node_ctx *c, sc_attrs *out) {
-    int64_t keep, noop;
-    SC_TRY(attr_int(c, "keepdims", 1, &keep));
-    SC_TRY(attr_int(c, "noop_with_empty_axes", 0, &noop));
-    out->reduce.keepdims = keep != 0;
-    out->reduce.noop_with_empty_axes = noop != 0;
-    return SC_OK;
+    SC_TRY(attr_flag(c, "keepdims", true, &out->reduce.keepdims));
+    return attr_flag(c, "noop_with_empty_axes", false, &out->reduce.noop_with_empty_axes);
 }
 
 static sc_status parse_transpose(const sc_node_ctx *c, sc_attrs *out) {
@@ -207,12 +203,8 @@ static sc_status parse_einsum(const sc_node_ctx *c, sc_attrs *out) {
 }
 
 static sc_status parse_cum_sum(const sc_node_ctx *c, sc_attrs *out) {
-    int64_t exclusive, reverse;
-    SC_TRY(attr_int(c, "exclusive", 0, &exclusive));
-    SC_TRY(attr_int(c, "reverse", 0, &reverse));
-    out->cum_sum.exclusive = exclusive != 0;
-    out->cum_sum.reverse = reverse != 0;
-    return SC_OK;
+    SC_TRY(attr_flag(c, "exclusive", false, &out->cum_sum.exclusive));
+    return attr_flag(c, "reverse", false, &out->cum_sum.reverse);
 }
 
 static sc_status parse_reshape(const sc_node_ctx *c, sc_attrs *out) {

@@ -106,6 +106,8 @@ struct sc_node_ctx {
  * an attribute of the wrong type is an error naming node and attribute. */
 const Onnx__AttributeProto *attr_find(const sc_node_ctx *c, const char *name);
 sc_status attr_int(const sc_node_ctx *c, const char *name, int64_t def, int64_t *out);
+/* An int attribute used as a flag: nonzero is true. */
+sc_status attr_flag(const sc_node_ctx *c, const char *name, bool def, bool *out);
 sc_status attr_float(const sc_node_ctx *c, const char *name, float def, float *out);
 /* NUL-terminated copy of a STRING attribute into buf (error if it does not fit). */
 sc_status attr_string(const sc_node_ctx *c, const char *name, const char *def, char *buf, size_t size);
