@@ -160,3 +160,26 @@ void grad_trilu(sc_grad_ctx *c) {
     int in[2] = {GO(c, 0), I(c, 1)};
     set_GI(c, 0, ad_emit(c, SC_OP_TRILU, in, I(c, 1) >= 0 ? 2 : 1, 1, NULL, c->fwd.attrs));
 }
+
+/* Tile: output axis i is r_i copies of input axis i, the copy index outermost, so
+ * dX = ReduceSum(Reshape(dY, [r_0, d_0, r_1, d_1, ...]), axes 0, 2, 4, ...). */
+void grad_tile(sc_grad_ctx *c) {
+    const sc_desc xd = *ad_desc(c, I(c, 0));
+    int64_t r[SC_MAX_RANK];
+    int n = 0;
+    if (!ad_const_ints(c, I(c, 1), r, SC_MAX_RANK, &n)) return;
+    if (2 * xd.rank > SC_MAX_RANK) {
+        ad_fail(c, "the gradient of a rank-%d Tile needs rank %d (at most %d)", xd.rank, 2 * xd.rank, SC_MAX_RANK);
+        return;
+    }
+    sc_desc split = xd;
+    int64_t axes[SC_MAX_RANK];
+    split.rank = 2 * xd.rank;
+    for (int i = 0; i < xd.rank; i++) {
+        split.dims[2 * i] = r[i];
+        split.dims[2 * i + 1] = xd.dims[i];
+        axes[i] = 2 * i;
+    }
+    split.dtype = ad_desc(c, GO(c, 0))->dtype;
+    set_GI(c, 0, ad_reduce_sum(c, ad_reshape(c, GO(c, 0), &split), axes, xd.rank, false));
+}

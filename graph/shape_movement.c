@@ -371,3 +371,33 @@ sc_status shape_scatter_nd(sc_graph *g, sc_node *n) {
     shape_set_out(g, n, 0, x);
     return SC_OK;
 }
+
+/* Tile: output dim i = input dim i * repeats[i]; repeats (i64, one per dim, >= 0) must be constant. */
+sc_status shape_tile(sc_graph *g, sc_node *n) {
+    const sc_desc *x = shape_in(g, n, 0);
+    int64_t r[SC_MAX_RANK];
+    int cnt;
+    SC_TRY(shape_const_ints(g, n, 1, r, SC_MAX_RANK, &cnt));
+    if (cnt != x->rank) return shape_fail(g, n, "repeats has %d values for rank %d", cnt, x->rank);
+    sc_desc out = *x;
+    for (int i = 0; i < cnt; i++) {
+        if (r[i] < 0 || (r[i] && x->dims[i] > SC_SHAPE_MAX_DIM / r[i]))
+            return shape_fail(g, n, "repeats[%d] = %lld is negative or too large", i, (long long)r[i]);
+        out.dims[i] = x->dims[i] * r[i];
+    }
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}
+
+/* GatherElements: Y has indices' shape and data's type; indices (i32/i64) have data's rank. */
+sc_status shape_gather_elements(sc_graph *g, sc_node *n) {
+    const sc_desc *x = shape_in(g, n, 0), *idx = shape_in(g, n, 1);
+    int axis;
+    SC_TRY(shape_axis(g, n, n->attrs->axis.axis, x->rank, &axis));
+    if (idx->dtype != SC_I64 && idx->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
+    if (idx->rank != x->rank) return shape_fail(g, n, "indices have rank %d, data %d", idx->rank, x->rank);
+    sc_desc out = *idx;
+    out.dtype = x->dtype;
+    shape_set_out(g, n, 0, &out);
+    return SC_OK;
+}

@@ -248,6 +248,19 @@ static void test_expand_reshape(void) {
     run_fails("Reshape size mismatch", SC_OP_RESHAPE, NULL, rin, 2, &wrong, 1, "different size");
 }
 
+/* Tile with constant repeats (numpy.tile's values): [[0,1,2],[3,4,5]] by [2, 2], and by [1, 0]. */
+static void test_tile(void) {
+    sc_tensor x = tarange(SC_F32, 2, DIMS(2, 3));
+    sc_tensor in[2] = {x, ints(2, I64S(2, 2))};
+    sc_tensor y = tmake(SC_F32, 2, DIMS(4, 6), NULL);
+    sc_attrs a = attrs0();
+    if (run_ok("Tile", SC_OP_TILE, &a, in, 2, &y, 1))
+        check_f32("Tile", &y, F32S(0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5, 0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5), 0);
+    sc_tensor in0[2] = {x, ints(2, I64S(1, 0))};
+    sc_tensor y0 = tmake(SC_F32, 2, DIMS(2, 0), NULL);
+    run_ok("Tile by zero", SC_OP_TILE, &a, in0, 2, &y0, 1);
+}
+
 static void test_pad_trilu(void) {
     /* ONNX spec examples: pads [0, 2, 0, 0] on a 3x2. */
     sc_tensor d = tmake(SC_F32, 2, DIMS(3, 2), F32S(1.0f, 1.2f, 2.3f, 3.4f, 4.5f, 5.7f));
@@ -390,6 +403,7 @@ int main(void) {
     test_gather();
     test_expand_reshape();
     test_pad_trilu();
+    test_tile();
     test_fill();
     test_resize();
     for (int i = 0; i < n_allocs; i++) free(allocs[i]);

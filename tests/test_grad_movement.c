@@ -157,6 +157,14 @@ static void test_pad_trilu(void) {
     expect(grad_check_op("trilu_lower_k", SC_OP_TRILU, &a, 2, t2, 1, NULL));
 }
 
+/* Tile: the gradient sums the copies. */
+static void test_tile(void) {
+    gc_input t1[2] = {gc_rand(F, 3, D(2, 3, 2)), gc_const_i64(3, I64(2, 1, 3))};
+    expect(grad_check_op("tile", SC_OP_TILE, NULL, 2, t1, 1, NULL));
+    gc_input t2[2] = {gc_rand(F, 1, D(4)), gc_const_i64(1, I64(3))};
+    expect(grad_check_op("tile_1d", SC_OP_TILE, NULL, 2, t2, 1, NULL));
+}
+
 /* CumSum over a middle and the last axis, each way, inclusive and exclusive. */
 static void test_cum_sum(void) {
     static const int64_t mid = 1, last = -1;
@@ -212,6 +220,7 @@ int main(void) {
     test_slice_gather();
     test_pad_trilu();
     test_cum_sum();
+    test_tile();
     printf("%d gradient checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

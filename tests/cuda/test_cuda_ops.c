@@ -224,6 +224,9 @@ static const op_case cases[] = {
     {SC_OP_DIV, "div_same", 2, 1, {F32(3, 70), POS(3, 70)}, NULL, 1e-6},
     {SC_OP_PAD, "pad_reflect", 2, 1, {F32(3, 5), I64V(4, 1, 2, 2, 1)}, a_pad_reflect, 1e-6},
     {SC_OP_TRILU, "trilu", 1, 1, {F32(2, 4, 5)}, a_trilu, 1e-6},
+    {SC_OP_TILE, "tile", 2, 1, {F32(2, 3, 4), I64V(3, 2, 1, 3)}, NULL, 0},
+    {SC_OP_GATHER_ELEMENTS, "gather_elements", 2, 1, {F32(3, 4), {SC_I64, 2, {2, 4}, K_INTS, {0, 2, -1, 1, 2, 0, 1, -3}}}, NULL, 0},
+    {SC_OP_GATHER_ELEMENTS, "gather_elements_axis1", 2, 1, {F32(2, 5), {SC_I64, 2, {2, 3}, K_INTS, {4, 0, -1, 2, 2, -5}}}, a_axis1, 0},
     /* rows 1 and -3 (= 1 again) of a [4, 5] table: the later update wins, or both add in order */
     {SC_OP_SCATTER_ND, "scatter_nd", 3, 1, {F32(4, 5), {SC_I64, 2, {3, 1}, K_INTS, {1, 3, -3}}, F32(3, 5)}, NULL, 0},
     {SC_OP_SCATTER_ND, "scatter_nd_add", 3, 1, {F32(4, 5), {SC_I64, 2, {3, 1}, K_INTS, {1, 3, -3}}, F32(3, 5)}, a_scatter_add, 0},
