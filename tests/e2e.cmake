@@ -45,13 +45,19 @@ if(E2E_TORCH_PYTHON)
   foreach(check grads sgd10 adamw10 grads64 sgd3_64 adamw3_64 sgd10_bf16 sgd10_fp16)
     scorch_e2e_test(dranet ${check})
   endforeach()
-  # Hugging Face transformers exports (OPT: CumSum positions; BLOOM: ALiBi), 3 SGD steps against the
-  # HF module in PyTorch; exit 77 (skipped) where transformers is not installed.
-  foreach(hf opt bloom)
-    set(dir ${CMAKE_CURRENT_BINARY_DIR}/e2e_tmp/hf_${hf})
-    add_test(NAME e2e_hf_${hf}_sgd3
-             COMMAND ${E2E_TORCH_PYTHON} ${E2E_DIR}/e2e_hf.py --scorch $<TARGET_FILE:scorch-run> --workdir ${dir}
-                     --check sgd3_64 --model ${hf})
-    set_tests_properties(e2e_hf_${hf}_sgd3 PROPERTIES TIMEOUT 300 LABELS e2e SKIP_RETURN_CODE 77)
+  # Hugging Face transformers exports (tests/e2e/e2e_hf.py), 3 SGD steps against the HF module in
+  # PyTorch: with an attention mask (left out, filled with ones) and --data, and without one and
+  # --tokens. Exit 77 (skipped) where transformers is not installed.
+  foreach(hf gpt2 gpt_neox llama llama_gqa opt bloom)
+    foreach(variant "mask;yes;data" "nomask;no;tokens")
+      list(GET variant 0 tag)
+      list(GET variant 1 mask)
+      list(GET variant 2 source)
+      set(dir ${CMAKE_CURRENT_BINARY_DIR}/e2e_tmp/hf_${hf}_${tag})
+      add_test(NAME e2e_hf_${hf}_${tag}_sgd3
+               COMMAND ${E2E_TORCH_PYTHON} ${E2E_DIR}/e2e_hf.py --scorch $<TARGET_FILE:scorch-run> --workdir ${dir}
+                       --check sgd3_64 --model ${hf} --mask ${mask} --source ${source})
+      set_tests_properties(e2e_hf_${hf}_${tag}_sgd3 PROPERTIES TIMEOUT 300 LABELS e2e SKIP_RETURN_CODE 77)
+    endforeach()
   endforeach()
 endif()
