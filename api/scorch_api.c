@@ -295,6 +295,9 @@ scorch_error *scorch_options_set(scorch_options *o, const char *key, const char 
     } else if (!strcmp(key, "clip")) {
         if (!(st = float_value(key, value, &c->train.clip_norm)) && !(c->train.clip_norm > 0))
             st = sc_errorf("option clip: '%s' is not > 0", value);
+    } else if (!strcmp(key, "param-block")) {
+        if (!(c->train.param_block = sc_param_block_parse(value)))
+            st = sc_errorf("option param-block: '%s' is not a size such as 16MiB, or off", value);
     } else if (!strcmp(key, "seed")) {
         if (!(st = int_value(key, value, 0, &i))) c->seed = (uint64_t)i;
     } else if (!strcmp(key, "loss")) {

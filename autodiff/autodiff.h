@@ -46,7 +46,16 @@ typedef struct {
                                owner, which alone updates the bucket's parameters (Reduce, then Broadcast
                                of the updated parameters; autodiff/data_parallel.c) */
     int rank;               /* this rank (shard_optimizer: the graph differs per rank) */
+    int64_t param_block;    /* a parameter over this many bytes that is read by whole rows (an embedding
+                               table, a tied LM head) trains as row blocks of about this size, each a
+                               parameter of its own (autodiff/param_blocks.c); 0 = SC_PARAM_BLOCK_DEFAULT,
+                               < 0 = never */
 } sc_train_options;
+
+/* Row blocks of 16 MiB: GPT-2's 154 MB tied table becomes 10 blocks. */
+#define SC_PARAM_BLOCK_DEFAULT ((int64_t)16 << 20)
+/* --param-block's value: a size (256KiB, 16MiB, bytes) or "off" (-1); 0 when neither. */
+int64_t sc_param_block_parse(const char *s);
 
 /* The AllReduce of the sharded clip norm's partial sums (autodiff/optimizer.c): after every bucket. */
 #define SC_CLIP_BUCKET (1 << 24)
@@ -71,6 +80,9 @@ typedef struct {
     int n_params;
     int *params;        /* trainable parameter value ids */
     int *grads;         /* final gradient of each parameter (a graph output when keep_grads) */
+    int *block_of;      /* per parameter: the value it is a row block of (autodiff/param_blocks.c; a
+                           parent's blocks are consecutive, in row order), or -1; NULL when no
+                           parameter is split or the list was sharded */
     int n_states;
     int *states;        /* optimizer state values (SC_VALUE_OPT_STATE, data zeroed in the arena) */
     int n_writebacks;

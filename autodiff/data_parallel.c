@@ -158,6 +158,7 @@ static sc_status params_keep_owned(sc_graph *g, sc_training_graph *tg, const gra
     for (int i = 0; i < tg->n_params; i++)
         if (mine[i]) tg->params[w] = tg->params[i], tg->grads[w] = tg->grads[i], tg->update_after[w] = tg->update_after[i], w++;
     tg->n_params = w;
+    tg->block_of = NULL; /* this rank's share of the blocks: --dump-grads writes them one by one */
     free(mine);
     return SC_OK;
 }

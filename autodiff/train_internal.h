@@ -39,6 +39,11 @@ void tb_node_set_outputs(tb_builder *b, int node, const int *ids, int n);
  * (stable; -1 = before every node), then relinks the graph. */
 sc_status tb_place_new_nodes(sc_graph *g, int first, const int *pos);
 
+/* param_blocks.c: each parameter of tg->params over opt->param_block bytes whose readers all read
+ * whole rows becomes row blocks, parameters of their own viewing its data, in its place in tg->params
+ * (the parameter itself turns into a constant that nothing reads). */
+sc_status param_blocks_split(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg);
+
 /* loss.c: appends the loss head to model output `output` (opt->loss, or chosen from its shape);
  * creates the "labels" graph input. *loss is the scalar loss value, made a graph output. */
 sc_status loss_head_build(sc_graph *g, const sc_train_options *opt, int output, int *loss, int *labels);

@@ -6,7 +6,8 @@
  *   2. Dropout nodes get a true training_mode constant (input 2) and their mask output; the mask's
  *      seed is set per step by the trainer (the backend's set_seed with the configured seed).
  *   3. Trainable parameters: PARAM values of a float dtype that some node reads, minus the
- *      BatchNormalization statistics and the names matching opt->freeze_regex (POSIX extended).
+ *      BatchNormalization statistics and the names matching opt->freeze_regex (POSIX extended);
+ *      large ones read by whole rows train as row blocks (param_blocks.c).
  *   4. The loss head (loss.c), then autodiff_build_backward for the trainable parameters.
  *   5. Optimizer updates (optimizer.c); keep_grads makes every gradient a graph output.
  * Parameters the loss does not depend on get no gradient and no update (listed at debug level).
@@ -18,7 +19,14 @@
 #include <string.h>
 
 #include "autodiff/train_internal.h"
+#include "core/units.h"
 #include "graph/shape.h"
+
+int64_t sc_param_block_parse(const char *s) {
+    if (!strcmp(s, "off")) return -1;
+    int64_t n = sc_parse_size(s);
+    return n > 0 ? n : 0;
+}
 
 void sc_train_options_default(sc_train_options *o) {
     memset(o, 0, sizeof *o);
@@ -208,6 +216,7 @@ static void params_keep_with_grads(const sc_graph *g, sc_training_graph *tg) {
         }
         tg->params[k] = tg->params[i];
         tg->grads[k] = tg->grads[i];
+        if (tg->block_of) tg->block_of[k] = tg->block_of[i];
         k++;
     }
     tg->n_params = k;
@@ -299,6 +308,7 @@ static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_tra
     if (!st) st = params_collect(g, opt, not_trainable, tg);
     free(not_trainable);
     SC_TRY(st);
+    SC_TRY(param_blocks_split(g, opt, tg));
     tg->n_writebacks = wb.n;
     tg->wb_src = wb.src;
     tg->wb_dst = wb.dst;

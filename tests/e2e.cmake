@@ -35,6 +35,15 @@ if(E2E_TORCH_PYTHON)
   foreach(check grads sgd10 adamw10 grads64 adamw10_bf16 adamw10_fp16)
     scorch_e2e_test(gpt ${check})
   endforeach()
+  # The GPT's tied table (128 x 64 floats) trained as 4 row blocks (--param-block 8KiB,
+  # autodiff/param_blocks.c): its gradient, dumped whole, and the curves against the same PyTorch runs.
+  foreach(check grads adamw10 grads64 adamw10_bf16)
+    set(dir ${CMAKE_CURRENT_BINARY_DIR}/e2e_tmp/gpt_blocks_${check})
+    add_test(NAME e2e_gpt_blocks_${check}
+             COMMAND ${E2E_TORCH_PYTHON} ${E2E_DIR}/e2e_gpt.py --scorch $<TARGET_FILE:scorch-run> --workdir ${dir}
+                     --check ${check} --scorch-arg=--param-block --scorch-arg=8KiB)
+    set_tests_properties(e2e_gpt_blocks_${check} PROPERTIES TIMEOUT 300 LABELS e2e)
+  endforeach()
   foreach(check grads adamw10 grads64 sgd3_64 adamw3_64)
     scorch_e2e_test(resnet18 ${check})
   endforeach()

@@ -11,6 +11,19 @@ foreach(model resnet dranet gpt densenet)
   set_tests_properties(plan_invariant_${model} PROPERTIES TIMEOUT 900)
 endforeach()
 
+# The GPT's tied table (64 x 64 floats) as 4 row blocks (--param-block 4KiB, autodiff/param_blocks.c),
+# in fp32 and in bf16 (each block cast on its own): each block streamed, differentiated and updated
+# alone, host updates and resume included.
+foreach(precision fp32 bf16)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/plan_tmp/invariant_gpt_blocks_${precision})
+  file(MAKE_DIRECTORY ${dir})
+  add_test(NAME plan_invariant_gpt_blocks_${precision}
+           COMMAND python3 ${PLAN_INVARIANT} $<TARGET_FILE:scorch-run> invariant gpt --param-block 4KiB
+                   --precision ${precision}
+           WORKING_DIRECTORY ${dir})
+  set_tests_properties(plan_invariant_gpt_blocks_${precision} PROPERTIES TIMEOUT 900)
+endforeach()
+
 # The same under bf16 and fp16 mixed precision (--precision: graph/pass_precision.c; fp16 adds the loss
 # scale inputs and their unscaling to every update), for the families the precision rules change
 # most: convolutions with batch norm, attention and the LM head, both.

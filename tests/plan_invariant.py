@@ -131,6 +131,9 @@ def invariant(model):
     if none is None:
         fail("plan --strategy none failed:\n" + p.stderr)
     peak0, fixed = none["planned_peak"], none["fixed_bytes"]
+    if "--param-block" in OPTIONS and none["row_blocks"] < 2:
+        fail("--param-block %s: the plan has %d row blocks; the tied table was not split" %
+             (OPTIONS[OPTIONS.index("--param-block") + 1], none["row_blocks"]))
     log = train(path, model, ["--strategy", "none"], "ref.onnx")
     ref = initializers("ref.onnx")
     m = PEAK_RE.search(log)

@@ -448,8 +448,11 @@ static void test_lm_head(void) {
  * gradient adds its rows into the head's (GatherGrad with a base, no Add of two [V, D] tensors), the
  * head's gradient is one [V, D] Gemm (no Transpose in the backward), made just before the GatherGrad
  * that adds into it (sunk: graph_node_sinks), and the head's dX reads E, not the transposed copy.
- * fold: the MatMul of Transpose(E) is first rewritten to a Gemm with transB (as graph_prepare does). */
-static void test_tied_embedding(bool fold) {
+ * fold: the MatMul of Transpose(E) is first rewritten to a Gemm with transB (as graph_prepare does).
+ * blocks (with fold): E trains as row blocks (autodiff/param_blocks.c; 11 + 1 rows): E becomes a
+ * constant nothing reads, each block gets its own sunk head Gemm and based GatherGrad, and the blocks'
+ * gradients stacked are dE. */
+static void test_tied_embedding(bool fold, bool blocks) {
     enum { B = 1, T = 3, DD = 16, V = 12 }; /* [V, D] > 2 ([T, V] + [T, D]): the head's dE sinks */
     sc_graph g;
     graph_init(&g);
@@ -498,9 +501,16 @@ static void test_tied_embedding(bool fold) {
     sc_train_options o;
     sc_train_options_default(&o);
     o.keep_grads = true;
+    o.param_block = blocks ? 64 : -1;
     sc_training_graph tg;
     st = autodiff_build_training(&g, &o, &tg);
     CHECK(!st, "tied build: %s", st ? sc_status_message(st) : "");
+    int n_blocks = 0, want = blocks ? 2 : 1;
+    for (int i = 0; !st && tg.block_of && i < tg.n_params; i++) n_blocks += tg.block_of[i] == e;
+    CHECK(st || n_blocks == (blocks ? 2 : 0), "tied (blocks %d): %d row blocks of E, want %d", blocks, n_blocks,
+          blocks ? 2 : 0);
+    CHECK(st || !blocks || (g.values[e].kind == SC_VALUE_CONST && g.values[e].n_consumers == 0),
+          "split E must be a constant nothing reads (kind %d, %d readers)", g.values[e].kind, g.values[e].n_consumers);
     if (!st) {
         int based = 0, transposes = 0, adds_of_vd = 0, reads_et = 0, sunk = 0;
         for (int i = tg.n_forward_nodes; i < g.n_nodes; i++) {
@@ -512,17 +522,27 @@ static void test_tied_embedding(bool fold) {
             adds_of_vd += n->op == SC_OP_ADD && sc_desc_same_shape(&g.values[n->out[0]].desc, &g.values[e].desc);
             for (int k = 0; k < n->n_in; k++) reads_et += n->in[k] == et;
         }
-        CHECK(based == 1 && transposes == 0 && adds_of_vd == 0 && reads_et == 0 && sunk == 1,
-              "tied backward (fold %d): %d GatherGrad with a base and no data input (want 1), %d Transpose (0), %d [V, D] Add (0), "
-              "%d reads of E_t (0), %d bases made just before (1)",
-              fold, based, transposes, adds_of_vd, reads_et, sunk);
+        /* blocks: the 1-row block's dE (64 bytes from 204) is no larger than its inputs and is not sunk */
+        CHECK(based == want && transposes == 0 && adds_of_vd == 0 && reads_et == 0 && sunk == 1,
+              "tied backward (fold %d, blocks %d): %d GatherGrad with a base and no data input (want %d), %d Transpose (0), "
+              "%d [V, D] Add (0), %d reads of E_t (0), %d bases made just before (1)",
+              fold, blocks, based, want, transposes, adds_of_vd, reads_et, sunk);
         sc_tensor outs[16];
         double loss;
         st = run_step(&g, &tg, tok, toks, y, 0.1f, 1, outs, &loss);
         CHECK(!st, "tied step: %s", st ? sc_status_message(st) : "");
         if (!st) {
             CHECK(close_to(loss, loss_ref, 1e-5, 1e-7), "tied loss %.8g, want %.8g", loss, loss_ref);
-            const float *ge = output_of(&g, outs, grad_of(&tg, e));
+            float stacked[V * DD];
+            const float *ge = blocks ? NULL : output_of(&g, outs, grad_of(&tg, e));
+            for (int i = 0, row = 0; blocks && i < tg.n_params; i++) {
+                const float *gb = tg.block_of[i] == e ? output_of(&g, outs, tg.grads[i]) : NULL;
+                int64_t rows = g.values[tg.params[i]].desc.dims[0];
+                if (!gb) continue;
+                CHECK((const float *)g.values[tg.params[i]].data == E + row * DD, "block %d does not view E's rows from %d", i, row);
+                memcpy(stacked + row * DD, gb, sizeof(float) * (size_t)(rows * DD));
+                ge = stacked, row += (int)rows;
+            }
             CHECK(ge != NULL, "dE kept");
             if (ge) check_array("tied dE", ge, dE, V * DD, 1e-4, 1e-6);
             outs_free(&g, outs);
@@ -692,8 +712,9 @@ int main(void) {
     test_mlp_adamw_clip();
     test_mse_head();
     test_lm_head();
-    test_tied_embedding(false);
-    test_tied_embedding(true);
+    test_tied_embedding(false, false);
+    test_tied_embedding(true, false);
+    test_tied_embedding(true, true);
     test_pixel_head();
     test_bn_dropout();
     test_bad_regex();

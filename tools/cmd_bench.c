@@ -300,6 +300,8 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
         if (!strcmp(o->s, "adamw")) cfg->train.optim = SC_OPTIM_ADAMW, cfg->train.momentum = 0;
         else if (strcmp(o->s, "sgd")) return "--optimizer must be sgd or adamw";
     }
+    if ((o = args_get(s, "param-block"))->set && !(cfg->train.param_block = sc_param_block_parse(o->s)))
+        return PARAM_BLOCK_USAGE;
     a->steps = 3;
     if ((o = args_get(s, "steps"))->set && (a->steps = (int)o->i) < 1) return "--steps must be at least 1";
     a->csv = args_get(s, "csv")->s;
@@ -345,7 +347,7 @@ int cmd_bench(int argc, char **argv) {
         {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "as train (default sgd, momentum 0.9)"},
         {.name = "offload", .kind = ARG_STR, .metavar = "auto|weights|activations|none", .help = "as plan (default none)"},
         {.name = "slots", .kind = ARG_INT, .metavar = "S", .help = "dc points: at most S snapshot slots"},
-        PLAN_LINK_OPT, PLAN_UPDATE_OPT,
+        PLAN_LINK_OPT, PLAN_UPDATE_OPT, PARAM_BLOCK_OPT,
         {.name = "memory", .kind = ARG_STR, .metavar = "SIZE", .help = "(unused by bench; see --memories)"},
         {.name = "strategy", .kind = ARG_STR, .metavar = "S", .help = "(unused by bench; see --strategies)"},
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},

@@ -39,6 +39,7 @@ typedef struct {
     float clip; /* global-norm gradient clipping as train --clip (0: none) */
     sc_dtype precision;
     int ranks;  /* data parallel as `mpirun -np N ... train`: the step of one rank, all-reduces included */
+    int64_t param_block; /* --param-block as train's (0: the default) */
 } plan_model_opts;
 
 typedef struct {
@@ -59,6 +60,7 @@ static sc_status plan_model_load(const plan_model_opts *o, plan_model *pm) {
     to.clip_norm = o->clip;
     to.loss_scaling = o->precision == SC_F16; /* as the trainer: the scale inputs are part of the step */
     to.ranks = o->ranks;
+    to.param_block = o->param_block;
     sc_status st = sc_status_prefix(graph_prepare(g, &bo), "%s: ", o->path);
     if (!st) st = sc_status_prefix(autodiff_build_training(g, &to, &pm->tg), "%s: ", o->path);
     if (st) {
@@ -249,6 +251,7 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     cfg.train.momentum = mo->adamw ? 0.0f : 0.9f;
     cfg.train.weight_decay = mo->adamw ? 0.01f : 0.0f;
     cfg.train.clip_norm = mo->clip;
+    cfg.train.param_block = mo->param_block;
     cfg.steps = out->measure + 1;
     cfg.use_plan = true;
     cfg.plan = *po;
@@ -279,6 +282,7 @@ int cmd_plan(int argc, char **argv) {
         {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs (default: the model's)"},
         {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "as train (default sgd, momentum 0.9)"},
         {.name = "clip", .kind = ARG_FLOAT, .metavar = "X", .help = "as train: clip gradients to global norm X"},
+        PARAM_BLOCK_OPT,
         {.name = "ranks", .kind = ARG_INT, .metavar = "N",
          .help = "plan one rank of a data-parallel job of N ranks (mpirun -np N ... train): the gradient "
                  "all-reduces are steps with their cost"},
@@ -322,6 +326,8 @@ int cmd_plan(int argc, char **argv) {
         else if (strcmp(a->s, "sgd")) usage = "--optimizer must be sgd or adamw";
     }
     if (!usage && (a = args_get(&spec, "clip"))->set && !((mo.clip = (float)a->f) > 0)) usage = "--clip must be > 0";
+    if (!usage && (a = args_get(&spec, "param-block"))->set && !(mo.param_block = sc_param_block_parse(a->s)))
+        usage = PARAM_BLOCK_USAGE;
     if (!usage && (a = args_get(&spec, "ranks"))->set && ((mo.ranks = (int)a->i) < 1 || a->i > 1 << 20))
         usage = "--ranks must be at least 1";
     plan_outputs out = {.json = args_get(&spec, "json")->set, .trace = args_get(&spec, "trace")->s,

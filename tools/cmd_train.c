@@ -359,6 +359,8 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
     }
     if ((a = args_get(s, "warmup"))->set && (c->warmup = a->i) < 0) return "--warmup must be >= 0";
     if ((a = args_get(s, "clip"))->set && !((c->train.clip_norm = (float)a->f) > 0)) return "--clip must be > 0";
+    if ((a = args_get(s, "param-block"))->set && !(c->train.param_block = sc_param_block_parse(a->s)))
+        return PARAM_BLOCK_USAGE;
     if ((a = args_get(s, "seed"))->set) c->seed = (uint64_t)a->i;
     if ((a = args_get(s, "freeze"))->set) c->train.freeze_regex = a->s;
     if ((a = args_get(s, "loss"))->set) {
@@ -433,6 +435,7 @@ int cmd_train(int argc, char **argv) {
         {.name = "schedule", .kind = ARG_STR, .metavar = "constant|cosine", .help = "learning-rate schedule (default constant)"},
         {.name = "warmup", .kind = ARG_INT, .metavar = "N", .help = "linear warm-up steps (default 0)"},
         {.name = "clip", .kind = ARG_FLOAT, .metavar = "X", .help = "clip gradients to global norm X"},
+        PARAM_BLOCK_OPT,
         {.name = "seed", .kind = ARG_INT, .metavar = "N", .help = "seed of data, shuffling and dropout (default 0)"},
         {.name = "freeze", .kind = ARG_STR, .metavar = "REGEX", .help = "parameters whose name matches are not trained"},
         {.name = "loss", .kind = ARG_STR, .metavar = "auto|ce|mse", .help = "loss head (default: from the output shape)"},

@@ -118,6 +118,11 @@ sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, cons
     for (int i = 0; i < tg->n_params; i++) s->param_bytes += sc_desc_bytes(&g->values[tg->params[i]].desc);
     for (int i = 0; i < tg->n_states; i++) s->state_bytes += sc_desc_bytes(&g->values[tg->states[i]].desc);
     s->params = plan_param_count(g);
+    s->split_params = s->row_blocks = 0;
+    for (int i = 0; tg->block_of && i < tg->n_params; i++) {
+        s->row_blocks += tg->block_of[i] >= 0;
+        s->split_params += tg->block_of[i] >= 0 && (i == 0 || tg->block_of[i - 1] != tg->block_of[i]);
+    }
     double *nt = plan_node_times(g, m);
     bool *ran = calloc((size_t)tg->n_forward_nodes + 1, 1);
     if (!ran || !nt) {
@@ -212,6 +217,9 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
                    "and received per rank, %.4g s of the step predicted\n",
                 s->ranks, (long long)(s->batch * s->ranks), s->n_collectives, fmt_bytes((int64_t)s->comm_bytes, a, sizeof a),
                 s->comm_time);
+    if (s->split_params)
+        fprintf(f, "row blocks     %d parameter%s read by whole rows train%s as %d row blocks (--param-block)\n",
+                s->split_params, s->split_params > 1 ? "s" : "", s->split_params > 1 ? "" : "s", s->row_blocks);
     fprintf(f, "updates        %s", p->update_on == SC_UPDATE_HOST ? "streamed parameters update on the host" : "on the device");
     if (p->n_host_updates) fprintf(f, " (%d host updates, %.4g s predicted)", p->n_host_updates, p->host_time);
     fputc('\n', f);
@@ -259,6 +267,7 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
     fprintf(f, "\"fixed_bytes\": %lld, \"param_bytes\": %lld, \"state_bytes\": %lld, \"activation_peak\": %lld, ",
             (long long)p->fixed_bytes, (long long)s->param_bytes, (long long)s->state_bytes,
             (long long)s->peak_activations);
+    fprintf(f, "\"split_params\": %d, \"row_blocks\": %d, ", s->split_params, s->row_blocks);
     fprintf(f, "\"ranks\": %d, \"collectives\": %d, \"comm_bytes\": %.17g, \"comm_time\": %.17g, ", s->ranks > 1 ? s->ranks : 1,
             s->n_collectives, s->comm_bytes, s->comm_time);
     fprintf(f, "\"flops\": %.17g, \"recompute_flops\": %.17g, \"recompute_runs\": %lld, ", p->flops, p->recompute_flops,

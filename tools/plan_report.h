@@ -43,6 +43,13 @@
      .help = "where streamed parameters update: on the host (the gradient goes out, the state stays home) "   \
              "or on the device (parameter and state travel); auto: the faster plan (default)"}
 
+/* --param-block of `plan`, `train` and `bench` (sc_train_options.param_block). */
+#define PARAM_BLOCK_OPT                                                                                      \
+    {.name = "param-block", .kind = ARG_STR, .metavar = "SIZE|off",                                           \
+     .help = "a parameter over SIZE read by whole rows (an embedding table, a tied LM head) trains as row "  \
+             "blocks of about SIZE, each streamed, differentiated and updated alone (default 16MiB)"}
+#define PARAM_BLOCK_USAGE "--param-block must be a size such as 16MiB, or off"
+
 /* --calibrate of `plan`, `train` and `bench` (train/calibrate.h). */
 #define PLAN_CALIBRATE_OPT                                                                                   \
     {.name = "calibrate", .kind = ARG_FLAG,                                                                   \
@@ -76,6 +83,7 @@ typedef struct {
     /* derived by plan_summary_fill */
     int64_t param_bytes, state_bytes;  /* trainable parameters and optimizer state */
     int64_t params;                    /* trainable parameter elements (for B/param/step) */
+    int split_params, row_blocks;      /* parameters trained as row blocks, and their blocks (tg.block_of) */
     double compute_time;        /* predicted seconds of every RUN */
     double comm_time;           /* of those, the all-reduces' exchanges between ranks */
     double comm_bytes;          /* bytes a rank sends (and receives) per step */

@@ -448,6 +448,36 @@ static sc_status npy_save(const char *dir, const char *name, const sc_tensor *te
 
 static sc_status grads_write(sc_trainer *t, const char *dir, const char *others, int64_t others_bytes);
 
+/* The gradient of parameters [i, i + n) of tg.params, written as one file: one parameter, or the n
+ * row blocks of one (tg.block_of), whose gradients stacked are the gradient of the whole table. */
+static sc_status grad_write(sc_trainer *t, const char *dir, int i, int n) {
+    const sc_graph *g = &t->model->graph;
+    sc_tensor grad = {0};
+    char *stacked = NULL;
+    for (int k = 0; k < n; k++) {
+        int o = output_index(g, t->tg.grads[i + k]);
+        if (o < 0) return sc_errorf("internal: gradient of '%s' is not a graph output", g->values[t->tg.params[i + k]].name);
+        if (n == 1) {
+            grad = t->outs[o];
+            grad.desc = g->values[t->tg.params[i]].desc; /* same shape; the parameter's name and dims */
+            break;
+        }
+        const sc_value *whole = &g->values[t->tg.block_of[i]];
+        int64_t bytes = sc_desc_bytes(&t->outs[o].desc);
+        if (!stacked) {
+            grad.desc = whole->desc;
+            stacked = malloc((size_t)sc_desc_bytes(&whole->desc));
+            if (!stacked) return sc_errorf("out of memory writing the gradient of '%s'", whole->name);
+            grad.data = stacked;
+        }
+        memcpy(stacked + ((unsigned char *)g->values[t->tg.params[i + k]].data - (unsigned char *)whole->data),
+               t->outs[o].data, (size_t)bytes);
+    }
+    sc_status st = npy_save(dir, g->values[n == 1 ? t->tg.params[i] : t->tg.block_of[i]].name, &grad);
+    free(stacked);
+    return st;
+}
+
 /* Data parallel: the gradients kept are the averaged ones, the same on every rank; rank 0 writes them.
  * With a sharded optimizer each rank keeps its own buckets' and sends them to rank 0. */
 sc_status sc_trainer_dump_grads(sc_trainer *t, const char *dir) {
@@ -461,17 +491,16 @@ sc_status sc_trainer_dump_grads(sc_trainer *t, const char *dir) {
 }
 
 static sc_status grads_write(sc_trainer *t, const char *dir, const char *others, int64_t others_bytes) {
-    const sc_graph *g = &t->model->graph;
     SC_TRY(spent_check(t));
     if (!t->outs[t->loss_out].data) return sc_errorf("no step has run yet: no gradients to write");
     if (!t->cfg.train.keep_grads) return sc_errorf("gradients were not kept (set train.keep_grads)");
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) return sc_errorf("%s: cannot create folder: %s", dir, strerror(errno));
-    for (int i = 0; i < t->tg.n_params; i++) {
-        int o = output_index(g, t->tg.grads[i]);
-        if (o < 0) return sc_errorf("internal: gradient of '%s' is not a graph output", g->values[t->tg.params[i]].name);
-        sc_tensor grad = t->outs[o];
-        grad.desc = g->values[t->tg.params[i]].desc; /* same shape; the parameter's name and dims */
-        SC_TRY(npy_save(dir, g->values[t->tg.params[i]].name, &grad));
+    for (int i = 0, n; i < t->tg.n_params; i += n) {
+        n = 1;
+        while (t->tg.block_of && t->tg.block_of[i] >= 0 && i + n < t->tg.n_params &&
+               t->tg.block_of[i + n] == t->tg.block_of[i])
+            n++;
+        SC_TRY(grad_write(t, dir, i, n));
     }
     for (const char *p = others, *end = others ? others + others_bytes : NULL; p && p < end;) {
         char name[4096];

@@ -95,6 +95,9 @@ def parse_args(description, add_options=None):
                             "sgd10_fp16", "adamw10_fp16"])
     p.add_argument("--keep", action="store_true", help="print every tensor's comparison")
     p.add_argument("--lr", type=float, help="override the learning rate (experiments)")
+    p.add_argument("--scorch-arg", action="append", default=[], metavar="ARG",
+                   help="an extra argument for every `scorch-run train` (repeat for each word, e.g. "
+                        "--scorch-arg=--param-block --scorch-arg=4KiB)")
     p.add_argument("--oracle", action="store_true",
                    help="run PyTorch float32 (onnx_torch at float32) in place of Scorch: measures how far the "
                         "float32 oracle itself is from the float64 reference in this setup")
@@ -299,7 +302,7 @@ def run_scorch(args, case, tag, steps, optim, extra_args=()):
     extra = ["--steps", str(steps)] + (optimizer_args(optim) if optim else ["--lr", "0"])
     cmd = [args.scorch, "train", case.model_path, "-o", os.path.join(out_dir, "trained.onnx"),
            "--data", case.x_path, "--labels", case.y_path, "--dump-grads", dump, "--log", log,
-           "--seed", str(SEED)] + case.train_args + extra + list(extra_args)
+           "--seed", str(SEED)] + case.train_args + extra + list(extra_args) + list(args.scorch_arg)
     sh(cmd)
     return dump, log
 
