@@ -54,6 +54,23 @@ if(E2E_TORCH_PYTHON)
   foreach(check grads sgd10 adamw10 grads64 sgd3_64 adamw3_64 sgd10_bf16 sgd10_fp16)
     scorch_e2e_test(dranet ${check})
   endforeach()
+  # torchvision exports in training mode (tests/e2e/e2e_torchvision.py): 3 SGD steps in float32 against
+  # PyTorch float64, within 8x PyTorch float32's own distance from it (sgd3); gradients in float64,
+  # the interpreter cross-checked with the torchvision module itself (grads64; swin_t's mask subgraph
+  # makes float32 tensors that the harness's float64 conversion does not reach).
+  foreach(model mobilenet_v3_small efficientnet_b0 convnext_tiny vit swin_t)
+    set(checks sgd3 grads64)
+    if(model STREQUAL "swin_t")
+      set(checks sgd3)
+    endif()
+    foreach(check ${checks})
+      set(dir ${CMAKE_CURRENT_BINARY_DIR}/e2e_tmp/tv_${model}_${check})
+      add_test(NAME e2e_tv_${model}_${check}
+               COMMAND ${E2E_TORCH_PYTHON} ${E2E_DIR}/e2e_torchvision.py --scorch $<TARGET_FILE:scorch-run>
+                       --workdir ${dir} --check ${check} --model ${model})
+      set_tests_properties(e2e_tv_${model}_${check} PROPERTIES TIMEOUT 600 LABELS e2e)
+    endforeach()
+  endforeach()
   # Hugging Face transformers exports (tests/e2e/e2e_hf.py), 3 SGD steps against the HF module in
   # PyTorch: with an attention mask (left out, filled with ones) and --data, and without one and
   # --tokens. Exit 77 (skipped) where transformers is not installed.

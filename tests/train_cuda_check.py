@@ -4,7 +4,7 @@
 usage: train_cuda_check.py SCORCH_RUN [--emulated-memory SIZE]   (tests/cuda.cmake, label cuda)
 
 For a ResNet, a DRANet (the well-conditioned configuration of tests/e2e/README.md) and a GPT made
-by `scorch-run gen`: 10 steps of `scorch-run train` on the CPU and with --device cuda must give
+by `scorch-run gen` (also with its tied table as row blocks, --param-block): 10 steps of `scorch-run train` on the CPU and with --device cuda must give
 losses within 1e-3 (relative, fp32 on both, different summation orders; batch sizes and learning
 rates where 10 steps stay well-conditioned: at batch 4 a ResNet's loss differences jump from 1e-6
 to 1e-2 in one step, a max-pool tie or a BatchNorm over 4 values flipping); with --device cuda,
@@ -31,6 +31,10 @@ MODELS = {
                 "--residual-gamma", "0.1"], ["--batch", "8", "--lr", "0.001"]),
     "gpt": (["gpt", "--layers", "2", "--heads", "2", "--dim", "32", "--vocab", "64", "--seq", "16"],
             ["--batch", "4", "--seq", "16"]),
+    # the tied table as 2 row blocks (autodiff/param_blocks.c): the blocks' Gemms, Concat and masked
+    # Gathers on the device, each block streamed alone
+    "gpt_blocks": (["gpt", "--layers", "2", "--heads", "2", "--dim", "32", "--vocab", "64", "--seq", "16"],
+                   ["--batch", "4", "--seq", "16", "--param-block", "2KiB"]),
 }
 PLANS = {
     "sqrt-weights": ["--strategy", "sqrt", "--offload", "weights"],

@@ -16,6 +16,9 @@ data:
            torch.optim.SGD: |ours - ref| <= 1e-3 |ref| at every step.
   adamw10  the same with AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01) vs
            torch.optim.AdamW.
+  sgd3     the weights after 3 SGD steps, Scorch in float32 against PyTorch in float64, with PyTorch
+           float32's own distance from float64 as the yardstick: per tensor, max|ours - w64| <=
+           8 max|w32 - w64| + 1e-5 max(update, lr) (check_weights_spread); adamw3 likewise.
 The data set holds N samples and the trainer takes `batch` of them per step through its seeded
 shuffle (train/train_data.c), replicated here by trainer_permutation so that the reference trains on
 the very same batches: N = batch makes every step see the one batch (GPT, DRANet), N = 10 * batch
@@ -63,6 +66,13 @@ MIN_CURVE_CHANGE = 20 * CURVE_RTOL
 # total update (max|w_ref - w0|, at least lr) + 1e-12.
 F64_TOL = (1e-9, 1e-10, 1e-14)
 WEIGHT_STEPS = 3
+# The sgd3 / adamw3 checks (float32 Scorch against float64 PyTorch): per tensor, within this many times
+# PyTorch float32's own distance from float64, plus this share of the update (check_weights_spread).
+# One float32 run is one sample of rounding noise: on efficientnet_b0 Scorch's step-1 gradient errors
+# are 0.8-1.5x PyTorch float32's, yet after 3 SGD steps one squeeze-excitation bias is 5.7x (another
+# tensor's 0.3x); a learning rate off by 0.1% is 74.8x the tolerance on mobilenet_v3_small.
+SPREAD_FACTOR = 8
+SPREAD_FLOOR = 1e-5
 # The *_bf16 curve checks: Scorch's bf16 losses within this many times torch autocast's own
 # largest relative difference from float32 (check_curve_bf16).
 BF16_SPREADS = 2
@@ -91,7 +101,7 @@ def parse_args(description, add_options=None):
     p.add_argument("--scorch", required=True, help="path of scorch-run")
     p.add_argument("--workdir", required=True, help="scratch folder (created)")
     p.add_argument("--check", required=True,
-                   choices=["grads", "sgd10", "adamw10", "grads64", "sgd3_64", "adamw3_64", "sgd10_bf16", "adamw10_bf16",
+                   choices=["grads", "sgd3", "adamw3", "sgd10", "adamw10", "grads64", "sgd3_64", "adamw3_64", "sgd10_bf16", "adamw10_bf16",
                             "sgd10_fp16", "adamw10_fp16"])
     p.add_argument("--keep", action="store_true", help="print every tensor's comparison")
     p.add_argument("--lr", type=float, help="override the learning rate (experiments)")
@@ -388,16 +398,22 @@ def check_grads(args, case, extra_refs=()):
     for label, other_loss, other_named in extra_refs:
         other = dict(other_named)
         worst = 0.0
+        # a tensor whose gradient is zero in exact arithmetic (a bias right before a batch norm in
+        # training mode, which subtracts the mean) holds rounding noise on both sides: compared
+        # against 1e-7 of the model's largest gradient instead of its own noise
+        floor = 1e-7 * max([float(np.abs(o).max()) for o in other.values() if o is not None and o.size] + [1e-30])
         for n, g in named:
             o = other.get(n)
             if g is None or o is None:
                 if (g is None) != (o is None):
                     fail("cross-check %s: '%s' has a gradient on one side only" % (label, n))
                 continue
-            worst = max(worst, float(np.abs(g - o).max() / max(np.abs(o).max(), 1e-30)))
+            worst = max(worst, float(np.abs(g - o).max() / max(np.abs(o).max(), floor)))
         print("cross-check onnx_torch vs %s: loss %.12g vs %.12g, max |d|/max|g| %.3g"
               % (label, loss_ref, other_loss, worst))
-        if abs(loss_ref - other_loss) > 1e-9 * abs(other_loss) or worst > 1e-6:
+        # 1e-8 on the loss: an exported graph carries its float32 constants (LayerNorm's epsilon, the
+        # attention scale) into the float64 model by value, which moves a ViT's loss by 1e-9
+        if abs(loss_ref - other_loss) > 1e-8 * abs(other_loss) or worst > 1e-6:
             fail("the ONNX interpreter disagrees with %s (loss %.12g vs %.12g, grads %.3g): the reference is wrong"
                  % (label, loss_ref, other_loss, worst))
     if case.f64:
@@ -485,6 +501,42 @@ def check_weights(args, case, optim):
     print("PASS %s %s: %d weight tensors, worst max|d|/max|update| %.3g" % (case.name, tag, len(rows), max(r[2] / max(r[3], 1e-300) for r in rows)))
 
 
+def check_weights_spread(args, case, optim):
+    """WEIGHT_STEPS optimizer steps, Scorch in float32, against PyTorch in float64 (the reference)
+    with PyTorch's own float32 run as the yardstick: per trained tensor, Scorch's max |w - w64| must be
+    at most SPREAD_FACTOR times PyTorch float32's max |w32 - w64|, plus SPREAD_FLOOR of the tensor's
+    float64 update (max |w64 - w0|, at least lr: float32's resolution of a weight near 1 against an
+    update of lr size). Where the case amplifies rounding the yardstick grows with it; where it does
+    not, the check is as tight as float32 allows."""
+    tag = "%s%d" % (optim, WEIGHT_STEPS)
+    lr = SGD["lr"] if optim == "sgd" else ADAMW["lr"]
+    dump, _ = run_scorch(args, case, tag, WEIGHT_STEPS, optim)
+    ours = {i.name: numpy_helper.to_array(i) for i in onnx.load(os.path.join(case.workdir, tag, "trained.onnx")).graph.initializer}
+    trained = {}
+    for dtype in (torch.float64, torch.float32):
+        module = OnnxTorch(case.model, dtype=dtype, bn_training=True)
+        params = trained_params(module, dump, case)
+        w0 = {n: p.detach().numpy().astype(np.float64) for n, p in params}
+        torch_train(module, case, WEIGHT_STEPS, optim, [p for _, p in params])
+        trained[dtype] = {n: p.detach().numpy().astype(np.float64) for n, p in params}
+    rows = []
+    for n, ref in trained[torch.float64].items():
+        upd = float(np.abs(ref - w0[n]).max())
+        d = float(np.abs(ours[n].astype(np.float64) - ref).max())
+        spread = float(np.abs(trained[torch.float32][n] - ref).max())
+        tol = SPREAD_FACTOR * spread + SPREAD_FLOOR * max(upd, lr)
+        rows.append((d / tol, n, d, spread, upd))
+    rows.sort(reverse=True)
+    for ex, n, d, spread, upd in rows[:5]:
+        print("  %-48s max|d| %.3g  torch f32 %.3g  max update %.3g  excess %.3g" % (n, d, spread, upd, ex))
+    if rows and rows[0][0] > 1:
+        fail("%s %s: weights after %d steps: '%s' differs from float64 by %.3g; PyTorch float32 by %.3g (tolerance "
+             "%g times that + %g of the update %.3g)" % (case.name, tag, WEIGHT_STEPS, rows[0][1], rows[0][2], rows[0][3],
+                                                        SPREAD_FACTOR, SPREAD_FLOOR, rows[0][4]))
+    print("PASS %s %s: %d weight tensors, worst excess %.3g of the tolerance (%g x PyTorch float32's own spread from "
+          "float64 + %g of the update)" % (case.name, tag, len(rows), rows[0][0] if rows else 0, SPREAD_FACTOR, SPREAD_FLOOR))
+
+
 def check_curve_low(args, case, optim, lr=None, precision="bf16"):
     """STEPS steps of `optim` with `--precision bf16` (or fp16), against PyTorch's float32 module trained
     in float32 and under torch.autocast("cpu", dtype=torch.bfloat16). A 16-bit curve is checked against
@@ -551,6 +603,8 @@ def run_check(args, case, extra_refs=lambda: (), curve_lr=None):
     """curve_lr: {"sgd": lr, "adamw": lr} of the model's sgd10 / adamw10 checks (default SGD / ADAMW)."""
     if args.check in ("grads", "grads64"):
         check_grads(args, case, extra_refs())
+    elif args.check in ("sgd3", "adamw3"):
+        check_weights_spread(args, case, args.check[:-1])
     elif args.check.endswith(("_bf16", "_fp16")):
         precision = args.check[-4:]
         optim = args.check[:-len(str(STEPS) + "_" + precision)]

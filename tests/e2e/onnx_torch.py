@@ -243,7 +243,8 @@ class OnnxTorch(torch.nn.Module):
 
     def op_Dropout(self, ins, a, node):
         training = ins[2] if len(ins) > 2 else None
-        if training is not None and bool(training):
+        ratio = float(ins[1]) if len(ins) > 1 and ins[1] is not None else 0.5
+        if training is not None and bool(training) and ratio != 0.0:  # ratio 0: the identity either way
             raise NotImplementedError("onnx_torch: Dropout in training mode (node '%s')" % node.name)
         x = ins[0]
         return [x, torch.ones_like(x, dtype=torch.bool)]
@@ -279,6 +280,15 @@ class OnnxTorch(torch.nn.Module):
 
     def op_Sigmoid(self, ins, a, node):
         return torch.sigmoid(ins[0])
+
+    def op_HardSigmoid(self, ins, a, node):
+        return torch.clamp(a.get("alpha", 0.2) * ins[0] + a.get("beta", 0.5), 0.0, 1.0)
+
+    def op_HardSwish(self, ins, a, node):
+        return F.hardswish(ins[0])  # x * max(0, min(1, x / 6 + 1 / 2)), PyTorch's values at the kinks
+
+    def op_Mod(self, ins, a, node):
+        return torch.fmod(ins[0], ins[1]) if a.get("fmod", 0) else torch.remainder(ins[0], ins[1])
 
     def op_Exp(self, ins, a, node):
         return torch.exp(ins[0])
@@ -391,15 +401,18 @@ class OnnxTorch(torch.nn.Module):
         starts, ends = _ints(ins[1]), _ints(ins[2])
         axes = _ints(ins[3]) if len(ins) > 3 and ins[3] is not None else list(range(len(starts)))
         steps = _ints(ins[4]) if len(ins) > 4 and ins[4] is not None else [1] * len(starts)
-        index = [slice(None)] * x.dim()
         for s, e, ax, st in zip(starts, ends, axes, steps):
-            if st <= 0:
-                raise NotImplementedError("onnx_torch: Slice with step %d (node '%s')" % (st, node.name))
+            if st == 0:
+                raise NotImplementedError("onnx_torch: Slice with step 0 (node '%s')" % node.name)
             dim = x.shape[ax]
-            s = max(0, min(dim, s + dim if s < 0 else s))
-            e = max(0, min(dim, e + dim if e < 0 else e))
-            index[ax] = slice(s, e, st)
-        return x[tuple(index)]
+            s = s + dim if s < 0 else s
+            e = e + dim if e < 0 else e
+            # ONNX's clamping: [0, dim] for a positive step, [-1, dim - 1] for a negative one
+            s = max(0, min(dim, s)) if st > 0 else max(-1, min(dim - 1, s))
+            e = max(0, min(dim, e)) if st > 0 else max(-1, min(dim - 1, e))
+            idx = torch.arange(s, e, st, dtype=torch.long)
+            x = x.index_select(ax if ax >= 0 else ax + x.dim(), idx)
+        return x
 
     def op_Unsqueeze(self, ins, a, node):
         x = ins[0]
@@ -418,6 +431,36 @@ class OnnxTorch(torch.nn.Module):
         for ax in sorted((v + x.dim() if v < 0 else v for v in axes), reverse=True):
             x = x.squeeze(ax)
         return x
+
+    def op_Pad(self, ins, a, node):
+        x, pads = ins[0], [int(v) for v in ins[1].tolist()]
+        value = float(ins[2].item()) if len(ins) > 2 and ins[2] is not None else 0.0
+        if len(ins) > 3 and ins[3] is not None:
+            raise NotImplementedError("onnx_torch: Pad with axes (node '%s')" % node.name)
+        mode = a.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        n = x.dim()
+        pad = []
+        for i in reversed(range(n)):
+            pad += [pads[i], pads[i + n]]
+        if mode == "constant":
+            return F.pad(x, pad, value=value)
+        if mode in ("reflect", "edge"):
+            lead = next((i for i in range(n) if pads[i] or pads[i + n]), n)
+            pad = pad[:2 * (n - lead)]  # torch pads the trailing dims only
+            return F.pad(x, pad, mode="reflect" if mode == "reflect" else "replicate")
+        raise NotImplementedError("onnx_torch: Pad mode %s (node '%s')" % (mode, node.name))
+
+    def op_ScatterND(self, ins, a, node):
+        data, idx, upd = ins
+        if a.get("reduction", b"none") not in (b"none", "none"):
+            raise NotImplementedError("onnx_torch: ScatterND reduction (node '%s')" % node.name)
+        out = data.clone()
+        k = idx.shape[-1]
+        flat = idx.reshape(-1, k).long()
+        vals = upd.reshape((flat.shape[0],) + tuple(data.shape[k:]))
+        out[tuple(flat[:, j] for j in range(k))] = vals
+        return out
 
     def op_Expand(self, ins, a, node):
         x = ins[0]
