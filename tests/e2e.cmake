@@ -11,7 +11,8 @@
 #                torch's float32 run and its torch.autocast("cpu", bfloat16) run, of torch's float32 ones
 #   *_fp16       --precision fp16 (dynamic loss scaling), 10 steps: the bf16 allowance, and the first
 #                loss within half of torch autocast bf16's first-loss difference (fp16 rounds 8x
-#                finer); at most 3 skipped updates, at the start, which the torch runs skip too
+#                finer) or of fp16's unit roundoff, whichever is larger (torch's bf16 sample depends on
+#                the CPU); at most 3 skipped updates, at the start, which the torch runs skip too
 #   *_adamw3_64
 # resnet18 trains on a fresh batch each step (10 batches of 16; adamw10 at the fine-tuning lr 3e-5).
 # DRANet is the small, better-conditioned one of e2e_dranet.py (image 16, width 4, batch 8, attention

@@ -80,9 +80,15 @@ BF16_SPREADS = 2
 # (ResNet-18 on fresh batches: ReLU flips) fp16 and bf16 runs drift from float32 alike; and for the
 # first loss, which only the forward pass's rounding moves, at most FP16_STEP1_SHARE of torch
 # autocast bf16's first-loss difference (fp16's unit roundoff 2^-11 is 1/8 of bf16's 2^-8; measured
-# ratios 0.02-0.24 on the three families), floored at 1e-6. torch 1.13 has no fp16 autocast on the
-# CPU ("addmm_impl_cpu_" not implemented for 'Half'), so its bf16 run is the measured scale.
+# ratios 0.02-0.24 on the three families), floored at FP16_STEP1_FLOOR. torch 1.13 has no fp16 autocast
+# on the CPU ("addmm_impl_cpu_" not implemented for 'Half'), so its bf16 run is the measured scale. That
+# scale is one sample and depends on the CPU: on a 2-core AMD EPYC without AVX-512, torch autocast's
+# DRANet first loss is within 5.78e-5 of float32 (0.015 of bf16's unit roundoff), where Scorch's fp16
+# one is 1.27e-4 away (0.26 of fp16's; the same with the build of 95b7ad0), so the floor is half of
+# fp16's unit roundoff: a forward pass rounded as bf16 (unit 2^-8) still fails it where it moves the
+# loss by a typical share of its own roundoff.
 FP16_STEP1_SHARE = 0.5
+FP16_STEP1_FLOOR = 2.0 ** -12
 # fp16 starts at GradScaler's scale 2^16, which overflows the first gradients of the batch-norm nets
 # here; GradScaler's answer is to skip those updates while the scale halves. Up to this many skipped
 # steps are allowed, all at the start, and the torch references skip the same optimizer steps.
@@ -590,10 +596,11 @@ def check_curve_low(args, case, optim, lr=None, precision="bf16"):
                                                        ref32[worst_step - 1], worst, tol, share))
     if precision == "fp16":
         step1, step1_bf16 = rel(ours[0], ref32[0]), rel(ref16[0], ref32[0])
-        if step1 > max(FP16_STEP1_SHARE * step1_bf16, 1e-6):
+        if step1 > max(FP16_STEP1_SHARE * step1_bf16, FP16_STEP1_FLOOR):
             fail("%s %s: the first loss %.7g differs from torch float32's %.7g by %.3g, more than %g of torch autocast "
-                 "bf16's %.3g: fp16 should round the forward pass 8x finer than bf16"
-                 % (case.name, tag, ours[0], ref32[0], step1, FP16_STEP1_SHARE, step1_bf16))
+                 "bf16's %.3g and more than %.3g (half of fp16's unit roundoff): fp16 should round the forward pass "
+                 "8x finer than bf16" % (case.name, tag, ours[0], ref32[0], step1, FP16_STEP1_SHARE, step1_bf16,
+                                         FP16_STEP1_FLOOR))
         print("first loss: fp16 vs float32 %.3g, torch autocast bf16 vs float32 %.3g" % (step1, step1_bf16))
     print("PASS %s %s: %s vs torch float32 at most %.3g (step %d), torch autocast bf16's spread %.3g (allowed %.3g); "
           "vs torch autocast bf16 at most %.3g" % (case.name, tag, precision, worst, worst_step, spread, tol, worst16))
