@@ -13,7 +13,9 @@
   train_faults.py SCORCH_RUN data
       labels out of range, non-integral labels, token ids beyond the vocabulary, a token file of
       odd length, data arrays of the wrong shape or dtype, and sample counts that disagree: exit 1
-      with a message naming the file (and the flat index for values); nothing crashes.
+      with a message naming the file (and the flat index for values); nothing crashes. A state saved
+      with the GPT's table whole and resumed with it as row blocks (--param-block), and back: exit 1
+      naming the state, the record and --param-block, no model written; a bad --param-block: exit 2.
   train_faults.py SCORCH_RUN hostmem
       a machine with too little available memory for the optimizer state and the per-step snapshot
       (SCORCH_TEST_MEMAVAILABLE, in place of /proc/meminfo's MemAvailable): exit 1 before step 1
@@ -203,6 +205,20 @@ def data_case():
     t32[150] = -1
     t32.tofile("tok_neg.bin")
     refuse(gbase + ["--tokens", "tok_neg.bin", "--token-dtype", "int32"], ["tok_neg.bin", "token 150"])
+    # a state saved with the table whole, resumed with it in row blocks (--param-block), and back
+    for save, resume, name in (("off", "1KiB", "wte.weight"), ("1KiB", "off", "wte.weight.rows")):
+        shutil.rmtree("stb", ignore_errors=True)
+        must(gbase + ["--tokens", "tok.bin", "--param-block", save, "--save-every", "1", "--state", "stb"])
+        if os.path.exists("gr.onnx"):
+            os.remove("gr.onnx")
+        refuse(["train", "g.onnx", "-o", "gr.onnx", "--steps", "2", "--batch", "2", "--seq", "8", "--threads", "1",
+                "--device", "cpu", "--tokens", "tok.bin", "--param-block", resume, "--resume", "stb"],
+               ["stb", name, "--param-block"])
+        if os.path.exists("gr.onnx"):
+            fail("a refused resume wrote gr.onnx")
+    p = run(gbase + ["--tokens", "tok.bin", "--param-block", "lots"])
+    if p.returncode != 2 or "--param-block" not in p.stderr:
+        fail("--param-block lots: want a usage error (exit 2) naming it, got %d:\n%s" % (p.returncode, p.stderr))
     print("data faults: every bad input refused with a message naming the file")
 
 

@@ -330,8 +330,14 @@ static sc_status record_read(sc_trainer *t, reader *r, bool *seen, void *const *
     for (int i = 0; i < t->n_state && k < 0; i++)
         if (!strcmp(g->values[t->state_ids[i]].name, name)) k = i;
     if (k < 0 && sharded(t)) return skip(r, (size_t)nbytes); /* another rank's optimizer state */
-    if (k < 0) return sc_errorf("%s: holds '%s', which this training graph does not have (another model or optimizer?)",
-                                r->path, name);
+    if (k < 0) {
+        /* a table trained as row blocks (autodiff/param_blocks.c) in one run and whole in the other */
+        bool blocks = strstr(name, ".rows") || (t->tg.block_of && graph_find_value(g, name) >= 0 &&
+                                                g->values[graph_find_value(g, name)].kind == SC_VALUE_CONST);
+        return sc_errorf("%s: holds '%s', which this training graph does not have (%s)", r->path, name,
+                         blocks ? "the state was saved with another --param-block: resume with the one it was saved with"
+                                : "another model or optimizer?");
+    }
     const sc_desc *want = &g->values[t->state_ids[k]].desc;
     if (seen[k]) return sc_errorf("%s: '%s' appears twice", r->path, name);
     if (d.dtype != want->dtype || !sc_desc_same_shape(&d, want) || nbytes != (uint64_t)sc_desc_bytes(want)) {
