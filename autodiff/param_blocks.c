@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "autodiff/train_internal.h"
+#include "core/units.h"
 
 /* Whether node n reads value w only as whole rows: as Gemm's transposed B without C, or as Gather's
  * data on axis 0; or, through_cast, as a Cast whose output only such nodes read. */
@@ -59,20 +60,11 @@ static bool splittable(const sc_graph *g, int w, int64_t block) {
     return true;
 }
 
-static int64_t gcd64(int64_t a, int64_t b) {
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 /* Rows per block: about `block` bytes each, a multiple of the rows that make whole 4 KiB pages. */
 static int64_t block_rows(int64_t rows, int64_t row_bytes, int64_t block) {
     int64_t k = (rows * row_bytes + block - 1) / block;
     int64_t per = (rows + k - 1) / k;
-    int64_t page_rows = 4096 / gcd64(row_bytes, 4096);
+    int64_t page_rows = 4096 / sc_gcd64(row_bytes, 4096);
     per = (per + page_rows - 1) / page_rows * page_rows;
     return per < rows ? per : rows - 1;
 }
@@ -216,8 +208,7 @@ static void gather_split(tb_builder *b, int j, const sc_node *cast, const blocks
 }
 
 /* Rewrites reader j of W (or of cast, a Cast of W) over the blocks; its new nodes go right before it. */
-static void reader_split(tb_builder *b, int j, const sc_node *cast, const blocks *bl, int **pos, int *n_pos,
-                         int first) {
+static void reader_split(tb_builder *b, int j, const sc_node *cast, const blocks *bl, int **pos, int first) {
     int before = b->g->n_nodes;
     if (b->g->nodes[j].op == SC_OP_GEMM) gemm_split(b, j, cast, bl);
     else gather_split(b, j, cast, bl);
@@ -229,7 +220,6 @@ static void reader_split(tb_builder *b, int j, const sc_node *cast, const blocks
     }
     for (int m = before; m < b->g->n_nodes; m++) p[m - first] = j - 1;
     *pos = p;
-    *n_pos = added;
 }
 
 /* Removes the nodes marked in drop (Casts of split parameters, now read by nothing). */
@@ -249,7 +239,7 @@ static sc_status param_split(sc_graph *g, int w, int64_t block, blocks *bl) {
     /* Readers listed first: rewriting changes the consumer lists. */
     int n0 = g->n_nodes, n_read = 0;
     int *reader = malloc(sizeof(int) * (size_t)(n0 + 1)), *via = malloc(sizeof(int) * (size_t)(n0 + 1));
-    int *pos = NULL, n_pos = 0;
+    int *pos = NULL;
     if (!reader || !via) b.st = sc_errorf("out of memory splitting parameter '%s'", g->values[w].name);
     for (int i = 0; i < n0 && !b.st; i++) {
         const sc_node *n = &g->nodes[i];
@@ -268,7 +258,7 @@ static sc_status param_split(sc_graph *g, int w, int64_t block, blocks *bl) {
     }
     for (int r = 0; r < n_read && !b.st; r++) {
         sc_node cast = via[r] >= 0 ? g->nodes[via[r]] : (sc_node){0};
-        reader_split(&b, reader[r], via[r] >= 0 ? &cast : NULL, bl, &pos, &n_pos, n0);
+        reader_split(&b, reader[r], via[r] >= 0 ? &cast : NULL, bl, &pos, n0);
     }
     sc_status st = b.st ? b.st : tb_place_new_nodes(g, n0, pos);
     if (!st) { /* the old Casts of W, read by nothing now */

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/units.h"
 #include "schedule/strategies.h"
 
 /* Two table shapes compete (strategy_optimal): a chain coarsened to DP_MAX_K groups with
@@ -65,13 +66,6 @@ static size_t dp_at(const dp_table *d, int a, int b, int64_t m) {
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t ceil_div(int64_t x, int64_t u) { return x <= 0 ? 0 : (x + u - 1) / u; }
-static int64_t gcd64(int64_t a, int64_t b) {
-    while (b) {
-        int64_t t = a % b;
-        a = b, b = t;
-    }
-    return a;
-}
 
 int64_t strategy_segment_need(const sc_chain *c, int i, const char **what) {
     int64_t in = i > 0 ? c->cut_bytes[i] : 0, all = c->fwd_all_bytes[i];
@@ -169,9 +163,9 @@ static sc_status dp_emit(const dp_table *d, int a, int b, int64_t m, int pinned,
 static int dp_solve(const sc_chain *c, int64_t avail, int64_t entries, sc_chain_schedule *out, sc_status *err) {
     int k = c->k;
     int64_t u = 0;
-    for (int i = 1; i <= k; i++) u = gcd64(u, c->cut_bytes[i]);
+    for (int i = 1; i <= k; i++) u = sc_gcd64(u, c->cut_bytes[i]);
     for (int i = 0; i < k; i++)
-        u = gcd64(gcd64(gcd64(u, c->fwd_all_bytes[i]), c->fwd_peak_bytes[i]), c->bwd_peak_bytes[i]);
+        u = sc_gcd64(sc_gcd64(sc_gcd64(u, c->fwd_all_bytes[i]), c->fwd_peak_bytes[i]), c->bwd_peak_bytes[i]);
     int64_t slots_cap = entries / ((int64_t)k * (k + 1));
     if (slots_cap > DP_EXACT_SLOTS) slots_cap = DP_EXACT_SLOTS;
     if (slots_cap < 16 || avail < 0) return 0;
