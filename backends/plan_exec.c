@@ -151,6 +151,23 @@ sc_status plan_exec_sync_params_to_host(sc_plan_session *s) {
     return SC_OK;
 }
 
+/* Whether weight values can differ from one step to the next at the same address, so that backend
+ * caches derived from them (the CPU backend's reordered Conv weights, cpu_dnnl.h) must be dropped
+ * before each step: a node updates state in place (an optimizer update, a Broadcast), or a Conv's
+ * weight is computed in the step rather than a parameter or constant the session loaded. */
+static bool weights_change_per_step(const sc_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sc_node *n = &g->nodes[i];
+        for (int o = 0; o < n->n_out; o++)
+            if (sc_op_inplace_input(n->op, o) >= 0) return true;
+        if (n->op == SC_OP_CONV && n->n_in > 1 && n->in[1] >= 0) {
+            const sc_value *w = &g->values[n->in[1]];
+            if (!w->data || (w->kind != SC_VALUE_PARAM && w->kind != SC_VALUE_CONST)) return true;
+        }
+    }
+    return false;
+}
+
 sc_status plan_session_create(sc_backend *be, sc_graph *g, const sc_plan *plan, sc_plan_session **out) {
     return plan_session_create_in_place(be, g, plan, false, out);
 }
@@ -208,6 +225,7 @@ sc_status plan_session_create_in_place(sc_backend *be, sc_graph *g, const sc_pla
         return sc_errorf("out of memory creating a plan session");
     }
     for (int v = 0; v < g->n_values; v++) s->fixed_iv[v] = -1, s->cur[v] = -1, s->feed_of[v] = -1;
+    s->writes_params = weights_change_per_step(g);
     for (int i = 0; i < g->n_inputs; i++) s->feed_of[g->inputs[i]] = i;
     plan_value_roots(g, s->root);
     plan_host_release_steps(g, plan, s->root, s->release_at); /* schedule/host_copies.c: the policy */
@@ -395,7 +413,9 @@ sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tens
     s->stats.bytes_h2d = s->stats.bytes_d2h = 0;
     for (int v = 0; v < g->n_values; v++) s->cur[v] = s->fixed_iv[v], s->last_xfer[v] = -1;
     memset(s->waited, 0, (size_t)s->n_xfer + 1);
-    if (s->be->iface->params_changed) s->be->iface->params_changed(s->be); /* the last step updated weights */
+    /* The last step updated weights. An inference plan leaves them as they are, and the CPU backend's
+     * weight reorders (cpu_dnnl.h) then stay valid from one step to the next. */
+    if (s->writes_params && s->be->iface->params_changed) s->be->iface->params_changed(s->be);
     s->feeds = inputs;
     sc_status st = feeds_put(s, inputs);
     for (int i = 0; !st && i < p->n_steps; i++) {

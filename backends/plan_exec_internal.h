@@ -20,6 +20,8 @@ struct sc_plan_session {
     void **host;         /* per value: host copy made by OFFLOAD (or streamed home), NULL if none */
     int64_t *host_step;  /* per value: the step (n_step) whose OFFLOAD made host[v], 0 if none */
     int64_t n_step;      /* steps started */
+    bool writes_params;  /* weights may change between steps (plan_exec.c weights_change_per_step):
+                            backend caches keyed by weight values go stale every step */
     int64_t *xfer;       /* plan transfer id -> backend transfer id */
     int n_xfer;
     bool *streamed;      /* per value: persistent, home in host memory (no fixed interval) */

@@ -3,7 +3,9 @@
  * under the none, sqrt, dc and optimal plans (every forward node its own segment, so sqrt and dc
  * recompute) give losses, parameters and optimizer state BIT-IDENTICAL (memcmp) to 3 steps of
  * sc_forward_cpu on an identical graph; the measured arena high-water mark equals the plan's
- * arena_bytes; a device capacity below the plan is refused with a clear message. The modelled link
+ * arena_bytes; a device capacity below the plan is refused with a clear message. Backend caches keyed
+ * by weight values (params_changed) are invalidated at every training step and never by an
+ * inference plan's steps, which write no weight. The modelled link
  * (backend_cpu_set_link_bandwidth): every copy lasts at least bytes / bandwidth on its direction's
  * FIFO, and the data arrives intact.
  * Fails through the exit code.
@@ -171,6 +173,73 @@ static void test_link(void) {
     backend_destroy(be);
 }
 
+/* params_changed calls, counted around the CPU backend's own hook. */
+static int params_changed_calls;
+static void (*cpu_params_changed_hook)(sc_backend *);
+static void count_params_changed(sc_backend *b) {
+    params_changed_calls++;
+    cpu_params_changed_hook(b);
+}
+
+/* Steps of plan p on a CPU backend whose params_changed is counted; the count over those steps. */
+static int params_changed_over_steps(const pt_model *m, sc_graph *g, const sc_plan *p) {
+    sc_backend *be = NULL;
+    sc_plan_session *s = NULL;
+    sc_status st = backend_cpu_create(p->arena_bytes, &be);
+    sc_backend_i counted;
+    if (!st) {
+        counted = *be->iface;
+        cpu_params_changed_hook = counted.params_changed;
+        counted.params_changed = count_params_changed;
+        be->iface = &counted;
+        st = plan_session_create(be, g, p, &s);
+    }
+    params_changed_calls = 0;
+    for (int step = 1; !st && step <= STEPS; step++) {
+        pt_feeds f;
+        pt_feeds_fill(m, step, &f);
+        sc_tensor outs[16];
+        st = plan_session_step(s, f.t, outs);
+        for (int i = 0; !st && i < g->n_outputs; i++) sc_tensor_free_data(&outs[i]);
+    }
+    CHECK(!st, "params_changed count: %s", st ? sc_status_message(st) : "");
+    sc_status_free(st);
+    plan_session_free(s);
+    backend_destroy(be);
+    return params_changed_calls;
+}
+
+/* A training plan updates the weights in place, so the CPU backend's reordered convolution weights
+ * (cpu_dnnl.h) are dropped before each step; an inference plan keeps them for the session. */
+static void test_params_changed(void) {
+    pt_model m;
+    pt_build(&m, PT_MLP);
+    sc_plan_options o = {0};
+    sc_plan p;
+    sc_status st = plan_build(&m.g, &m.tg, &o, &p);
+    SC_ASSERT(!st);
+    int n = params_changed_over_steps(&m, &m.g, &p);
+    CHECK(n == STEPS, "training plan: params_changed ran %d times in %d steps, want once per step", n, STEPS);
+    plan_free(&p);
+    graph_free(&m.g);
+
+    pt_model f; /* the mlp's forward pass alone, fed the same x */
+    graph_init(&f.g);
+    pt_rng = 1234;
+    f.x = pt_input(&f.g, "x", PT_N, PT_IN);
+    int w1 = pt_param(&f.g, "W1", PT_H, PT_IN, 0.5), b1 = pt_param(&f.g, "b1", PT_H, 0, 0.1);
+    pt_output(&f.g, pt_relu(&f.g, pt_gemm(&f.g, f.x, w1, b1, "h1"), "r1"));
+    st = graph_link(&f.g);
+    SC_ASSERT(!st);
+    autodiff_inference_graph(&f.g, &f.tg);
+    st = plan_build(&f.g, &f.tg, &o, &p);
+    SC_ASSERT(!st);
+    n = params_changed_over_steps(&f, &f.g, &p);
+    CHECK(n == 0, "inference plan: params_changed ran %d times in %d steps, want none", n, STEPS);
+    plan_free(&p);
+    graph_free(&f.g);
+}
+
 int main(void) {
     pt_kind kinds[] = {PT_MLP, PT_RESIDUAL, PT_DENSE};
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
@@ -188,6 +257,7 @@ int main(void) {
     }
     test_capacity();
     test_link();
+    test_params_changed();
     if (failures) printf("%d failures\n", failures);
     else printf("ok\n");
     return failures ? 1 : 0;
