@@ -4,6 +4,7 @@ run by Scorch, checked against PyTorch and timed against onnxruntime.
 
     python3 bench/torchvision_sweep.py [--scorch-run build/scorch-run] [--threads 2] [--repeat 20]
                                        [--models resnet18,swin_t] [--out bench/results/DATE-torchvision.md]
+                                       [--busy]
 
 Export (a child process under /usr/bin/python3: torch 1.13, torchvision 0.14): random init, seed 0,
 made non-degenerate first, since plain init gives outputs that check nothing (vit_b_16's are all
@@ -18,6 +19,11 @@ criterion), per output.
 Speed: `scorch-run run --repeat N --threads T` (its median) against onnxruntime's CPU provider with
 intra_op_num_threads=T (median of N after 3 warm-ups), one model after the other in one run; the
 table's ratio is Scorch / onnxruntime and the summary line their geometric mean.
+With --busy, each model is also timed beside a competing process: a bounded busy loop (BUSY_CAP_S
+at most, killed when the model is done) pinned to core 0, the load of a data loader or another job.
+Scorch with T threads and with 1 thread and onnxruntime with T threads run under it, one after the
+other. The issue's criteria, checked per model in the table: Scorch's busy T-thread latency at most
+its busy 1-thread latency, and at most 1.5x its idle T-thread latency.
 The python3 running this script needs numpy and onnxruntime.
 """
 import argparse
@@ -83,9 +89,26 @@ torch.onnx.export(Out(m), x, path, opset_version=17, input_names=["x"], output_n
 '''
 
 
-def scorch_run(args, model, x_path, out_dir, repeat):
-    cmd = [args.scorch_run, "run", model, "--input", "x=" + x_path, "--threads", str(args.threads), "--output-dir",
-           out_dir]
+BUSY_CAP_S = 600
+BUSY_LOOP = "import os, time\nos.sched_setaffinity(0, {0})\nend = time.time() + %d\nwhile time.time() < end: pass\n"
+
+
+class Busy:
+    """A busy loop on core 0 for the duration of a with-block (and BUSY_CAP_S at most)."""
+
+    def __enter__(self):
+        self.p = subprocess.Popen([sys.executable, "-c", BUSY_LOOP % BUSY_CAP_S])
+        time.sleep(0.2)  # let it start spinning
+        return self
+
+    def __exit__(self, *exc):
+        self.p.kill()
+        self.p.wait()
+
+
+def scorch_run(args, model, x_path, out_dir, repeat, threads=None):
+    cmd = [args.scorch_run, "run", model, "--input", "x=" + x_path, "--threads", str(threads or args.threads),
+           "--output-dir", out_dir]
     if repeat:
         cmd += ["--repeat", str(repeat)]
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -130,7 +153,32 @@ def one(args, name, work):
     row["status"] = "ok" if row["err"] <= 1e-3 else "MISMATCH"
     row["scorch_ms"], _ = scorch_run(args, path, ref + "_x.npy", out_dir, args.repeat)
     row["ort_ms"] = ort_ms(path, np.load(ref + "_x.npy"), args.threads, args.repeat)
+    if args.busy:
+        with Busy():
+            row["busy_scorch_ms"], _ = scorch_run(args, path, ref + "_x.npy", out_dir, args.repeat)
+            row["busy_scorch1_ms"], _ = scorch_run(args, path, ref + "_x.npy", out_dir, args.repeat, threads=1)
+            row["busy_ort_ms"] = ort_ms(path, np.load(ref + "_x.npy"), args.threads, args.repeat)
     return row
+
+
+def busy_table(args, rows):
+    """The contention table (--busy): the issue's two criteria per model, and how many models meet them."""
+    lines = ["", "## Beside a busy process on core 0", "",
+             "| model | Scorch idle ms | Scorch busy ms | Scorch busy 1 thread ms | busy / 1 thread | busy / idle | "
+             "onnxruntime idle ms | onnxruntime busy ms | met |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    met = n = 0
+    for r in rows:
+        if not (r.get("scorch_ms") and r.get("busy_scorch_ms") and r.get("busy_scorch1_ms")):
+            continue
+        a, b = r["busy_scorch_ms"] / r["busy_scorch1_ms"], r["busy_scorch_ms"] / r["scorch_ms"]
+        ok = a <= 1.0 and b <= 1.5
+        met, n = met + ok, n + 1
+        lines.append("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s |" % (
+            r["model"], r["scorch_ms"], r["busy_scorch_ms"], r["busy_scorch1_ms"], a, b, r["ort_ms"], r["busy_ort_ms"],
+            "yes" if ok else "no"))
+    lines += ["", "%d of %d models: busy %d-thread latency at most the busy 1-thread latency and at most 1.5x idle." % (
+        met, n, args.threads)]
+    return lines
 
 
 def main():
@@ -140,6 +188,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--busy", action="store_true", help="also time each model beside a busy loop on core 0")
     ap.add_argument("--out", default=os.path.join("bench", "results", datetime.date.today().isoformat() + "-torchvision.md"))
     args = ap.parse_args()
     rows = []
@@ -152,8 +201,8 @@ def main():
     ok = sum(r["status"] == "ok" for r in rows)
     lines = ["# torchvision sweep (%s, %s, %d threads)" % (datetime.date.today(), platform.processor() or platform.machine(),
                                                           args.threads), "",
-             "Command: `python3 bench/torchvision_sweep.py --threads %d --repeat %d` (bench/torchvision_sweep.py says how "
-             "models are exported and checked)." % (args.threads, args.repeat), "",
+             "Command: `python3 bench/torchvision_sweep.py --threads %d --repeat %d%s` (bench/torchvision_sweep.py says how "
+             "models are exported and checked)." % (args.threads, args.repeat, " --busy" if args.busy else ""), "",
              "| model | input | max abs err / max abs output | status | Scorch ms | onnxruntime ms | ratio |",
              "|---|---:|---:|---|---:|---:|---:|"]
     for r in rows:
@@ -166,6 +215,8 @@ def main():
     lines += ["", "%d of %d models match PyTorch within 1e-3 of the output's scale. Geometric-mean latency ratio "
               "(Scorch / onnxruntime) over %d models: %.2fx; worst %.2fx." % (
                   ok, len(rows), len(ratios), gm, max(ratios) if ratios else float("nan"))]
+    if args.busy:
+        lines += busy_table(args, rows)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")

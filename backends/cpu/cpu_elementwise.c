@@ -95,13 +95,18 @@ sc_status cpu_gelu(const sc_kernel_call *c) {
     }
 }
 
+/* max(0, min(1, t)) as compares, which vectorise to branch-free max/min where fmaxf/fminf (whose
+ * NaN rules differ from the instructions') stayed scalar: HardSwish took 23 us per MobileNetV3 call
+ * for about 13k floats. A NaN compares false and passes through, as in PyTorch. */
+#define UNIT_CLAMP(t) (((t) > 1 ? 1 : (t)) < 0 ? 0 : ((t) > 1 ? 1 : (t)))
+
 /* HardSigmoid: y = max(0, min(1, alpha x + beta)). */
 sc_status cpu_hard_sigmoid(const sc_kernel_call *c) {
     float a = c->node->attrs->hard_sigmoid.alpha, b = c->node->attrs->hard_sigmoid.beta;
     double ad = a, bd = b;
     switch (c->in[0].desc.dtype) {
-    case SC_F32: UNARY_LOOP(float, fmaxf(0.0f, fminf(1.0f, a * v + b))); return SC_OK;
-    case SC_F64: UNARY_LOOP(double, fmax(0.0, fmin(1.0, ad * v + bd))); return SC_OK;
+    case SC_F32: UNARY_LOOP(float, UNIT_CLAMP(a * v + b)); return SC_OK;
+    case SC_F64: UNARY_LOOP(double, UNIT_CLAMP(ad * v + bd)); return SC_OK;
     default: return dtype_error(c);
     }
 }
@@ -110,8 +115,8 @@ sc_status cpu_hard_sigmoid(const sc_kernel_call *c) {
 sc_status cpu_hard_swish(const sc_kernel_call *c) {
     const float a = 1.0f / 6.0f;
     switch (c->in[0].desc.dtype) {
-    case SC_F32: UNARY_LOOP(float, v * fmaxf(0.0f, fminf(1.0f, a * v + 0.5f))); return SC_OK;
-    case SC_F64: UNARY_LOOP(double, v * fmax(0.0, fmin(1.0, v / 6.0 + 0.5))); return SC_OK;
+    case SC_F32: UNARY_LOOP(float, v * (UNIT_CLAMP(a * v + 0.5f))); return SC_OK;
+    case SC_F64: UNARY_LOOP(double, v * (UNIT_CLAMP(v / 6.0 + 0.5))); return SC_OK;
     default: return dtype_error(c);
     }
 }
