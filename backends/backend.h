@@ -115,6 +115,8 @@ typedef struct {
     int64_t inline_copies; /* CPU: backend_cpu_set_inline_copies */
     double link_bandwidth; /* CPU: backend_cpu_set_link_bandwidth */
     bool tf32;             /* CUDA: TF32 tensor cores for f32 GEMM and convolutions */
+    bool adapt_threads;    /* inference on the CPU: each pass runs with the host's thread count or
+                              with 1, whichever measured faster (backends/thread_governor.h) */
 } sc_backend_config;
 
 sc_status backend_open(const sc_backend_config *c, sc_backend **out);

@@ -2,14 +2,19 @@
  * then the plan executor. */
 #include "backends/infer.h"
 
+#include <omp.h>
 #include <stdlib.h>
 
 #include "backends/plan_exec.h"
+#include "backends/thread_governor.h"
+#include "core/clock.h"
 
 struct sc_infer_session {
     sc_plan plan;
     sc_backend *be;
     sc_plan_session *session;
+    bool adapt;               /* c->adapt_threads on a backend that computes on the host */
+    sc_thread_governor gov;
 };
 
 sc_status infer_session_create(sc_graph *g, const sc_backend_config *c, sc_infer_session **out) {
@@ -32,12 +37,26 @@ sc_status infer_session_create(sc_graph *g, const sc_backend_config *c, sc_infer
         infer_session_free(s);
         return st;
     }
+    s->adapt = c->adapt_threads && s->be->iface->compute_on_host && s->be->iface->set_threads;
+    if (s->adapt) thread_governor_init(&s->gov, omp_get_max_threads());
     *out = s;
     return SC_OK;
 }
 
 sc_status infer_session_run(sc_infer_session *s, const sc_tensor *inputs, sc_tensor *outputs) {
-    return plan_session_step(s->session, inputs, outputs);
+    if (!s->adapt) return plan_session_step(s->session, inputs, outputs);
+    s->be->iface->set_threads(s->be, thread_governor_next(&s->gov));
+    double t0 = sc_clock_seconds();
+    sc_status st = plan_session_step(s->session, inputs, outputs);
+    thread_governor_record(&s->gov, sc_clock_seconds() - t0);
+    s->be->iface->set_threads(s->be, s->gov.arms[0]); /* the caller's count outside the session */
+    return st;
+}
+
+bool infer_session_thread_runs(const sc_infer_session *s, int64_t runs[2]) {
+    runs[0] = s->adapt ? s->gov.runs[0] : 0;
+    runs[1] = s->adapt ? s->gov.runs[1] : 0;
+    return s->adapt && s->gov.enabled;
 }
 
 int64_t infer_session_arena_bytes(const sc_infer_session *s) { return s->plan.arena_bytes; }

@@ -13,11 +13,15 @@
 typedef struct sc_infer_session sc_infer_session;
 
 /* g must be prepared (static shapes) and outlive the session. c->capacity 0 on the CPU: the plan's
- * own arena. */
+ * own arena. c->adapt_threads: passes choose their thread count (thread_governor.h), starting from
+ * the count OpenMP gives the calling thread now. */
 sc_status infer_session_create(sc_graph *g, const sc_backend_config *c, sc_infer_session **out);
 /* inputs[i] feeds g->inputs[i]; outputs[i] receives g->outputs[i], malloc'd for the caller (free
  * with sc_tensor_free_data). */
 sc_status infer_session_run(sc_infer_session *s, const sc_tensor *inputs, sc_tensor *outputs);
+/* With c->adapt_threads: passes run so far with the host's thread count ([0]) and with 1 thread
+ * ([1]); false when the session does not adapt. */
+bool infer_session_thread_runs(const sc_infer_session *s, int64_t runs[2]);
 /* Device bytes of the session's arena (the plan's peak). */
 int64_t infer_session_arena_bytes(const sc_infer_session *s);
 void infer_session_free(sc_infer_session *s);

@@ -191,8 +191,15 @@ static sc_status forward_timed(sc_infer_session *s, sc_graph *g, const sc_tensor
     if (!st) {
         qsort(ms, (size_t)repeat, sizeof *ms, dbl_cmp);
         double med = repeat % 2 ? ms[repeat / 2] : 0.5 * (ms[repeat / 2 - 1] + ms[repeat / 2]);
-        printf("latency median %.3f ms min %.3f ms over %lld runs (%d threads)\n", med, ms[0], (long long)repeat,
-               omp_get_max_threads());
+        int64_t runs[2];
+        if (infer_session_thread_runs(s, runs))
+            printf("latency median %.3f ms min %.3f ms over %lld runs (%d threads; %lld of %lld passes chose 1 thread, "
+                   "faster while the cores are busy)\n",
+                   med, ms[0], (long long)repeat, omp_get_max_threads(), (long long)runs[1],
+                   (long long)(runs[0] + runs[1]));
+        else
+            printf("latency median %.3f ms min %.3f ms over %lld runs (%d threads)\n", med, ms[0], (long long)repeat,
+                   omp_get_max_threads());
         if (profile) sc_profile_report(stdout, (int)repeat);
     }
     sc_profile_enable(false);
@@ -207,7 +214,8 @@ static sc_status run_model(sc_graph *g, sc_device device, arg_spec *spec) {
     sc_tensor *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
     sc_status st = inputs && outs ? SC_OK : sc_errorf("out of memory");
     sc_infer_session *s = NULL;
-    sc_backend_config bc = {.device = device};
+    /* Without --threads, passes pick the thread count that runs faster now (backends/thread_governor.h). */
+    sc_backend_config bc = {.device = device, .adapt_threads = !args_get(spec, "threads")->set};
     if (!st) st = inputs_make(g, args_get(spec, "input"), (uint64_t)seed->i, inputs);
     if (!st) st = infer_session_create(g, &bc, &s);
     if (!st) st = infer_session_run(s, inputs, outs);
@@ -233,7 +241,7 @@ int cmd_run(int argc, char **argv) {
         {.name = "input", .kind = ARG_LIST, .metavar = "NAME=FILE.npy", .help = "feed an input from a .npy file (repeatable)"},
         {.name = "output-dir", .kind = ARG_STR, .metavar = "DIR", .help = "save every output as DIR/<name>.npy"},
         {.name = "seed", .kind = ARG_INT, .metavar = "N", .help = "seed for random inputs (default 0)"},
-        {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "OpenMP threads (default: OMP_NUM_THREADS or all cores)"},
+        {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "OpenMP threads, fixed (default: OMP_NUM_THREADS or all cores, or 1 on passes where that measured faster)"},
         {.name = "repeat", .kind = ARG_INT, .metavar = "N", .help = "time N more forward passes; print median/min ms"},
         {.name = "profile", .kind = ARG_FLAG, .help = "with --repeat: time per op over the timed passes"},
         {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where the pass runs (default cpu; auto: the GPU when present)"},

@@ -15,6 +15,7 @@
  * plain reference loops for the gradient checks.
  */
 #include <stdlib.h>
+#include <omp.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_dnnl.h"
@@ -133,6 +134,8 @@ typedef struct {
     int relu; /* sc_window_attrs.fused_relu: eltwise relu post-op (after the sum) */
     int sum;  /* sc_window_attrs.fused_sum: sum post-op, dst holds S when the primitive starts */
     float relu_max; /* sc_window_attrs.fused_relu_max: > 0 makes the relu a clip to [0, relu_max] */
+    int threads;    /* omp_get_max_threads() at creation: oneDNN fixes a primitive's thread count
+                       then, so a primitive made for 2 threads would run on 2 after a switch to 1 */
 } conv_key;
 
 typedef struct {
@@ -542,6 +545,7 @@ sc_status cpu_conv(const sc_kernel_call *call) {
     k.sum = sum != NULL;
     k.src_cl = wa->nhwc_in;
     k.dst_cl = wa->nhwc_out;
+    k.threads = omp_get_max_threads();
     bool pointwise = true;
     for (int i = 0; i < ns; i++) pointwise = pointwise && wd->dims[2 + i] == 1;
     k.layout = conv_layout == CPU_CONV_LAYOUT_PLAIN     ? CONV_PRIM_USER

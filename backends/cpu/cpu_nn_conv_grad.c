@@ -13,6 +13,7 @@
  * step would cost more than the convolutions). f64 runs plain reference loops (gradient checks).
  */
 #include <stdlib.h>
+#include <omp.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_dnnl.h"
@@ -105,6 +106,7 @@ typedef struct {
     int64_t group;
     int has_bias;
     int plain;
+    int threads; /* omp_get_max_threads() at creation (see conv_key in cpu_nn_conv.c) */
 } bwd_key;
 
 /* A tensor in the user's plain layout and, when the primitive prefers another, its own copy in
@@ -308,6 +310,7 @@ static sc_status conv_grad_f32(const sc_kernel_call *call, const cpu_window *w, 
     const sc_desc *dy = &call->in[0].desc, *x = &call->in[1].desc, *wd = &call->in[2].desc;
     bwd_key k;
     memset(&k, 0, sizeof k);
+    k.threads = omp_get_max_threads();
     k.nd = x->rank;
     for (int i = 0; i < x->rank; i++) {
         k.src[i] = x->dims[i];

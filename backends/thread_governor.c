@@ -1,0 +1,51 @@
+/* The host thread count of a repeated step (thread_governor.h). */
+#include "backends/thread_governor.h"
+
+enum { FIRST_INTERVAL = 4, MAX_INTERVAL = 64 };
+
+void thread_governor_init(sc_thread_governor *g, int threads) {
+    *g = (sc_thread_governor){.arms = {threads, 1}, .interval = FIRST_INTERVAL, .enabled = threads > 1};
+    g->until_probe = g->interval;
+}
+
+static bool exploring(const sc_thread_governor *g) { return g->timed[0] < 2 || g->timed[1] < 2; }
+
+int thread_governor_next(sc_thread_governor *g) {
+    if (!g->enabled) return g->arms[0];
+    if (exploring(g)) /* warm-ups first, then alternate, the arm with fewer timed steps first */
+        g->cur = !g->warm[0] ? 0 : !g->warm[1] ? 1 : g->timed[1] < g->timed[0];
+    else if (g->until_probe == 0)
+        g->cur = !g->best;
+    else
+        g->cur = g->best;
+    return g->arms[g->cur];
+}
+
+void thread_governor_record(sc_thread_governor *g, double seconds) {
+    if (!g->enabled) return;
+    int a = g->cur;
+    g->runs[a]++;
+    if (!g->warm[a]) {
+        g->warm[a] = true;
+        return;
+    }
+    if (exploring(g)) {
+        g->est[a] = (g->est[a] * g->timed[a] + seconds) / (g->timed[a] + 1);
+        g->timed[a]++;
+        if (!exploring(g)) g->best = g->est[1] < g->est[0];
+        return;
+    }
+    if (a == g->best) {
+        g->est[a] += 0.25 * (seconds - g->est[a]);
+        g->until_probe--;
+        return;
+    }
+    g->est[a] = seconds; /* its last estimate is at least `interval` steps old: the load may have changed */
+    if (g->est[a] < 0.95 * g->est[g->best]) {
+        g->best = a;
+        g->interval = FIRST_INTERVAL;
+    } else if (g->interval < MAX_INTERVAL) {
+        g->interval *= 2;
+    }
+    g->until_probe = g->interval;
+}

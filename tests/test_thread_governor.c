@@ -1,0 +1,79 @@
+/* backends/thread_governor.h on synthetic step times, where the right answer is known:
+ *   - an idle machine (the configured count twice as fast as 1 thread): after the warm-ups and
+ *     two timed steps per arm, the 1-thread arm runs only as a probe, at most 8 times in 300 steps;
+ *   - a core that turns busy at step 150 (the configured count now 3x slower than 1 thread): the
+ *     governor moves to 1 thread within 70 steps (the longest probe interval) and stays there, and
+ *     moves back within 70 steps of the load going away at step 300;
+ *   - one configured thread: always 1, nothing explored.
+ * Fails through the exit code.
+ */
+#include <stdio.h>
+
+#include "backends/thread_governor.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                   \
+    do {                                                                                                   \
+        if (!(cond)) {                                                                                     \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
+            printf(__VA_ARGS__);                                                                           \
+            printf("\n");                                                                                  \
+            failures++;                                                                                    \
+        }                                                                                                  \
+    } while (0)
+
+/* Seconds of a step with `threads` threads while the machine is busy or not; the first step of a
+ * thread count costs 10x (primitive creation), which the governor must not count. A small
+ * deterministic jitter keeps equal times from deciding anything. */
+static double step_time(int threads, bool busy, int step, bool first) {
+    double t = threads == 1 ? 2.0 : busy ? 6.0 : 1.0;
+    t *= 1.0 + 0.02 * ((step * 7919) % 5 - 2) / 2.0;
+    return first ? 10.0 * t : t;
+}
+
+/* Runs steps [from, to) with the machine busy or not; returns how many ran on 1 thread and the step
+ * from which the governor's choice between probes stayed `settle_on` threads (-1: not at the end). */
+static int run_steps(sc_thread_governor *g, int from, int to, bool busy, bool *seen, int settle_on, int *settled) {
+    int ones = 0;
+    *settled = -1;
+    for (int s = from; s < to; s++) {
+        int n = thread_governor_next(g);
+        bool first = !seen[n == 1];
+        seen[n == 1] = true;
+        thread_governor_record(g, step_time(n, busy, s, first));
+        ones += n == 1;
+        if (g->arms[g->best] != settle_on) *settled = -1;
+        else if (*settled < 0) *settled = s;
+    }
+    return ones;
+}
+
+int main(void) {
+    sc_thread_governor g;
+    thread_governor_init(&g, 2);
+    bool seen[2] = {false, false};
+    int settled;
+    int ones = run_steps(&g, 0, 150, false, seen, 2, &settled);
+    CHECK(ones <= 3 + 5, "idle: %d of 150 steps on 1 thread, want the 3 of exploring and at most 5 probes", ones);
+    CHECK(settled >= 0 && settled < 10, "idle: settled on 2 threads at step %d", settled);
+
+    ones = run_steps(&g, 150, 300, true, seen, 1, &settled);
+    CHECK(settled >= 0 && settled <= 150 + 70, "busy from step 150: settled on 1 thread at step %d", settled);
+    CHECK(ones >= 150 - 70 - 10, "busy: only %d of 150 steps on 1 thread", ones);
+
+    ones = run_steps(&g, 300, 450, false, seen, 2, &settled);
+    CHECK(settled >= 0 && settled <= 300 + 70, "idle again from step 300: settled on 2 threads at step %d", settled);
+
+    thread_governor_init(&g, 1);
+    int other = 0;
+    for (int s = 0; s < 50; s++) {
+        other += thread_governor_next(&g) != 1;
+        thread_governor_record(&g, 1.0);
+    }
+    CHECK(other == 0, "one configured thread: %d steps asked for another count", other);
+
+    if (failures) printf("%d failures\n", failures);
+    else printf("ok\n");
+    return failures ? 1 : 0;
+}
