@@ -438,13 +438,12 @@ static sc_status conv_run_dnnl(const sc_kernel_call *call, const conv_key *k, co
 
 static sc_status conv_check(const sc_kernel_call *call, const sc_desc *x, const sc_desc *wd, const sc_desc *y,
                             int64_t G) {
-    char a[96], b[96], c[96];
-    sc_desc_str(x, a, sizeof a);
-    sc_desc_str(wd, b, sizeof b);
-    sc_desc_str(y, c, sizeof c);
     if (wd->rank != x->rank || y->rank != x->rank || G < 1 || x->dims[1] % G || wd->dims[0] % G ||
-        wd->dims[1] * G != x->dims[1] || y->dims[0] != x->dims[0] || y->dims[1] != wd->dims[0])
-        return cpu_errorf(call, "inconsistent shapes X %s, W %s, Y %s for group %lld", a, b, c, (long long)G);
+        wd->dims[1] * G != x->dims[1] || y->dims[0] != x->dims[0] || y->dims[1] != wd->dims[0]) {
+        char a[96], b[96], c[96];
+        return cpu_errorf(call, "inconsistent shapes X %s, W %s, Y %s for group %lld", sc_desc_str(x, a, sizeof a),
+                          sc_desc_str(wd, b, sizeof b), sc_desc_str(y, c, sizeof c), (long long)G);
+    }
     if (call->n_in > 2 && call->in[2].data && sc_desc_numel(&call->in[2].desc) != wd->dims[0])
         return cpu_errorf(call, "bias has %lld elements, expected %lld", (long long)sc_desc_numel(&call->in[2].desc),
                           (long long)wd->dims[0]);

@@ -94,18 +94,25 @@ typedef struct {
     bool b_unbatched;             /* every B batch stride is 0 */
 } matmul_geom;
 
+/* "<what>: A <desc>, B <desc>", or with what NULL "output <desc> does not match A <desc> @ B <desc>".
+ * The descs are formatted here, on the error path only: a MatMul runs once per attention head. */
+static sc_status matmul_error(const sc_kernel_call *call, const char *what) {
+    char sa[96], sb[96], sy[96];
+    sc_desc_str(&call->in[0].desc, sa, sizeof sa);
+    sc_desc_str(&call->in[1].desc, sb, sizeof sb);
+    if (what) return cpu_errorf(call, "%s: A %s, B %s", what, sa, sb);
+    return cpu_errorf(call, "output %s does not match A %s @ B %s", sc_desc_str(&call->out[0].desc, sy, sizeof sy), sa,
+                      sb);
+}
+
 static sc_status matmul_geom_make(const sc_kernel_call *call, matmul_geom *g) {
     const sc_desc *a = &call->in[0].desc, *b = &call->in[1].desc, *y = &call->out[0].desc;
-    char sa[96], sb[96], sy[96];
-    sc_desc_str(a, sa, sizeof sa);
-    sc_desc_str(b, sb, sizeof sb);
-    sc_desc_str(y, sy, sizeof sy);
-    if (a->rank < 1 || b->rank < 1) return cpu_errorf(call, "scalar operand: A %s, B %s", sa, sb);
+    if (a->rank < 1 || b->rank < 1) return matmul_error(call, "scalar operand");
     g->M = a->rank == 1 ? 1 : a->dims[a->rank - 2];
     g->K = a->dims[a->rank - 1];
     int64_t KB = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2];
     g->N = b->rank == 1 ? 1 : b->dims[b->rank - 1];
-    if (KB != g->K) return cpu_errorf(call, "inner dims differ: A %s, B %s", sa, sb);
+    if (KB != g->K) return matmul_error(call, "inner dims differ");
     int na = a->rank > 2 ? a->rank - 2 : 0, nbb = b->rank > 2 ? b->rank - 2 : 0;
     g->nb = na > nbb ? na : nbb;
     g->n_batch = 1;
@@ -114,7 +121,7 @@ static sc_status matmul_geom_make(const sc_kernel_call *call, matmul_geom *g) {
     for (int i = g->nb - 1; i >= 0; i--) {
         int ia = i - (g->nb - na), ib = i - (g->nb - nbb);
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
-        if (da != db && da != 1 && db != 1) return cpu_errorf(call, "batch dims do not broadcast: A %s, B %s", sa, sb);
+        if (da != db && da != 1 && db != 1) return matmul_error(call, "batch dims do not broadcast");
         g->batch[i] = da > db ? da : db;
         if (da == 0 || db == 0) g->batch[i] = 0;
         g->a_str[i] = da == 1 ? 0 : as;
@@ -126,8 +133,7 @@ static sc_status matmul_geom_make(const sc_kernel_call *call, matmul_geom *g) {
     }
     int64_t expect = g->n_batch * g->M * g->N;
     int yr = g->nb + (a->rank > 1) + (b->rank > 1);
-    if (y->rank != yr || sc_desc_numel(y) != expect)
-        return cpu_errorf(call, "output %s does not match A %s @ B %s", sy, sa, sb);
+    if (y->rank != yr || sc_desc_numel(y) != expect) return matmul_error(call, NULL);
     return SC_OK;
 }
 
