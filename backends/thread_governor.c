@@ -1,7 +1,14 @@
 /* The host thread count of a repeated step (thread_governor.h). */
 #include "backends/thread_governor.h"
 
-enum { FIRST_INTERVAL = 4, MAX_INTERVAL = 64 };
+enum { FIRST_INTERVAL = 4, CLEAR_INTERVAL = 16, MAX_INTERVAL = 64 };
+
+/* The probe interval after choosing `best` over the other arm: a clear win (the other arm 1.5x
+ * slower or worse, as one busy core of two gives) is not re-checked for 16 steps; a close one
+ * after 4. */
+static int interval_after(const sc_thread_governor *g) {
+    return g->est[!g->best] > 1.5 * g->est[g->best] ? CLEAR_INTERVAL : FIRST_INTERVAL;
+}
 
 void thread_governor_init(sc_thread_governor *g, int threads) {
     *g = (sc_thread_governor){.arms = {threads, 1}, .interval = FIRST_INTERVAL, .enabled = threads > 1};
@@ -32,7 +39,10 @@ void thread_governor_record(sc_thread_governor *g, double seconds) {
     if (exploring(g)) {
         g->est[a] = (g->est[a] * g->timed[a] + seconds) / (g->timed[a] + 1);
         g->timed[a]++;
-        if (!exploring(g)) g->best = g->est[1] < g->est[0];
+        if (!exploring(g)) {
+            g->best = g->est[1] < g->est[0];
+            g->interval = g->until_probe = interval_after(g);
+        }
         return;
     }
     if (a == g->best) {
@@ -43,7 +53,7 @@ void thread_governor_record(sc_thread_governor *g, double seconds) {
     g->est[a] = seconds; /* its last estimate is at least `interval` steps old: the load may have changed */
     if (g->est[a] < 0.95 * g->est[g->best]) {
         g->best = a;
-        g->interval = FIRST_INTERVAL;
+        g->interval = interval_after(g);
     } else if (g->interval < MAX_INTERVAL) {
         g->interval *= 2;
     }

@@ -14,8 +14,10 @@
  *   - afterwards the faster arm runs; each of its steps updates its estimate (weight 1/4);
  *   - every `interval` steps one step runs on the other arm, and its time becomes that arm's
  *     estimate (the old one is stale). When the other arm is faster by 5% it becomes the one that
- *     runs and the interval drops to 4; otherwise the interval doubles, up to 64, so an idle
- *     machine pays one 1-thread step in 64 and a change of load is seen within 64 steps.
+ *     runs; otherwise the interval doubles, up to 64, so an idle machine pays one 1-thread step in
+ *     64 and a change of load is seen within 64 steps;
+ *   - after a choice the interval starts at 16 when the loser is 1.5x slower or worse (a busy core
+ *     of two costs 2x to 4x), else at 4.
  * Results may differ in the last bits between thread counts; training therefore keeps a fixed count
  * and only inference adapts.
  */
