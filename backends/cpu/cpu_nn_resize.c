@@ -38,35 +38,57 @@ static void resize_nearest(const resize_tables *t, const sc_desc *y, const char 
     }
 }
 
-/* n-linear: sum over the 2^m corners of the active axes, weights the product of 1-w / w. */
+/* n-linear: sum over the 2^m corners of the active axes, weights the product of 1-w / w, in the
+ * order of resize_corner (corner cn takes axis act[k]'s second tap when bit k is set; weights
+ * multiplied in k order from 1; zero weights skipped), so each output is the same double sum.
+ * The walk is by rows of the last axis: the leading axes' offsets, extrapolation and corner
+ * weights are worked out once per row (dividing the flat index per element cost 10 ns each, 0.9 ms
+ * for DeepLabV3's 21x64x64 upsample), then only the last axis' taps change along the row. */
 #define RESIZE_LINEAR(NAME, T)                                                                     \
     static void NAME(const resize_tables *t, const sc_desc *y, const T *x, T *out, T extrap) {      \
-        int r = t->rank, act[SC_MAX_RANK], m = 0;                                                  \
+        int r = t->rank, act[SC_MAX_RANK], m = 0, last = r - 1;                                    \
         for (int i = 0; i < r; i++)                                                                \
             if (t->active[i]) act[m++] = i;                                                        \
-        int64_t n = sc_desc_numel(y);                                                              \
-        int par = n >= CPU_PAR_MIN;                                                                \
-        _Pragma("omp parallel for if(par)") for (int64_t e = 0; e < n; e++) {                      \
-            int64_t idx[SC_MAX_RANK], f = e, base = 0;                                             \
+        bool last_act = m > 0 && act[m - 1] == last;                                               \
+        int ml = last_act ? m - 1 : m; /* active axes before the last */                           \
+        int64_t inner = y->dims[last], outer = sc_desc_numel(y) / inner;                           \
+        int par = outer * inner >= CPU_PAR_MIN && outer > 1;                                       \
+        _Pragma("omp parallel for if(par)") for (int64_t row = 0; row < outer; row++) {            \
+            int64_t idx[SC_MAX_RANK], f = row, base = 0;                                           \
             bool ext = false;                                                                      \
-            for (int i = r - 1; i >= 0; i--) {                                                     \
+            for (int i = r - 2; i >= 0; i--) {                                                     \
                 idx[i] = f % y->dims[i];                                                           \
                 f /= y->dims[i];                                                                   \
                 int64_t o = t->off0[i][idx[i]];                                                    \
                 if (o < 0) ext = true;                                                             \
                 if (!t->active[i]) base += o;                                                      \
             }                                                                                      \
+            T *orow = out + row * inner;                                                           \
             if (ext) {                                                                             \
-                out[e] = extrap;                                                                   \
+                for (int64_t j = 0; j < inner; j++) orow[j] = extrap;                              \
                 continue;                                                                          \
             }                                                                                      \
-            double acc = 0;                                                                        \
-            for (int cn = 0; cn < (1 << m); cn++) {                                                \
-                int64_t off;                                                                       \
-                double w = resize_corner(t, act, m, idx, cn, base, &off);                          \
-                if (w != 0) acc += w * (double)x[off];                                             \
+            double pw[1 << (SC_MAX_RANK - 1)];                                                     \
+            int64_t po[1 << (SC_MAX_RANK - 1)];                                                    \
+            for (int lc = 0; lc < (1 << ml); lc++)                                                 \
+                pw[lc] = resize_corner(t, act, ml, idx, lc, base, &po[lc]);                        \
+            const int64_t *o0 = t->off0[last], *o1 = t->off1[last];                                \
+            const double *w1 = t->w1[last];                                                        \
+            for (int64_t j = 0; j < inner; j++) {                                                  \
+                if (o0[j] < 0) {                                                                   \
+                    orow[j] = extrap;                                                              \
+                    continue;                                                                      \
+                }                                                                                  \
+                double acc = 0;                                                                    \
+                for (int cn = 0; cn < (1 << m); cn++) {                                            \
+                    int lc = cn & ((1 << ml) - 1);                                                 \
+                    bool second = last_act && (cn >> ml & 1);                                      \
+                    double w = last_act ? pw[lc] * (second ? w1[j] : 1 - w1[j]) : pw[lc];          \
+                    int64_t off = po[lc] + (second ? o1[j] : o0[j]);                               \
+                    if (w != 0) acc += w * (double)x[off];                                         \
+                }                                                                                  \
+                orow[j] = (T)acc;                                                                  \
             }                                                                                      \
-            out[e] = (T)acc;                                                                       \
         }                                                                                          \
     }
 RESIZE_LINEAR(resize_linear_f32, float)
