@@ -10,6 +10,14 @@
  *      with s = scale / sqrt(var + eps),  W'[m] = W[m] s[m],  b'[m] = (b[m] - mean[m]) s[m] + B[m]
  *      (ONNX BatchNormalization: y = (x - mean) / sqrt(var + eps) * scale + B), so the pair is one
  *      Conv with new constant weights. The arithmetic runs in double and rounds once.
+ *   2b. Kernel cropping: a Conv with constant f32 weights some of whose taps, along a spatial axis,
+ *      read only padding for every output (a dilated kernel wider than its input: DeepLabV3's
+ *      atrous 3x3 convolutions at rates 12, 24 and 36 on a 4x4 feature map read the input with
+ *      their centre tap alone) gets a constant weight cut to the taps that read the input, with
+ *      pad_begin lowered by (first tap kept) x dilation and pad_end by (taps dropped at the end) x
+ *      dilation, so the output size is unchanged. The dropped terms are weight x 0, so the output
+ *      only changes by the order of the remaining additions. Not done when a pad would turn
+ *      negative or a dropped weight is not finite (inf x 0 is NaN).
  *   3. Residual Add: Add(Conv(..), S) where the Conv's output is read only by the Add and S has
  *      the same shape becomes one Conv with S as input 3 (sc_window_attrs.fused_sum), applied as a
  *      oneDNN sum post-op. The fused Conv takes the Add's place in the node order, where S and
@@ -171,6 +179,110 @@ static sc_status fuse_conv_bn(sc_graph *g, bool *keep, int *count) {
         SC_TRY(bn_fold(g, i, j));
         keep[j] = false;
         (*count)++;
+    }
+    return SC_OK;
+}
+
+/* ---- 2b. kernel cropping ---- */
+
+/* Along spatial axis a of Conv n: the first and last tap that read the input for some output
+ * (input position o s - pad_begin + t d within [0, in)); false when no tap does. */
+static bool used_taps(const sc_graph *g, const sc_node *n, int a, int64_t *lo, int64_t *hi) {
+    const sc_window_attrs *w = &n->attrs->window;
+    int64_t in = g->values[n->in[0]].desc.dims[2 + a], out = g->values[n->out[0]].desc.dims[2 + a];
+    int64_t k = g->values[n->in[1]].desc.dims[2 + a], s = w->strides[a], d = w->dilations[a], pb = w->pads[a];
+    *lo = k;
+    *hi = -1;
+    for (int64_t t = 0; t < k; t++)
+        for (int64_t o = 0; o < out; o++) {
+            int64_t p = o * s - pb + t * d;
+            if (p >= 0 && p < in) {
+                if (t < *lo) *lo = t;
+                *hi = t;
+                break;
+            }
+        }
+    return *hi >= 0;
+}
+
+/* Whether every weight of W outside the kept box [lo, hi] (per spatial axis) is finite. */
+static bool dropped_finite(const sc_desc *wd, const float *w, const int64_t *lo, const int64_t *hi) {
+    int ns = wd->rank - 2;
+    int64_t per = sc_desc_numel(wd) / (wd->dims[0] * wd->dims[1]);
+    for (int64_t j = 0; j < wd->dims[0] * wd->dims[1]; j++)
+        for (int64_t e = 0; e < per; e++) {
+            int64_t f = e;
+            bool kept = true;
+            for (int a = ns - 1; a >= 0; a--) {
+                int64_t t = f % wd->dims[2 + a];
+                f /= wd->dims[2 + a];
+                kept = kept && t >= lo[a] && t <= hi[a];
+            }
+            if (!kept && !isfinite(w[j * per + e])) return false;
+        }
+    return true;
+}
+
+/* Copies the box [lo, hi] of W (wd) into W2 (w2d, the box's shape). */
+static void crop_copy(const sc_desc *wd, const float *w, const sc_desc *w2d, float *w2, const int64_t *lo) {
+    int ns = wd->rank - 2;
+    int64_t per = sc_desc_numel(wd) / (wd->dims[0] * wd->dims[1]), per2 = sc_desc_numel(w2d) / (wd->dims[0] * wd->dims[1]);
+    for (int64_t j = 0; j < wd->dims[0] * wd->dims[1]; j++)
+        for (int64_t e = 0; e < per2; e++) {
+            int64_t f = e, src = 0, stride = 1;
+            for (int a = ns - 1; a >= 0; a--) {
+                int64_t t = f % w2d->dims[2 + a] + lo[a];
+                f /= w2d->dims[2 + a];
+                src += t * stride;
+                stride *= wd->dims[2 + a];
+            }
+            w2[j * per2 + e] = w[j * per + src];
+        }
+}
+
+static sc_status crop_conv_kernel(sc_graph *g, sc_node *n, bool *done) {
+    *done = false;
+    const sc_window_attrs *wa = &n->attrs->window;
+    if (!value_is_fixed(g, n->in[1]) || !value_is_f32(g, n->in[1]) || wa->auto_pad != SC_AUTO_PAD_NOTSET) return SC_OK;
+    const sc_desc *wd = &g->values[n->in[1]].desc;
+    int ns = wd->rank - 2;
+    if (ns < 1 || ns > SC_MAX_SPATIAL || g->values[n->in[0]].desc.rank != wd->rank) return SC_OK;
+    int64_t lo[SC_MAX_SPATIAL], hi[SC_MAX_SPATIAL];
+    bool crop = false;
+    for (int a = 0; a < ns; a++) {
+        if (!used_taps(g, n, a, &lo[a], &hi[a])) return SC_OK; /* the output is the bias alone: leave it */
+        int64_t k = wd->dims[2 + a], d = wa->dilations[a];
+        if (wa->pads[a] - lo[a] * d < 0) lo[a] = wa->pads[a] / d; /* keep pads non-negative */
+        if (wa->pads[ns + a] - (k - 1 - hi[a]) * d < 0) hi[a] = k - 1 - wa->pads[ns + a] / d;
+        crop = crop || lo[a] > 0 || hi[a] < k - 1;
+    }
+    if (!crop || !dropped_finite(wd, g->values[n->in[1]].data, lo, hi)) return SC_OK;
+    sc_desc w2d = *wd;
+    for (int a = 0; a < ns; a++) w2d.dims[2 + a] = hi[a] - lo[a] + 1;
+    sc_status st = SC_OK;
+    int nw = new_const(g, "cropped.W", &w2d, &st);
+    if (st) return st;
+    wd = &g->values[n->in[1]].desc; /* the value table may have moved */
+    crop_copy(wd, g->values[n->in[1]].data, &w2d, g->values[nw].data, lo);
+    sc_attrs at = *n->attrs;
+    for (int a = 0; a < ns; a++) {
+        int64_t d = at.window.dilations[a];
+        at.window.pads[a] -= lo[a] * d;
+        at.window.pads[ns + a] -= (wd->dims[2 + a] - 1 - hi[a]) * d;
+        at.window.kernel_shape[a] = w2d.dims[2 + a];
+    }
+    SC_TRY(graph_node_set_attrs(g, n, &at));
+    n->in[1] = nw;
+    *done = true;
+    return SC_OK;
+}
+
+static sc_status fuse_crop_kernels(sc_graph *g, const bool *keep, int *count) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (!keep[i] || g->nodes[i].op != SC_OP_CONV) continue;
+        bool done;
+        SC_TRY(crop_conv_kernel(g, &g->nodes[i], &done));
+        *count += done;
     }
     return SC_OK;
 }
@@ -403,11 +515,12 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     bool *keep = malloc(sizeof *keep * (size_t)(g->n_nodes + 1));
     if (!keep) return sc_errorf("out of memory fusing the graph");
     for (int i = 0; i < g->n_nodes; i++) keep[i] = true;
-    int folded = 0, bn = 0, sum = 0, relu = 0, gelu = 0, cl = 0;
+    int folded = 0, bn = 0, crop = 0, sum = 0, relu = 0, gelu = 0, cl = 0;
     sc_status st = fuse_fold_params(g, eval, keep, &folded);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_bn(g, keep, &bn);
     if (!st) st = fuse_compact(g, keep);
+    if (!st) st = fuse_crop_kernels(g, keep, &crop);
     if (!st) st = fuse_conv_sum(g, keep, &sum);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_relu(g, keep, &relu);
@@ -418,8 +531,8 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     free(keep);
     if (!st)
         sc_log(SC_LOG_DEBUG,
-               "inference fusion: %d nodes folded, %d BatchNormalization into Conv, %d Add into Conv, %d Relu into "
-               "Conv, %d GELU, %d Conv/pool nodes with channels-last activations",
-               folded, bn, sum, relu, gelu, cl);
+               "inference fusion: %d nodes folded, %d BatchNormalization into Conv, %d Conv kernels cropped, %d Add "
+               "into Conv, %d Relu into Conv, %d GELU, %d Conv/pool nodes with channels-last activations",
+               folded, bn, crop, sum, relu, gelu, cl);
     return st;
 }

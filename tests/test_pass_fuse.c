@@ -271,7 +271,74 @@ static void check_case(const char *what, void (*build)(sc_graph *), sc_op gone, 
     check_case_cl(what, build, gone, fused_into, n_x, 0, 0);
 }
 
+/* Rewrite 2b: x (1, 4, 5, in_w) -> Conv W (6, 4, 3, 3), dilations (6, dil_w), pads (6, pad_w, 6,
+ * pad_w). Along H only the centre tap reads the input (5 rows, dilation 6, pad 6). */
+static int64_t crop_in_w, crop_dil_w, crop_pad_w;
+static void build_dilated(sc_graph *g) {
+    graph_init(g);
+    rng = 77;
+    int64_t xd[] = {1, 4, 5, crop_in_w}, wd[] = {6, 4, 3, 3}, bd[] = {6};
+    int64_t ow = crop_in_w + 2 * crop_pad_w - 2 * crop_dil_w;
+    int64_t yd[] = {1, 6, 5, ow};
+    int x = add_value(g, "x", SC_VALUE_INPUT, 4, xd, 0, 0);
+    int w = add_value(g, "W", SC_VALUE_PARAM, 4, wd, -0.5f, 0.5f);
+    int b = add_value(g, "B", SC_VALUE_PARAM, 1, bd, -0.2f, 0.2f);
+    int y = add_value(g, "y", SC_VALUE_ACT, 4, yd, 0, 0);
+    add_node(g, SC_OP_CONV, "aspp", (int[]){x, w, b}, 3, y);
+    sc_window_attrs *wa = &graph_node_attrs_mut(g, &g->nodes[0])->window;
+    wa->n_spatial = 2;
+    wa->group = 1;
+    wa->strides[0] = wa->strides[1] = 1;
+    wa->dilations[0] = 6, wa->dilations[1] = crop_dil_w;
+    wa->pads[0] = wa->pads[2] = 6, wa->pads[1] = wa->pads[3] = crop_pad_w;
+    mark_io(g, x, y);
+}
+
+/* Runs build_dilated with and without inference fusion; the fused Conv's kernel must be want_h x
+ * want_w and its output must match. */
+static void check_crop(const char *what, int64_t in_w, int64_t dil_w, int64_t pad_w, int64_t want_h, int64_t want_w) {
+    crop_in_w = in_w, crop_dil_w = dil_w, crop_pad_w = pad_w;
+    int64_t n_x = 4 * 5 * in_w;
+    float *x = malloc(sizeof(float) * (size_t)n_x);
+    for (int64_t i = 0; i < n_x; i++) x[i] = urand();
+    sc_graph plain, fused;
+    build_dilated(&plain);
+    build_dilated(&fused);
+    float *want = prepare_and_run(&plain, false, x), *got = prepare_and_run(&fused, true, x);
+    if (want && got) {
+        const sc_node *c = &fused.nodes[0];
+        const sc_desc *wd = &fused.values[c->in[1]].desc;
+        if (c->op != SC_OP_CONV || wd->dims[2] != want_h || wd->dims[3] != want_w) {
+            fprintf(stderr, "FAIL %s: fused kernel %lldx%lld, want %lldx%lld\n", what, (long long)wd->dims[2],
+                    (long long)wd->dims[3], (long long)want_h, (long long)want_w);
+            failures++;
+        }
+        for (int k = 0; k < 4; k++)
+            if (c->attrs->window.pads[k] < 0) {
+                fprintf(stderr, "FAIL %s: negative pad %d\n", what, k);
+                failures++;
+            }
+        int64_t n = sc_desc_numel(&plain.values[plain.outputs[0]].desc);
+        double worst = 0;
+        for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)got[i] - want[i]) / (1e-5 + fabs(want[i])));
+        if (worst > 1e-5) {
+            fprintf(stderr, "FAIL %s: cropped output differs, worst relative difference %.3g\n", what, worst);
+            failures++;
+        } else {
+            printf("ok   %s (worst relative difference %.2g)\n", what, worst);
+        }
+    }
+    free(want);
+    free(got);
+    free(x);
+    graph_free(&plain);
+    graph_free(&fused);
+}
+
 int main(void) {
+    check_crop("dilated Conv cropped along H (centre tap alone reads the input)", 4, 2, 1, 1, 3);
+    check_crop("dilated Conv cropped along H and W", 4, 5, 5, 1, 1);
+    check_crop("no crop along W where a pad would turn negative", 3, 2, 1, 1, 3);
     check_case("Conv + BatchNormalization + Relu", build_conv_bn_relu, SC_OP_BATCH_NORM, SC_OP_CONV, 2 * 3 * 9 * 9);
     check_case("Conv + BatchNormalization + Relu (Relu post-op)", build_conv_bn_relu, SC_OP_RELU, SC_OP_CONV, 2 * 3 * 9 * 9);
     check_case("Conv + BatchNormalization + Clip(0, 0.6) (clip post-op)", build_conv_bn_clip, SC_OP_CLIP, SC_OP_CONV,
