@@ -214,6 +214,21 @@ static float *prepare_and_run(sc_graph *g, bool inference, const float *x) {
     return out.data;
 }
 
+/* The rewritten graph's output got against the plain graph's want (plain's output shape): fails
+ * when the worst relative difference exceeds tol. */
+static void compare_outputs(const char *what, const char *kind, const sc_graph *plain, const float *want,
+                            const float *got, double tol) {
+    int64_t n = sc_desc_numel(&plain->values[plain->outputs[0]].desc);
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)got[i] - want[i]) / (1e-5 + fabs(want[i])));
+    if (worst > tol) {
+        fprintf(stderr, "FAIL %s: %s output differs, worst relative difference %.3g\n", what, kind, worst);
+        failures++;
+    } else {
+        printf("ok   %s (worst relative difference %.2g)\n", what, worst);
+    }
+}
+
 /* min_cl_in / min_cl_out: how many Convs must read / write channels-last values after fusion. */
 static void check_case_cl(const char *what, void (*build)(sc_graph *), sc_op gone, sc_op fused_into, int64_t n_x,
                           int min_cl_in, int min_cl_out) {
@@ -247,18 +262,7 @@ static void check_case_cl(const char *what, void (*build)(sc_graph *), sc_op gon
             sc_status_free(st);
             failures++;
         }
-        int64_t n = sc_desc_numel(&plain.values[plain.outputs[0]].desc);
-        double worst = 0;
-        for (int64_t i = 0; i < n; i++) {
-            double d = fabs((double)got[i] - want[i]) / (1e-5 + fabs(want[i]));
-            if (d > worst) worst = d;
-        }
-        if (worst > 1e-4) {
-            fprintf(stderr, "FAIL %s: fused output differs, worst relative difference %.3g\n", what, worst);
-            failures++;
-        } else {
-            printf("ok   %s (worst relative difference %.2g)\n", what, worst);
-        }
+        compare_outputs(what, "fused", &plain, want, got, 1e-4);
     }
     free(want);
     free(got);
@@ -318,15 +322,7 @@ static void check_crop(const char *what, int64_t in_w, int64_t dil_w, int64_t pa
                 fprintf(stderr, "FAIL %s: negative pad %d\n", what, k);
                 failures++;
             }
-        int64_t n = sc_desc_numel(&plain.values[plain.outputs[0]].desc);
-        double worst = 0;
-        for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)got[i] - want[i]) / (1e-5 + fabs(want[i])));
-        if (worst > 1e-5) {
-            fprintf(stderr, "FAIL %s: cropped output differs, worst relative difference %.3g\n", what, worst);
-            failures++;
-        } else {
-            printf("ok   %s (worst relative difference %.2g)\n", what, worst);
-        }
+        compare_outputs(what, "cropped", &plain, want, got, 1e-5);
     }
     free(want);
     free(got);

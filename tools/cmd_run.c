@@ -192,14 +192,12 @@ static sc_status forward_timed(sc_infer_session *s, sc_graph *g, const sc_tensor
         qsort(ms, (size_t)repeat, sizeof *ms, dbl_cmp);
         double med = repeat % 2 ? ms[repeat / 2] : 0.5 * (ms[repeat / 2 - 1] + ms[repeat / 2]);
         int64_t runs[2];
+        printf("latency median %.3f ms min %.3f ms over %lld runs (%d threads", med, ms[0], (long long)repeat,
+               omp_get_max_threads());
         if (infer_session_thread_runs(s, runs))
-            printf("latency median %.3f ms min %.3f ms over %lld runs (%d threads; %lld of %lld passes chose 1 thread, "
-                   "faster while the cores are busy)\n",
-                   med, ms[0], (long long)repeat, omp_get_max_threads(), (long long)runs[1],
+            printf("; %lld of %lld passes chose 1 thread, faster while the cores are busy", (long long)runs[1],
                    (long long)(runs[0] + runs[1]));
-        else
-            printf("latency median %.3f ms min %.3f ms over %lld runs (%d threads)\n", med, ms[0], (long long)repeat,
-                   omp_get_max_threads());
+        printf(")\n");
         if (profile) sc_profile_report(stdout, (int)repeat);
     }
     sc_profile_enable(false);
