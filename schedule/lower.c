@@ -63,14 +63,28 @@ static int action_runs(const lower_ctx *x, const sc_chain *c, const sc_chain_act
     return a->kind == SC_CHAIN_BWD ? x->bstart[a->seg + 1] - x->bstart[a->seg] : 0;
 }
 
+/* out_base and n_slots for x->runs. */
+static sc_status out_base_fill(lower_ctx *x) {
+    x->out_base = malloc(sizeof(int) * ((size_t)x->R + 2));
+    if (!x->out_base) return sc_errorf("out of memory lowering %d runs", x->R);
+    int64_t slots = 0;
+    for (int r = 0; r < x->R; r++) {
+        x->out_base[r] = (int)slots;
+        slots += x->g->nodes[x->runs[r]].n_out;
+        if (slots > INT_MAX / 2) return sc_errorf("the schedule opens too many intervals for a plan");
+    }
+    x->out_base[x->R] = (int)slots;
+    x->n_slots = (int)slots;
+    return SC_OK;
+}
+
 static sc_status runs_build(lower_ctx *x, const sc_chain *c, const sc_chain_schedule *s) {
     int64_t R = 0;
     for (int i = 0; i < s->n; i++) R += action_runs(x, c, &s->a[i]);
     if (R > INT_MAX / 2) return sc_errorf("the schedule runs %lld nodes, more than a plan can hold", (long long)R);
     x->R = (int)R;
     x->runs = malloc(sizeof(int) * ((size_t)R + 1));
-    x->out_base = malloc(sizeof(int) * ((size_t)R + 2));
-    if (!x->runs || !x->out_base) return sc_errorf("out of memory lowering %lld runs", (long long)R);
+    if (!x->runs) return sc_errorf("out of memory lowering %lld runs", (long long)R);
     int r = 0;
     for (int i = 0; i < s->n; i++) {
         int q = s->a[i].seg;
@@ -80,15 +94,7 @@ static sc_status runs_build(lower_ctx *x, const sc_chain *c, const sc_chain_sche
             for (int b = x->bstart[q]; b < x->bstart[q + 1]; b++, r++) x->runs[r] = x->border[b];
         }
     }
-    int64_t slots = 0;
-    for (r = 0; r < x->R; r++) {
-        x->out_base[r] = (int)slots;
-        slots += x->g->nodes[x->runs[r]].n_out;
-        if (slots > INT_MAX / 2) return sc_errorf("the schedule opens too many intervals for a plan");
-    }
-    x->out_base[x->R] = (int)slots;
-    x->n_slots = (int)slots;
-    return SC_OK;
+    return out_base_fill(x);
 }
 
 /* Recomputations nothing reads are dropped: a forward node's second or later run whose outputs no
@@ -309,25 +315,18 @@ static sc_status stats_fill(lower_ctx *x, const sc_cost_model *m, sc_plan *plan)
     return st;
 }
 
-static sc_status ctx_init(lower_ctx *x, const sc_graph *g, const sc_training_graph *tg, const sc_chain *c) {
+/* The per-value facts every lowering needs: flags, reserved sizes and storage roots. */
+static sc_status ctx_values(lower_ctx *x, const sc_graph *g, int F) {
     x->g = g;
-    x->F = tg->n_forward_nodes;
-    x->k = c->k;
-    x->seg = malloc(sizeof(int) * ((size_t)x->F + 1));
-    x->phase = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    x->F = F;
     x->root = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     x->vflag = malloc((size_t)g->n_values + 1);
     x->vbytes = malloc(sizeof(int64_t) * ((size_t)g->n_values + 1));
-    if (!x->seg || !x->phase || !x->root || !x->vflag || !x->vbytes) return sc_errorf("out of memory lowering");
+    if (!x->root || !x->vflag || !x->vbytes) return sc_errorf("out of memory lowering");
     for (int v = 0; v < g->n_values; v++) {
         x->vflag[v] = (unsigned char)((sched_persistent(g, v) ? VF_PERSISTENT : 0) | (g->values[v].is_output ? VF_OUTPUT : 0));
         x->vbytes[v] = sched_value_bytes(g, v);
     }
-    if (c->k < 1 || c->pos[0] != 0 || c->pos[c->k] != x->F)
-        return sc_errorf("lowering: the chain does not cover the %d forward nodes", x->F);
-    sched_segment_of_nodes(c, x->F, x->seg);
-    SC_TRY(sched_phases(g, x->F, x->seg, c->k, x->phase));
-    SC_TRY(sched_phase_buckets(g, x->F, x->phase, c->k, &x->border, &x->bstart));
     for (int v = 0; v < g->n_values; v++) x->root[v] = v;
     for (int i = 0; i < g->n_nodes; i++) {
         const sc_node *n = &g->nodes[i];
@@ -343,6 +342,52 @@ static sc_status ctx_init(lower_ctx *x, const sc_graph *g, const sc_training_gra
     return SC_OK;
 }
 
+static sc_status ctx_init(lower_ctx *x, const sc_graph *g, const sc_training_graph *tg, const sc_chain *c) {
+    SC_TRY(ctx_values(x, g, tg->n_forward_nodes));
+    x->k = c->k;
+    x->seg = malloc(sizeof(int) * ((size_t)x->F + 1));
+    x->phase = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    if (!x->seg || !x->phase) return sc_errorf("out of memory lowering");
+    if (c->k < 1 || c->pos[0] != 0 || c->pos[c->k] != x->F)
+        return sc_errorf("lowering: the chain does not cover the %d forward nodes", x->F);
+    sched_segment_of_nodes(c, x->F, x->seg);
+    SC_TRY(sched_phases(g, x->F, x->seg, c->k, x->phase));
+    return sched_phase_buckets(g, x->F, x->phase, c->k, &x->border, &x->bstart);
+}
+
+/* The outputs of node runs, given as a list: what is left of lowering once the runs are known. */
+static sc_status runs_finish(lower_ctx *x, const sc_cost_model *m, sc_plan *plan) {
+    sc_status st = runs_prune_dead(x);
+    if (!st) st = ends_compute(x);
+    if (!st) st = steps_emit(x, plan);
+    if (!st) st = stats_fill(x, m, plan);
+    if (!st) {
+        plan->offload = SC_OFFLOAD_NONE;
+        plan->offload_window = -1;
+    }
+    return st;
+}
+
+sc_status plan_lower_runs(const sc_graph *g, int n_forward, const int *runs, int n_runs, const sc_cost_model *m,
+                          sc_plan *plan) {
+    lower_ctx x;
+    memset(&x, 0, sizeof x);
+    memset(plan, 0, sizeof *plan);
+    sc_status st = ctx_values(&x, g, n_forward);
+    if (!st) {
+        x.R = n_runs;
+        x.runs = malloc(sizeof(int) * ((size_t)n_runs + 1));
+        st = x.runs ? SC_OK : sc_errorf("out of memory lowering %d runs", n_runs);
+    }
+    if (!st) {
+        memcpy(x.runs, runs, sizeof(int) * (size_t)n_runs);
+        st = out_base_fill(&x);
+    }
+    if (!st) st = runs_finish(&x, m, plan);
+    ctx_free(&x);
+    return st;
+}
+
 sc_status plan_lower(const sc_graph *g, const sc_training_graph *tg, const sc_chain *c, const sc_chain_schedule *s,
                      const sc_cost_model *m, sc_plan *plan) {
     SC_TRY(chain_schedule_validate(c, s));
@@ -351,15 +396,8 @@ sc_status plan_lower(const sc_graph *g, const sc_training_graph *tg, const sc_ch
     sc_status st = ctx_init(&x, g, tg, c);
     if (!st) st = runs_build(&x, c, s);
     if (!st) st = reads_check(&x, c, s);
-    if (!st) st = runs_prune_dead(&x);
-    if (!st) st = ends_compute(&x);
-    if (!st) st = steps_emit(&x, plan);
-    if (!st) st = stats_fill(&x, m, plan);
-    if (!st) {
-        plan->n_segments = c->k;
-        plan->offload = SC_OFFLOAD_NONE;
-        plan->offload_window = -1;
-    }
+    if (!st) st = runs_finish(&x, m, plan);
+    if (!st) plan->n_segments = c->k;
     ctx_free(&x);
     return st;
 }

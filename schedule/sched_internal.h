@@ -72,6 +72,18 @@ sc_status sched_phase_buckets(const sc_graph *g, int n_fwd, const int *phase, in
 sc_status plan_lower(const sc_graph *g, const sc_training_graph *tg, const sc_chain *c, const sc_chain_schedule *s,
                      const sc_cost_model *m, sc_plan *plan);
 
+/* lower.c: a plan from a given sequence of node runs (refine.c's edited runs): dead recomputations
+ * pruned, intervals, frees and predictions as plan_lower. Runs of forward nodes (< n_forward) after
+ * their first are recomputations. Offsets are left for plan_alloc. */
+sc_status plan_lower_runs(const sc_graph *g, int n_forward, const int *runs, int n_runs, const sc_cost_model *m,
+                          sc_plan *plan);
+
+/* refine.c: replaces a lowered, placed plan without streaming by a faster one that fits budget
+ * (> 0), where dropping recomputations and keeping their previous instances resident instead fits
+ * (refine.c has the rules). plan->refined_keeps counts the recomputations dropped. Unchanged when
+ * nothing gains, and for plans of more than a million runs. */
+sc_status plan_refine(const sc_graph *g, int n_forward, const sc_cost_model *m, int64_t budget, sc_plan *plan);
+
 /* alloc.c: static offsets for every interval, fixed_bytes and arena_bytes. */
 sc_status plan_alloc(const sc_graph *g, sc_plan *plan);
 

@@ -30,12 +30,10 @@ static bool better(const sc_plan *a, const sc_plan *b) {
 
 /* Lowers and places s (made by strategy `by`); keeps the plan when it fits and beats the best.
  * frugal: a budget-independent candidate, counted in the smallest arena. *arena gets the exact
- * arena (-1 if lowering failed). Lowering is skipped when the estimate cannot beat a fit found. */
+ * arena (-1 if lowering failed), before refinement. A plan that fits is refined (plan_refine) before
+ * it is compared: a slower schedule can refine into a faster plan, so every candidate is lowered. */
 static sc_status offer(search *x, const sc_chain_schedule *s, sc_strategy by, bool frugal, int64_t *arena) {
     if (arena) *arena = -1;
-    double est_time;
-    chain_schedule_estimate(x->c, s, NULL, &est_time);
-    if (x->have && est_time > x->best.predicted_time * (1 + 1e-9) && !arena) return SC_OK;
     sc_plan p;
     memset(&p, 0, sizeof p);
     sc_status st = plan_lower(x->g, x->tg, x->c, s, x->m, &p);
@@ -45,10 +43,15 @@ static sc_status offer(search *x, const sc_chain_schedule *s, sc_strategy by, bo
         return sc_status_prefix(st, "strategy %s: ", plan_strategy_name(by));
     }
     p.strategy = by;
-    if (arena) *arena = p.arena_bytes;
+    if (arena) *arena = p.arena_bytes; /* the schedule's own, before refinement spends the headroom */
     if (frugal && p.arena_bytes < x->smallest)
         x->smallest = p.arena_bytes, x->smallest_fixed = p.fixed_bytes, x->smallest_by = by;
     bool fits = x->budget <= 0 || p.arena_bytes <= x->budget;
+    if (fits && x->budget > 0 && by != SC_STRATEGY_NONE) st = plan_refine(x->g, x->tg->n_forward_nodes, x->m, x->budget, &p);
+    if (st) {
+        plan_free(&p);
+        return st;
+    }
     if (fits && (!x->have || better(&p, &x->best))) {
         if (x->have) plan_free(&x->best);
         x->best = p;

@@ -268,6 +268,48 @@ static void test_plans(pt_kind kind) {
     graph_free(&m.g);
 }
 
+/* plan_refine (schedule/refine.c) on sqrt's plan with 3 segments (it recomputes on every graph):
+ * under a budget of the larger of its arena and none's, the refined plan is valid (check_plan), fits
+ * the budget, and is faster by dropping recomputations when it says it kept values; under a budget
+ * of its own arena it still fits. */
+static void test_refine(pt_kind kind) {
+    pt_model m;
+    pt_build(&m, kind);
+    sc_plan_options o = {0};
+    sc_plan none, p;
+    sc_status st = plan_build(&m.g, &m.tg, &o, &none);
+    SC_ASSERT(!st);
+    o.strategy = SC_STRATEGY_SQRT;
+    o.segments = 3;
+    for (int tight = 0; tight < 2; tight++) {
+        st = plan_build(&m.g, &m.tg, &o, &p); /* no budget: not refined */
+        SC_ASSERT(!st);
+        CHECK(p.refined_keeps == 0, "%s: a plan without a budget was refined", pt_kind_name(kind));
+        int64_t budget = tight || p.arena_bytes > none.arena_bytes ? p.arena_bytes : none.arena_bytes;
+        double time = p.predicted_time, recompute = p.recompute_flops;
+        sc_cost_model cm;
+        cost_model_default(&cm, 0, NULL);
+        st = plan_refine(&m.g, m.tg.n_forward_nodes, &cm, budget, &p);
+        CHECK(!st, "%s: plan_refine: %s", pt_kind_name(kind), st ? sc_status_message(st) : "");
+        sc_status_free(st);
+        char what[96];
+        snprintf(what, sizeof what, "%s/sqrt/3 refined under %lld", pt_kind_name(kind), (long long)budget);
+        check_plan(what, &m, &p);
+        CHECK(p.arena_bytes <= budget, "%s: arena %lld", what, (long long)p.arena_bytes);
+        CHECK(p.refined_keeps == 0 ? p.predicted_time == time
+                                   : p.predicted_time < time && p.recompute_flops < recompute,
+              "%s: %d kept, time %g -> %g, recompute %g -> %g", what, p.refined_keeps, time, p.predicted_time,
+              recompute, p.recompute_flops);
+        CHECK(tight || p.refined_keeps > 0, "%s: nothing kept with %lld bytes of room", what,
+              (long long)(budget - p.arena_bytes));
+        printf("%-36s %d kept, recompute %.0f -> %.0f flops, arena %lld\n", what, p.refined_keeps, recompute,
+               p.recompute_flops, (long long)p.arena_bytes);
+        plan_free(&p);
+    }
+    plan_free(&none);
+    graph_free(&m.g);
+}
+
 /* x -> wr = Relu(W3) (node 0, read again by node 5) -> Gemm -> Relu -> Gemm -> Relu -> Gemm(., wr^T). */
 static void tied_build(pt_model *m) {
     sc_graph *g = &m->g;
@@ -554,6 +596,9 @@ int main(void) {
     test_plans(PT_MLP);
     test_plans(PT_RESIDUAL);
     test_plans(PT_DENSE);
+    test_refine(PT_MLP);
+    test_refine(PT_RESIDUAL);
+    test_refine(PT_DENSE);
     /* the relaxed overlap rule above is exercised (backward Adds and ReluGrads take dying blocks) */
     CHECK(takers > 0, "no plan placed an output in a dying input's block");
     printf("%d in-place placements checked\n", takers);

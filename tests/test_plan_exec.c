@@ -1,7 +1,7 @@
 /* Plans executed by backends/plan_exec on the CPU backend against the store-everything executor:
  * for the mlp, residual and dense training graphs (plan_test_graphs.h), 3 SGD-with-momentum steps
  * under the none, sqrt, dc and optimal plans (every forward node its own segment, so sqrt and dc
- * recompute) give losses, parameters and optimizer state BIT-IDENTICAL (memcmp) to 3 steps of
+ * recompute), and dc under a budget that lets schedule/refine.c keep some of its recomputed values, give losses, parameters and optimizer state BIT-IDENTICAL (memcmp) to 3 steps of
  * sc_forward_cpu on an identical graph; the measured arena high-water mark equals the plan's
  * arena_bytes; a device capacity below the plan is refused with a clear message. Backend caches keyed
  * by weight values (params_changed) are invalidated at every training step and never by an
@@ -69,14 +69,19 @@ static void compare_state(const char *what, const pt_model *a, const pt_model *b
     CHECK(n > 0, "%s: nothing compared", what);
 }
 
-static void run_case(pt_kind kind, sc_strategy strategy, int segments, const pt_model *ref, const float *ref_loss) {
+/* One plan (budget 0: none) trained STEPS steps against the reference; *arena and *keeps (when not
+ * NULL) get the plan's arena and refined_keeps. */
+static void run_case(pt_kind kind, sc_strategy strategy, int segments, int64_t budget, const pt_model *ref,
+                     const float *ref_loss, int64_t *arena, int *keeps) {
     pt_model m;
     pt_build(&m, kind);
     char what[96];
-    snprintf(what, sizeof what, "%s/%s/%d", pt_kind_name(kind), plan_strategy_name(strategy), segments);
+    snprintf(what, sizeof what, "%s/%s/%d/budget %lld", pt_kind_name(kind), plan_strategy_name(strategy), segments,
+             (long long)budget);
     sc_plan_options o = {0};
     o.strategy = strategy;
     o.segments = segments;
+    o.budget = budget;
     sc_plan p;
     sc_status st = plan_build(&m.g, &m.tg, &o, &p);
     CHECK(!st, "%s: plan_build: %s", what, st ? sc_status_message(st) : "");
@@ -85,6 +90,9 @@ static void run_case(pt_kind kind, sc_strategy strategy, int segments, const pt_
         graph_free(&m.g);
         return;
     }
+    CHECK(budget <= 0 || p.arena_bytes <= budget, "%s: arena %lld over the budget", what, (long long)p.arena_bytes);
+    if (arena) *arena = p.arena_bytes;
+    if (keeps) *keeps = p.refined_keeps;
     sc_backend *be = NULL;
     sc_plan_session *s = NULL;
     st = backend_cpu_create(p.arena_bytes, &be);
@@ -108,8 +116,8 @@ static void run_case(pt_kind kind, sc_strategy strategy, int segments, const pt_
     CHECK(!st, "%s: %s", what, st ? sc_status_message(st) : "");
     sc_status_free(st);
     if (!st) compare_state(what, ref, &m);
-    printf("%-24s arena %6lld (fixed %lld), %d steps, recompute %.0f flops\n", what, (long long)p.arena_bytes,
-           (long long)p.fixed_bytes, p.n_steps, p.recompute_flops);
+    printf("%-36s arena %6lld (fixed %lld), %d steps, recompute %.0f flops, %d kept by refinement\n", what,
+           (long long)p.arena_bytes, (long long)p.fixed_bytes, p.n_steps, p.recompute_flops, p.refined_keeps);
     plan_session_free(s);
     backend_destroy(be);
     plan_free(&p);
@@ -242,19 +250,31 @@ static void test_params_changed(void) {
 
 int main(void) {
     pt_kind kinds[] = {PT_MLP, PT_RESIDUAL, PT_DENSE};
+    int refined = 0;
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
         pt_model ref;
         pt_build(&ref, kinds[k]);
         float ref_loss[STEPS];
         reference_run(&ref, ref_loss);
         int F = ref.tg.n_forward_nodes;
-        run_case(kinds[k], SC_STRATEGY_NONE, 0, &ref, ref_loss);
-        run_case(kinds[k], SC_STRATEGY_SQRT, F, &ref, ref_loss);
-        run_case(kinds[k], SC_STRATEGY_SQRT, 3, &ref, ref_loss);
-        run_case(kinds[k], SC_STRATEGY_DC, F, &ref, ref_loss);
-        run_case(kinds[k], SC_STRATEGY_OPTIMAL, F, &ref, ref_loss);
+        int64_t none_arena = 0, sqrt_arena = 0, dc_arena = 0;
+        int keeps = 0;
+        run_case(kinds[k], SC_STRATEGY_NONE, 0, 0, &ref, ref_loss, &none_arena, NULL);
+        run_case(kinds[k], SC_STRATEGY_SQRT, F, 0, &ref, ref_loss, NULL, NULL);
+        run_case(kinds[k], SC_STRATEGY_SQRT, 3, 0, &ref, ref_loss, &sqrt_arena, NULL);
+        run_case(kinds[k], SC_STRATEGY_DC, F, 0, &ref, ref_loss, &dc_arena, NULL);
+        run_case(kinds[k], SC_STRATEGY_OPTIMAL, F, 0, &ref, ref_loss, NULL, NULL);
+        /* under a budget of the larger of their arena and none's, refinement keeps some of what
+           sqrt and dc recompute */
+        run_case(kinds[k], SC_STRATEGY_SQRT, 3, sqrt_arena > none_arena ? sqrt_arena : none_arena, &ref, ref_loss,
+                 NULL, &keeps);
+        refined += keeps;
+        run_case(kinds[k], SC_STRATEGY_DC, F, dc_arena > none_arena ? dc_arena : none_arena, &ref, ref_loss, NULL,
+                 &keeps);
+        refined += keeps;
         graph_free(&ref.g);
     }
+    CHECK(refined > 0, "no plan under a budget was refined (schedule/refine.c): nothing checks refined plans");
     test_capacity();
     test_link();
     test_params_changed();
