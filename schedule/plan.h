@@ -106,8 +106,9 @@ typedef struct {
     int64_t bytes_h2d, bytes_d2h;
     sc_strategy strategy;  /* the one used (auto resolves to a concrete one) */
     int n_segments;
-    int refined_keeps;     /* recomputations the strategy's schedule had that the plan drops, keeping
-                              the value resident instead (schedule/refine.c) */
+    int refined_keeps;     /* recomputations of the strategy's schedule the plan drops, keeping the
+                              earlier instance resident instead (schedule/refine.c) */
+    int refined_drops;     /* all recomputations dropped: those and the ones that fed only them */
     /* added by offload (streaming): */
     int n_fixed_intervals; /* intervals [0, n_fixed_intervals) form the fixed region; the persistent
                               values they hold are resident the whole step. Streamed values (their

@@ -80,7 +80,8 @@ sc_status plan_lower_runs(const sc_graph *g, int n_forward, const int *runs, int
 
 /* refine.c: replaces a lowered, placed plan without streaming by a faster one that fits budget
  * (> 0), where dropping recomputations and keeping their previous instances resident instead fits
- * (refine.c has the rules). plan->refined_keeps counts the recomputations dropped. Unchanged when
+ * (refine.c has the rules). plan->refined_keeps counts the values kept, refined_drops
+ * the recomputations dropped. Unchanged when
  * nothing gains, and for plans of more than a million runs. */
 sc_status plan_refine(const sc_graph *g, int n_forward, const sc_cost_model *m, int64_t budget, sc_plan *plan);
 

@@ -185,7 +185,8 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     fprintf(f, ")\n");
     fprintf(f, "segments       %d", p->n_segments);
     if (p->refined_keeps > 0)
-        fprintf(f, " (refined: %d recomputations of the schedule dropped, their values kept)", p->refined_keeps);
+        fprintf(f, " (refined: %d values kept resident instead of recomputed, %d recomputations dropped)",
+                p->refined_keeps, p->refined_drops);
     fputc('\n', f);
     fprintf(f, "steps          %d (%d intervals)\n", p->n_steps, p->n_intervals);
     fprintf(f, "planned peak   %s (arena; live peak %s) = fixed region %s + the rest %s\n",
@@ -263,8 +264,8 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
             (long long)s->budget, s->requested);
     fprintf(f, "\"strategy\": \"%s\", \"requested_offload\": \"%s\", \"offload\": \"%s\", \"offload_window\": %d, ",
             plan_strategy_name(p->strategy), s->offload, plan_offload_name(p->offload), p->offload_window);
-    fprintf(f, "\"slots\": %d, \"segments\": %d, \"refined_keeps\": %d, \"steps\": %d, ", s->slots, p->n_segments,
-            p->refined_keeps, p->n_steps);
+    fprintf(f, "\"slots\": %d, \"segments\": %d, \"refined_keeps\": %d, \"refined_drops\": %d, \"steps\": %d, ",
+            s->slots, p->n_segments, p->refined_keeps, p->refined_drops, p->n_steps);
     fprintf(f, "\"intervals\": %d, \"planned_peak\": %lld, \"live_peak\": %lld, \"none_peak\": %lld, \"none_fixed\": %lld, ",
             p->n_intervals, (long long)p->arena_bytes, (long long)s->peak_live, (long long)s->none_peak,
             (long long)s->none_fixed);
