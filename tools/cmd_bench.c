@@ -10,7 +10,9 @@
  * hook, backends/profile.h: with one thread the compute itself, which other jobs on a shared machine
  * inflate far less than the wall time; the executor's own work is left out); planned and measured
  * peak (the executor's arena high-water mark), activation memory (measured peak - fixed bytes) and
- * its cut vs none, both overheads vs none, recompute factor (forward FLOPs run / forward FLOPs of one
+ * its cut vs none, both overheads vs none (the none plan measured again right after each point: a shared
+ * machine's speed drifts over the minutes a table takes, so each point is compared with a baseline
+ * measured under the same load; the first baseline row is the one shown), recompute factor (forward FLOPs run / forward FLOPs of one
  * pass). Memories are sizes (256MiB, 1.5GiB, bytes) or percentages of the none plan's peak ("60%").
  * Output: a markdown table on stdout, --csv FILE, --svg FILE (wall-time overhead against activation
  * memory per strategy, tools/plan_report.h).
@@ -48,7 +50,17 @@ typedef struct {
     double time, predicted, recompute_factor;
     double model_predicted; /* the uncalibrated cost model's prediction of the same plan */
     double cpu_time;        /* median over the steps of the kernels' summed thread CPU time */
+    double base_time, base_cpu; /* the store-everything plan's, measured right after this point (0: none) */
 } bench_row;
+
+/* r's overhead over the store-everything step: against the baseline measured right after it when
+ * there is one (a shared machine's speed drifts over minutes; adjacent runs see the same load),
+ * else against the run's first baseline. cpu: the kernel CPU times instead of the wall times. */
+static double overhead(const bench_row *r, const bench_row *none, bool cpu) {
+    double t = cpu ? r->cpu_time : r->time, b = cpu ? r->base_cpu : r->base_time;
+    if (b <= 0) b = cpu ? none->cpu_time : none->time;
+    return b > 0 ? t / b - 1.0 : 0.0;
+}
 
 static double median(double *x, int n) { return n > 0 ? sc_median(x, (size_t)n) : 0; }
 
@@ -139,9 +151,9 @@ static void row_cells(const bench_row *r, const bench_row *none, bool calibrated
     snprintf(cells[4], 48, "%s", fmt_bytes(act, a, sizeof a));
     snprintf(cells[5], 48, "%.1f%%", act0 > 0 ? 100.0 * (1.0 - (double)act / (double)act0) : 0.0);
     snprintf(cells[6], 48, "%.2f", r->time * 1e3);
-    snprintf(cells[7], 48, "%+.1f%%", none->time > 0 ? 100.0 * (r->time / none->time - 1.0) : 0.0);
+    snprintf(cells[7], 48, "%+.1f%%", 100.0 * overhead(r, none, false));
     snprintf(cells[8], 48, "%.2f", r->cpu_time * 1e3);
-    snprintf(cells[9], 48, "%+.1f%%", none->cpu_time > 0 ? 100.0 * (r->cpu_time / none->cpu_time - 1.0) : 0.0);
+    snprintf(cells[9], 48, "%+.1f%%", 100.0 * overhead(r, none, true));
     snprintf(cells[10], 48, "%.2f", r->recompute_factor);
     pred_cell(cells[11], r->model_predicted, r->cpu_time);
     if (calibrated) pred_cell(cells[12], r->predicted, r->cpu_time);
@@ -191,7 +203,7 @@ static sc_status csv_write(const char *path, const char *model, const bench_row 
                                     model, r->strategy, plan_strategy_name(r->used), (long long)r->budget, r->segments,
                                     (long long)r->planned_peak, (long long)r->measured_peak, (long long)r->fixed,
                                     (long long)act, act0 > 0 ? 1.0 - (double)act / (double)act0 : 0.0, r->time,
-                                    none->time > 0 ? r->time / none->time - 1.0 : 0.0, r->recompute_factor, r->predicted,
+                                    overhead(r, none, false), r->recompute_factor, r->predicted,
                                     r->model_predicted, r->cpu_time);
     }
     sc_status st = sc_write_file_atomic(path, buf, len);
@@ -207,7 +219,7 @@ static sc_status svg_write(const char *path, const char *model, const bench_row 
     for (int k = 0; k < n; k++)
         if (rows[k].feasible)
             pts[m++] = (bench_point){rows[k].strategy, rows[k].budget, rows[k].measured_peak - rows[k].fixed,
-                                     none->time > 0 ? rows[k].time / none->time - 1.0 : 0.0};
+                                     overhead(&rows[k], none, false)};
     char title[512];
     snprintf(title, sizeof title, "%s: time overhead vs activation memory (measured)", model);
     sc_status st = bench_svg_write(path, title, pts, m);
@@ -264,9 +276,13 @@ static sc_status bench_run(sc_trainer_config *cfg, const sc_plan_options *base_i
             if (!st)
                 fprintf(stderr, "bench: %s at %s: %s\n", r->strategy, m,
                         r->feasible ? "measured" : "infeasible");
+            bench_row again = {.strategy = "none", .budget = 0};
+            if (!st && r->feasible) st = bench_point_run(t, base, &again, a->steps, fwd);
+            if (!st && again.feasible) r->base_time = again.time, r->base_cpu = again.cpu_time;
         }
     if (!st) {
-        printf("%s, %s, %d measured steps per point (median), on %s (%d CPU threads), planned with %s\n\n",
+        printf("%s, %s, %d measured steps per point (median), on %s (%d CPU threads), planned with %s; overheads "
+               "against the store-everything plan measured again right after each point\n\n",
                cfg->model_path, sc_trainer_data_desc(t), a->steps, sc_device_name(sc_trainer_device(t)), cfg->threads,
                a->calibrate ? "calibrated node times" : "the cost model's node times");
         table_print(rows, n, &none, a->calibrate);
@@ -326,8 +342,9 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
     const char *sn, *on;
     const char *u = plan_options_from_args(s, base, &given, &sn, &on);
     if (u) return u;
-    /* a run of 1 + steps per point plus the baseline, never reaching the end of the schedule */
-    cfg->steps = (int64_t)(a->steps + 1) * (a->n_strategies * a->n_memories + 1) + 1;
+    /* a run of 1 + steps per point, the baseline again after each, and the first baseline, never
+       reaching the end of the schedule */
+    cfg->steps = (int64_t)(a->steps + 1) * (2 * a->n_strategies * a->n_memories + 1) + 1;
     cfg->use_plan = true;
     cfg->plan = *base;
     cfg->link_bandwidth = base->link_bandwidth; /* --link-bandwidth: the CPU backend's link too */
