@@ -113,7 +113,7 @@ typedef struct {
     int *rd_start, *rd;    /* readers of interval i: rd[rd_start[i] .. rd_start[i+1]) (runs) */
     int *in_start, *in;    /* intervals run r reads: in[in_start[r] .. in_start[r+1]) */
     bool *recompute;       /* [R] a forward node's second or later run making no graph output */
-    double *time;          /* [R] its node's seconds */
+    double *time;          /* [R] its node's seconds (recomputations; 0 for the other runs) */
     int64_t *live;         /* [R] live computed bytes during run r */
     int64_t peak;
     unsigned char *dropped; /* [R] 0, KEPT or DEAD */
@@ -169,10 +169,10 @@ static sc_status round_runs(round_ctx *x) {
             x->runs[++r] = st->node;
             x->run_iv[r] = st->interval;
             x->run_niv[r] = st->interval < 0 ? 0 : opened_count(n);
-            x->time[r] = cost_node_time(x->m, x->g, st->node);
             bool out = false;
             for (int o = 0; o < n->n_out; o++) out |= n->out[o] >= 0 && x->g->values[n->out[o]].is_output;
             x->recompute[r] = st->node < x->F && seen[st->node] && !out && x->run_niv[r] > 0;
+            x->time[r] = x->recompute[r] ? cost_node_time(x->m, x->g, st->node) : 0; /* read for recomputations only */
             seen[st->node] = true;
         }
         x->step_run[s] = r < 0 ? 0 : r;
