@@ -228,7 +228,7 @@ static sc_status plan_option(scorch_options *o, const char *key, const char *v) 
         if ((c->plan.budget = sc_parse_size(v)) <= 0)
             return sc_errorf("option memory: '%s' is not a positive size such as 512MiB, 2GiB or a byte count", v);
     } else if (!strcmp(key, "strategy")) {
-        if ((k = plan_strategy_parse(v)) < 0) return sc_errorf("option strategy: '%s' is not one of none|sqrt|dc|optimal|auto", v);
+        if ((k = plan_strategy_parse(v)) < 0) return sc_errorf("option strategy: '%s' is not one of none|sqrt|dc|optimal|evict|auto", v);
         c->plan.strategy = (sc_strategy)k;
         o->strategy_set = true;
     } else if (!strcmp(key, "offload")) {

@@ -26,6 +26,7 @@ static sc_status schedule_make(const sc_chain *c, const sc_plan_options *opt, sc
     case SC_STRATEGY_SQRT: return strategy_sqrt(c, out);
     case SC_STRATEGY_DC: return strategy_dc(c, opt->slots, opt->budget, out);
     case SC_STRATEGY_OPTIMAL: return strategy_optimal(c, opt->budget, out);
+    case SC_STRATEGY_EVICT: return sc_errorf("strategy evict plans without streaming only (--offload none)");
     case SC_STRATEGY_AUTO: return strategy_auto_pick(c, opt->budget, out, used);
     }
     return sc_errorf("unknown strategy %d", (int)s);

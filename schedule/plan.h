@@ -47,7 +47,16 @@ typedef struct {
     int begin, end;        /* steps [begin, end] during which it is resident */
 } sc_interval;
 
-typedef enum { SC_STRATEGY_NONE, SC_STRATEGY_SQRT, SC_STRATEGY_DC, SC_STRATEGY_OPTIMAL, SC_STRATEGY_AUTO } sc_strategy;
+/* EVICT: per-value eviction and recomputation in the graph's own order (schedule/evict.c), not a chain
+ * schedule; plans without streaming only. */
+typedef enum {
+    SC_STRATEGY_NONE,
+    SC_STRATEGY_SQRT,
+    SC_STRATEGY_DC,
+    SC_STRATEGY_OPTIMAL,
+    SC_STRATEGY_EVICT,
+    SC_STRATEGY_AUTO
+} sc_strategy;
 /* Streaming (schedule/offload.c). WEIGHTS: parameters and optimizer state live in host memory and
  * are prefetched before each use, written back after their update. ACTIVATIONS: activations with
  * a long gap between uses are offloaded after creation and prefetched before their next use. BOTH:

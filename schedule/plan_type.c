@@ -14,6 +14,7 @@ const char *plan_strategy_name(sc_strategy s) {
     case SC_STRATEGY_SQRT: return "sqrt";
     case SC_STRATEGY_DC: return "dc";
     case SC_STRATEGY_OPTIMAL: return "optimal";
+    case SC_STRATEGY_EVICT: return "evict";
     case SC_STRATEGY_AUTO: return "auto";
     }
     return "?";

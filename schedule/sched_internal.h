@@ -85,6 +85,17 @@ sc_status plan_lower_runs(const sc_graph *g, int n_forward, const int *runs, int
  * nothing gains, and for plans of more than a million runs. */
 sc_status plan_refine(const sc_graph *g, int n_forward, const sc_cost_model *m, int64_t budget, sc_plan *plan);
 
+/* evict.c: a lowered, placed plan of budget (> 0) made by running the graph's node order and evicting
+ * forward values, recomputed when read again, wherever the live bytes would pass the budget
+ * (evict.c has the rules); strategy SC_STRATEGY_EVICT. Fails under the floor (*floor, when not NULL:
+ * plan_evict_floor's answer), when no order of evictions fits, or when the graph has more nodes than
+ * it simulates. */
+sc_status plan_evict(const sc_graph *g, int n_forward, const sc_cost_model *m, int64_t budget, sc_plan *plan,
+                     int64_t *floor);
+/* evict.c: the smallest budget plan_evict plans at (every budget from it up does, one byte less
+ * fails); -1 when not searched (graphs of more than 8192 nodes) or none is found. */
+int64_t plan_evict_floor(const sc_graph *g, int n_forward, const sc_cost_model *m);
+
 /* alloc.c: static offsets for every interval, fixed_bytes and arena_bytes. */
 sc_status plan_alloc(const sc_graph *g, sc_plan *plan);
 

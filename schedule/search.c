@@ -19,6 +19,7 @@ typedef struct {
     bool have;
     int64_t smallest, smallest_fixed; /* smallest exact arena among budget-independent candidates */
     sc_strategy smallest_by;
+    int64_t evict_floor; /* plan_evict's floor (-1: none, or not asked) */
 } search;
 
 /* Whether a is better than b: faster, or as fast and smaller. */
@@ -28,10 +29,29 @@ static bool better(const sc_plan *a, const sc_plan *b) {
     return a->predicted_time <= b->predicted_time + eps && a->arena_bytes < b->arena_bytes;
 }
 
-/* Lowers and places s (made by strategy `by`); keeps the plan when it fits and beats the best.
- * frugal: a budget-independent candidate, counted in the smallest arena. *arena gets the exact
- * arena (-1 if lowering failed), before refinement. A plan that fits is refined (plan_refine) before
- * it is compared: a slower schedule can refine into a faster plan, so every candidate is lowered. */
+/* Keeps the placed plan p (made by strategy `by`; taken over) when it fits and beats the best.
+ * frugal: a budget-independent candidate, counted in the smallest arena. A plan that fits is refined
+ * (plan_refine) before it is compared: a slower schedule can refine into a faster plan, so every
+ * candidate is lowered. */
+static sc_status offer_placed(search *x, sc_plan *p, sc_strategy by, bool frugal) {
+    p->strategy = by;
+    if (frugal && p->arena_bytes < x->smallest)
+        x->smallest = p->arena_bytes, x->smallest_fixed = p->fixed_bytes, x->smallest_by = by;
+    bool fits = x->budget <= 0 || p->arena_bytes <= x->budget;
+    sc_status st = SC_OK;
+    if (fits && x->budget > 0 && by != SC_STRATEGY_NONE) st = plan_refine(x->g, x->tg->n_forward_nodes, x->m, x->budget, p);
+    if (!st && fits && (!x->have || better(p, &x->best))) {
+        if (x->have) plan_free(&x->best);
+        x->best = *p;
+        x->have = true;
+    } else {
+        plan_free(p);
+    }
+    return st;
+}
+
+/* Lowers and places s (made by strategy `by`) and offers it (offer_placed). *arena gets the exact
+ * arena (-1 if lowering failed), before refinement. */
 static sc_status offer(search *x, const sc_chain_schedule *s, sc_strategy by, bool frugal, int64_t *arena) {
     if (arena) *arena = -1;
     sc_plan p;
@@ -42,24 +62,21 @@ static sc_status offer(search *x, const sc_chain_schedule *s, sc_strategy by, bo
         plan_free(&p);
         return sc_status_prefix(st, "strategy %s: ", plan_strategy_name(by));
     }
-    p.strategy = by;
     if (arena) *arena = p.arena_bytes; /* the schedule's own, before refinement spends the headroom */
-    if (frugal && p.arena_bytes < x->smallest)
-        x->smallest = p.arena_bytes, x->smallest_fixed = p.fixed_bytes, x->smallest_by = by;
-    bool fits = x->budget <= 0 || p.arena_bytes <= x->budget;
-    if (fits && x->budget > 0 && by != SC_STRATEGY_NONE) st = plan_refine(x->g, x->tg->n_forward_nodes, x->m, x->budget, &p);
+    return offer_placed(x, &p, by, frugal);
+}
+
+/* The eviction plan at the budget (schedule/evict.c), offered when one is found; *why gets the
+ * reason when none is (may be NULL). */
+static sc_status evict_candidate(search *x, sc_status *why) {
+    sc_plan p;
+    sc_status st = plan_evict(x->g, x->tg->n_forward_nodes, x->m, x->budget, &p, &x->evict_floor);
     if (st) {
-        plan_free(&p);
-        return st;
+        if (why) *why = st;
+        else sc_status_free(st);
+        return SC_OK;
     }
-    if (fits && (!x->have || better(&p, &x->best))) {
-        if (x->have) plan_free(&x->best);
-        x->best = p;
-        x->have = true;
-    } else {
-        plan_free(&p);
-    }
-    return SC_OK;
+    return offer_placed(x, &p, SC_STRATEGY_EVICT, false);
 }
 
 typedef sc_status (*schedule_fn)(const sc_chain *c, int arg, int64_t budget, sc_chain_schedule *out);
@@ -206,7 +223,23 @@ static sc_status frugal_set(search *x, sc_strategy by) {
     return SC_OK;
 }
 
-static sc_status infeasible(const search *x, sc_strategy requested) {
+static sc_status infeasible(const search *x, sc_strategy requested, sc_status evict_why) {
+    bool evict = requested == SC_STRATEGY_EVICT || requested == SC_STRATEGY_AUTO;
+    int64_t ev = evict ? x->evict_floor : -1;
+    if (ev > x->budget && ev < x->smallest) {
+        sc_status_free(evict_why);
+        if (requested == SC_STRATEGY_EVICT)
+            return sc_errorf("strategy evict: no plan fits in %lld bytes: the smallest feasible budget is %lld bytes "
+                             "(the eviction floor)", (long long)x->budget, (long long)ev);
+        return sc_errorf("strategy %s: no plan fits in %lld bytes: the smallest feasible budget is %lld bytes (an "
+                         "evict plan at the eviction floor; the most frugal %s plan needs %lld)",
+                         plan_strategy_name(requested), (long long)x->budget, (long long)ev,
+                         plan_strategy_name(x->smallest_by), (long long)x->smallest);
+    }
+    if (requested == SC_STRATEGY_EVICT)
+        return evict_why ? sc_status_prefix(evict_why, "strategy evict: no plan fits in %lld bytes: ", (long long)x->budget)
+                         : sc_errorf("strategy evict: no plan fits in %lld bytes", (long long)x->budget);
+    sc_status_free(evict_why);
     char why[256];
     strategy_min_budget(x->c, why, sizeof why);
     int big;
@@ -223,9 +256,9 @@ static sc_status infeasible(const search *x, sc_strategy requested) {
 sc_status plan_search(const sc_graph *g, const sc_training_graph *tg, const sc_chain *c, const sc_plan_options *opt,
                       const sc_cost_model *m, sc_plan *plan) {
     memset(plan, 0, sizeof *plan);
-    search x = {.g = g, .tg = tg, .c = c, .m = m, .budget = opt->budget, .smallest = INT64_MAX};
+    search x = {.g = g, .tg = tg, .c = c, .m = m, .budget = opt->budget, .smallest = INT64_MAX, .evict_floor = -1};
     sc_strategy s = opt->strategy;
-    sc_status st = SC_OK;
+    sc_status st = SC_OK, evict_why = SC_OK;
     switch (s) {
     case SC_STRATEGY_NONE: st = candidate(&x, make_none, 0, 0, s, true, NULL, NULL); break;
     case SC_STRATEGY_SQRT: st = candidate(&x, make_sqrt, 0, 0, s, true, NULL, NULL); break;
@@ -238,13 +271,23 @@ sc_status plan_search(const sc_graph *g, const sc_training_graph *tg, const sc_c
         }
         optimal_calibrated(&x, SC_STRATEGY_OPTIMAL, false);
         st = frugal_set(&x, s);
+        if (!st && s == SC_STRATEGY_AUTO) st = evict_candidate(&x, &evict_why);
+        break;
+    case SC_STRATEGY_EVICT:
+        if (opt->budget <= 0) { /* nothing to evict: the graph's order, everything stored */
+            st = candidate(&x, make_none, 0, 0, s, true, NULL, NULL);
+            break;
+        }
+        st = evict_candidate(&x, &evict_why);
         break;
     }
     if (st) {
+        sc_status_free(evict_why);
         if (x.have) plan_free(&x.best);
         return st;
     }
-    if (!x.have) return infeasible(&x, s);
+    if (!x.have) return infeasible(&x, s, evict_why);
+    sc_status_free(evict_why);
     *plan = x.best;
     return SC_OK;
 }

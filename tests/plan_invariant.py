@@ -6,7 +6,7 @@
       bf16) go to every plan and train command. The reference is `train --strategy
       none` (the store-everything plan run by the plan executor); it must also equal the plain
       executor's weights (train without plan options). Then every strategy (none, sqrt, dc, dc with 2
-      slots, optimal, auto) at budgets of the fixed bytes plus 100%, 60% and 35% of the none plan's
+      slots, optimal, evict, auto) at budgets of the fixed bytes plus 100%, 60% and 35% of the none plan's
       activation memory (peak - fixed), and three streaming ones (none + offload weights, dc + both,
       auto + auto) at 100%, 60% and 35% of the none peak: when `plan` says the budget
       is infeasible it must exit 1 and name a smallest budget, and that budget must then plan; when
@@ -43,7 +43,7 @@ GEN = {
 }
 DIMS = {"resnet": ["--batch", "4"], "dranet": ["--batch", "2"], "gpt": ["--batch", "4", "--seq", "16"],
         "densenet": ["--batch", "4"]}
-STRATEGIES = [["none"], ["sqrt"], ["dc"], ["dc", "--slots", "2"], ["optimal"], ["auto"],
+STRATEGIES = [["none"], ["sqrt"], ["dc"], ["dc", "--slots", "2"], ["optimal"], ["evict"], ["auto"],
               ["none", "--offload", "weights"], ["dc", "--offload", "both"], ["auto", "--offload", "auto"]]
 # budgets: fixed bytes + this share of the none plan's activation memory (peak - fixed), since the
 # fixed region (parameters, momentum, inputs) cannot shrink without offload; with --offload, this

@@ -1,7 +1,8 @@
 /* Plans executed by backends/plan_exec on the CPU backend against the store-everything executor:
  * for the mlp, residual and dense training graphs (plan_test_graphs.h), 3 SGD-with-momentum steps
  * under the none, sqrt, dc and optimal plans (every forward node its own segment, so sqrt and dc
- * recompute), and dc under a budget that lets schedule/refine.c keep some of its recomputed values, give losses, parameters and optimizer state BIT-IDENTICAL (memcmp) to 3 steps of
+ * recompute), dc under a budget that lets schedule/refine.c keep some of its recomputed values, and
+ * evict (schedule/evict.c) at budgets from its floor to none's arena, give losses, parameters and optimizer state BIT-IDENTICAL (memcmp) to 3 steps of
  * sc_forward_cpu on an identical graph; the measured arena high-water mark equals the plan's
  * arena_bytes; a device capacity below the plan is refused with a clear message. Backend caches keyed
  * by weight values (params_changed) are invalidated at every training step and never by an
@@ -248,9 +249,65 @@ static void test_params_changed(void) {
     graph_free(&f.g);
 }
 
+/* The eviction floor plan_build names for a budget of one byte (-1 if it names none). */
+static int64_t evict_floor_of(pt_kind kind) {
+    pt_model m;
+    pt_build(&m, kind);
+    sc_plan_options o = {.strategy = SC_STRATEGY_EVICT, .budget = 1};
+    sc_plan p;
+    sc_status st = plan_build(&m.g, &m.tg, &o, &p);
+    graph_free(&m.g);
+    CHECK(st, "%s/evict: a budget of one byte planned", pt_kind_name(kind));
+    if (!st) {
+        plan_free(&p);
+        return -1;
+    }
+    const char *at = strstr(sc_status_message(st), "smallest feasible budget is ");
+    int64_t floor = at ? strtoll(at + strlen("smallest feasible budget is "), NULL, 10) : -1;
+    CHECK(floor > 0, "%s/evict: infeasible without naming the floor: %s", pt_kind_name(kind), sc_status_message(st));
+    sc_status_free(st);
+    return floor;
+}
+
+/* Eviction plans (schedule/evict.c) at budgets from the floor to none's arena run as run_case checks
+ * them, and one byte under the floor is refused. Returns how many of them recompute. */
+static int evict_cases(pt_kind kind, int64_t high, const pt_model *ref, const float *ref_loss) {
+    int64_t low = evict_floor_of(kind);
+    if (low <= 0) return 0;
+    int recomputing = 0;
+    for (int k = 0; k <= 4; k++) {
+        int64_t budget = low + (high > low ? (high - low) * k / 4 : 0);
+        pt_model m;
+        pt_build(&m, kind);
+        sc_plan_options o = {.strategy = SC_STRATEGY_EVICT, .budget = budget};
+        sc_plan p;
+        sc_status st = plan_build(&m.g, &m.tg, &o, &p);
+        graph_free(&m.g);
+        CHECK(!st, "%s/evict/budget %lld (floor %lld): %s", pt_kind_name(kind), (long long)budget, (long long)low,
+              st ? sc_status_message(st) : "");
+        if (st) {
+            sc_status_free(st);
+            continue;
+        }
+        recomputing += p.recompute_flops > 0;
+        plan_free(&p);
+        run_case(kind, SC_STRATEGY_EVICT, 0, budget, ref, ref_loss, NULL, NULL);
+    }
+    pt_model m;
+    pt_build(&m, kind);
+    sc_plan_options o = {.strategy = SC_STRATEGY_EVICT, .budget = low - 1};
+    sc_plan p;
+    sc_status st = plan_build(&m.g, &m.tg, &o, &p);
+    graph_free(&m.g);
+    CHECK(st, "%s/evict: one byte under the floor %lld planned", pt_kind_name(kind), (long long)low);
+    if (!st) plan_free(&p);
+    sc_status_free(st);
+    return recomputing;
+}
+
 int main(void) {
     pt_kind kinds[] = {PT_MLP, PT_RESIDUAL, PT_DENSE};
-    int refined = 0;
+    int refined = 0, evicting = 0;
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
         pt_model ref;
         pt_build(&ref, kinds[k]);
@@ -272,9 +329,11 @@ int main(void) {
         run_case(kinds[k], SC_STRATEGY_DC, F, dc_arena > none_arena ? dc_arena : none_arena, &ref, ref_loss, NULL,
                  &keeps);
         refined += keeps;
+        evicting += evict_cases(kinds[k], none_arena, &ref, ref_loss);
         graph_free(&ref.g);
     }
     CHECK(refined > 0, "no plan under a budget was refined (schedule/refine.c): nothing checks refined plans");
+    CHECK(evicting > 0, "no eviction plan recomputed anything (schedule/evict.c): nothing checks them");
     test_capacity();
     test_link();
     test_params_changed();

@@ -7,8 +7,8 @@
  * branch and join; every activation left unread is concatenated into the classifier, so nothing is
  * dead. The training graph is SGD with momentum 0.9 and cross-entropy, keep_grads on.
  *
- * The property, for every graph: each strategy (none, sqrt, dc, dc with 2 slots, optimal, auto),
- * each streaming mode (none, weights, activations), at
+ * The property, for every graph: each strategy (none, sqrt, dc, dc with 2 slots, optimal, evict, auto),
+ * each streaming mode (none, weights, activations; evict refuses streaming, checked), at
  *   - a random budget between the minimum the planner reports (planning at 1 byte fails naming the
  *     smallest plan found) and the store-everything peak: the plan is built, fits the budget, runs
  *     for 2 steps on a CPU device capped at the budget, and its losses, gradients, parameters and
@@ -447,9 +447,25 @@ typedef struct {
 
 static const rg_strategy strategies[] = {
     {"none", SC_STRATEGY_NONE, 0}, {"sqrt", SC_STRATEGY_SQRT, 0},       {"dc", SC_STRATEGY_DC, 0},
-    {"dc-slots2", SC_STRATEGY_DC, 2}, {"optimal", SC_STRATEGY_OPTIMAL, 0}, {"auto", SC_STRATEGY_AUTO, 0},
+    {"dc-slots2", SC_STRATEGY_DC, 2}, {"optimal", SC_STRATEGY_OPTIMAL, 0}, {"evict", SC_STRATEGY_EVICT, 0},
+    {"auto", SC_STRATEGY_AUTO, 0},
 };
 static const sc_offload offloads[] = {SC_OFFLOAD_NONE, SC_OFFLOAD_WEIGHTS, SC_OFFLOAD_ACTIVATIONS};
+
+/* evict plans without streaming only: asked to stream, plan_build says so. */
+static void evict_refuses_streaming(uint64_t seed, sc_offload off) {
+    rg_graph *r = malloc(sizeof *r);
+    rg_build(r, seed);
+    sc_plan_options o = {.strategy = SC_STRATEGY_EVICT, .offload = off, .budget = 1 << 30};
+    sc_plan p;
+    sc_status st = plan_build(&r->m.g, &r->m.tg, &o, &p);
+    CHECK(st && strstr(sc_status_message(st), "without streaming"), "evict/offload-%s: %s", plan_offload_name(off),
+          st ? sc_status_message(st) : "planned");
+    if (!st) plan_free(&p);
+    sc_status_free(st);
+    graph_free(&r->m.g);
+    free(r);
+}
 
 static int run_graph(uint64_t seed) {
     int before = failures;
@@ -482,6 +498,10 @@ static int run_graph(uint64_t seed) {
     pick_rng = seed * 0xD1B54A32D192ED03ULL + 0xABCDEF12345ULL;
     for (size_t si = 0; si < sizeof strategies / sizeof *strategies; si++) {
         for (size_t oi = 0; oi < sizeof offloads / sizeof *offloads; oi++) {
+            if (strategies[si].strategy == SC_STRATEGY_EVICT && offloads[oi] != SC_OFFLOAD_NONE) {
+                evict_refuses_streaming(seed, offloads[oi]);
+                continue;
+            }
             sc_plan_options o = {0};
             o.strategy = strategies[si].strategy;
             o.slots = strategies[si].slots;

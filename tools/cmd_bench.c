@@ -332,7 +332,7 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
     a->n_memories = split(a->memories_buf, a->memories, 64);
     if (!a->n_strategies || !a->n_memories) return "--memories and --strategies must not be empty";
     for (int i = 0; i < a->n_strategies; i++)
-        if (plan_strategy_parse(a->strategies[i]) < 0) return "--strategies takes none, sqrt, dc, optimal, auto";
+        if (plan_strategy_parse(a->strategies[i]) < 0) return "--strategies takes none, sqrt, dc, optimal, evict, auto";
     for (int i = 0; i < a->n_memories; i++) {
         size_t len = strlen(a->memories[i]);
         bool pct = len > 1 && a->memories[i][len - 1] == '%' && atof(a->memories[i]) > 0;

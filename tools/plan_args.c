@@ -27,7 +27,7 @@ const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *giv
         return "--link-bandwidth takes a positive rate in bytes/s such as 25GB, 12GiB or a byte count";
     *strategy_name = strat->set ? strat->s : mem->set ? "auto" : "none";
     int k = plan_strategy_parse(*strategy_name);
-    if (k < 0) return "--strategy must be none, sqrt, dc, optimal or auto";
+    if (k < 0) return "--strategy must be none, sqrt, dc, optimal, evict or auto";
     o->strategy = (sc_strategy)k;
     *offload_name = off->set ? off->s : "none";
     if ((k = plan_offload_parse(*offload_name)) < 0) return "--offload must be auto, weights, activations, both or none";

@@ -28,9 +28,11 @@
 #define PLAN_CLI_OPTS                                                                                       \
     {.name = "memory", .kind = ARG_STR, .metavar = "SIZE",                                                  \
      .help = "device memory budget: 256MiB, 1.5GiB, 500MB or plain bytes (K/M/G/T are binary)"},          \
-        {.name = "strategy", .kind = ARG_STR, .metavar = "none|sqrt|dc|optimal|auto",                       \
-         .help = "checkpointing strategy (default auto with --memory, else none); under a budget every plan "   \
-                 "is then refined per value, keeping what is expensive to recompute where memory allows"},        \
+        {.name = "strategy", .kind = ARG_STR, .metavar = "none|sqrt|dc|optimal|evict|auto",                       \
+         .help = "checkpointing strategy (default auto with --memory, else none); evict: the graph's order "    \
+                 "with forward values evicted and recomputed per value under the budget (no streaming); auto "  \
+                 "tries all; under a budget every plan is then refined per value, keeping what is expensive "   \
+                 "to recompute where memory allows"},                                                           \
         {.name = "offload", .kind = ARG_STR, .metavar = "auto|weights|activations|both|none",               \
          .help = "stream parameters/state or checkpointed activations through host memory (default none)"}, \
         {.name = "slots", .kind = ARG_INT, .metavar = "S", .help = "dc: at most S snapshot slots (binomial placement)"}, \
