@@ -11,14 +11,16 @@
  *
  *   1. Nodes run in a fixed order: graph order (forward, then autodiff's backward and updates), or the
  *      forward pass then the backward phases of the finest chain (order_build); both are simulated
- *      and the faster plan wins. Before a node runs,
+ *      and the faster plan (refined: plan_refine) wins. Before a node runs,
  *      each computed input that is not resident is recomputed: its producer runs again, recursively
  *      through inputs that are not resident either.
  *   2. When a node's outputs would take the live computed bytes over the activation budget (the
  *      budget less the fixed region), resident forward values are evicted, cheapest first by
- *      h(v) = c(v) / (b(v) * d(v)): c the seconds to bring v back (its producer and every
- *      non-resident value that run needs, transitively), b its bytes, d the distance in the node
- *      order to its next read (Belady's rule, weighted by what a miss costs). A node's inputs are
+ *      h(v) = c(v) / b(v), or h(v) = c(v) / (b(v) * d(v)) (Belady's rule weighted by what a miss
+ *      costs): c the seconds to bring v back (its producer and every non-resident value that run
+ *      needs, transitively), b its bytes, d the distance in the node order to its next read. Both
+ *      are simulated (the second on graphs of up to EVICT_VARIANT_MAX_NODES): c / b was the better
+ *      on ResNet-50 and at most MILP budgets, c / (b d) at the others. A node's inputs are
  *      locked while it and the recomputations it needs run.
  *   3. A value is freed at once when no later node of the order reads it; graph outputs stay.
  *   4. Updates write parameters in place, so a forward node reading a parameter must not run after
@@ -49,7 +51,8 @@
 /* EVICT_MAX_RUNS_PER_NODE stops thrashing (a budget so tight that recomputation never ends);
  * EVICT_MAX_DEPTH bounds one recomputation's recursion and closure walk. */
 enum { EVICT_MAX_NODES = 1 << 16, EVICT_MAX_RUNS_PER_NODE = 32, EVICT_MAX_DEPTH = 1024, EVICT_RETRIES = 4,
-       EVICT_SHRINKS = 4, EVICT_FLOOR_MAX_NODES = 1 << 13 };
+       EVICT_SHRINKS = 4, EVICT_FLOOR_MAX_NODES = 1 << 13,
+       EVICT_VARIANT_MAX_NODES = 1 << 14 };
 
 enum { V_RESIDENT = 1, V_OUTPUT = 2, V_FORWARD = 4, V_COMPUTED = 8, V_WRITTEN = 16 };
 
@@ -70,6 +73,7 @@ typedef struct {
     int *runs, R, R_cap, R_max;
     int64_t live, cap;
     int t;                 /* position of the node order being run */
+    bool by_distance;      /* eviction order: h = c / (b * d), else c / b */
     int *nmark;            /* [N] bring_back_inputs' walk (x->stamp) */
     int *list, n_list;     /* [N] the recomputations it runs */
     int *pend;             /* [V] reads of a value left among them */
@@ -241,7 +245,7 @@ static bool evict_one(ev_ctx *x) {
         if (r < 0) continue; /* dead values are freed where they die; one held by a lock waits for it */
         double c = evict_cost(x, v);
         if (c < 0) continue;
-        double h = c / ((double)x->bytes[v] * (double)(r - x->t + 1));
+        double h = c / ((double)x->bytes[v] * (x->by_distance ? (double)(r - x->t + 1) : 1.0));
         if (best < 0 || h < best_h) best = v, best_h = h;
     }
     if (best < 0) return false;
@@ -501,11 +505,12 @@ static sc_status evict_at(ev_ctx *x, int64_t cap, int64_t budget, sc_plan *plan)
 
 /* One node order's plan (order_build), retried with less room when the simulation gets stuck. */
 static sc_status evict_order(const sc_graph *g, int F, const sc_cost_model *m, int64_t budget, int64_t room,
-                             int order_kind, sc_plan *plan) {
+                             int order_kind, bool by_distance, sc_plan *plan) {
     memset(plan, 0, sizeof *plan);
     ev_ctx x;
     sc_status st = ev_init(&x, g, F, m, order_kind), first = SC_OK;
     x.m = m;
+    x.by_distance = by_distance;
     /* Whether the simulation gets through is not monotone in the budget (with more room, values stay
      * until an update makes them impossible to bring back, where less room would have evicted them
      * before it; placement fragments differently), so a failure is retried with a little less room:
@@ -527,9 +532,11 @@ static sc_status evict_order(const sc_graph *g, int F, const sc_cost_model *m, i
     return st ? st : first;
 }
 
-/* The plan at budget from both node orders: the faster one wins. */
+/* The plan at budget from both node orders, each with both eviction orders (by distance to the
+ * next read only on graphs of up to EVICT_VARIANT_MAX_NODES): the fastest one once refined
+ * (plan_refine) wins; with first_fit, the first one found (whether any fits is the same answer). */
 static sc_status evict_plan_at(const sc_graph *g, int n_forward, const sc_cost_model *m, int64_t budget,
-                               int64_t fixed, sc_plan *plan) {
+                               int64_t fixed, bool first_fit, sc_plan *plan) {
     memset(plan, 0, sizeof *plan);
     int64_t room = budget - fixed;
     if (room <= 0)
@@ -537,9 +544,19 @@ static sc_status evict_plan_at(const sc_graph *g, int n_forward, const sc_cost_m
                          (long long)fixed);
     sc_status err = SC_OK;
     bool have = false;
-    for (int kind = 0; kind < 2; kind++) {
+    int variants = g->n_nodes <= EVICT_VARIANT_MAX_NODES ? 4 : 2;
+    for (int variant = 0; variant < variants; variant++) {
         sc_plan p;
-        sc_status st = evict_order(g, n_forward, m, budget, room, kind, &p);
+        sc_status st = evict_order(g, n_forward, m, budget, room, variant % 2, variant >= 2, &p);
+        if (!st && first_fit) {
+            sc_status_free(err);
+            *plan = p;
+            return SC_OK;
+        }
+        if (!st && variants > 1 && budget < INT64_MAX / 4) { /* judged as the search will use it */
+            st = plan_refine(g, n_forward, m, budget, &p);
+            if (st) plan_free(&p);
+        }
         if (st) {
             if (err) sc_status_free(st);
             else err = st;
@@ -571,7 +588,7 @@ static int64_t fixed_region(const sc_graph *g) {
  * simulation needs at that budget (an output placed over an input dying at its run is counted twice
  * there), so it answers for every budget from its arena up. */
 static sc_status evict_none(const sc_graph *g, int n_forward, const sc_cost_model *m, int64_t fixed, sc_plan *plan) {
-    return evict_plan_at(g, n_forward, m, INT64_MAX / 4, fixed, plan);
+    return evict_plan_at(g, n_forward, m, INT64_MAX / 4, fixed, false, plan);
 }
 
 /* The floor every eviction plan is answered from when the one at its own budget fails: by bisection
@@ -592,7 +609,7 @@ int64_t plan_evict_floor(const sc_graph *g, int n_forward, const sc_cost_model *
     plan_free(&p);
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        st = evict_plan_at(g, n_forward, m, mid, fixed, &p);
+        st = evict_plan_at(g, n_forward, m, mid, fixed, true, &p);
         if (st) {
             sc_status_free(st);
             lo = mid;
@@ -615,13 +632,13 @@ sc_status plan_evict(const sc_graph *g, int n_forward, const sc_cost_model *m, i
     if (floor > 0 && budget < floor)
         return sc_errorf("eviction: no plan fits %lld bytes; the smallest that does is %lld", (long long)budget,
                          (long long)floor);
-    sc_status st = evict_plan_at(g, n_forward, m, budget, fixed, plan);
+    sc_status st = evict_plan_at(g, n_forward, m, budget, fixed, false, plan);
     if (st && floor > 0) { /* the plan with nothing evicted, or the floor's, answers for it */
         sc_status_free(st);
         st = evict_none(g, n_forward, m, fixed, plan);
         if (!st && plan->arena_bytes > budget) {
             plan_free(plan);
-            st = evict_plan_at(g, n_forward, m, floor, fixed, plan);
+            st = evict_plan_at(g, n_forward, m, floor, fixed, false, plan);
         }
     }
     if (!st) plan->strategy = SC_STRATEGY_EVICT;
