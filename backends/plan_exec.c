@@ -62,6 +62,7 @@ void plan_session_free(sc_plan_session *s) {
     free(s->streamed);
     free(s->feed_of);
     free(s->last_xfer);
+    free(s->last_in);
     free(s->waited);
     free(s->release_at);
     free(s->taken);
@@ -211,6 +212,7 @@ sc_status plan_session_create_in_place(sc_backend *be, sc_graph *g, const sc_pla
     s->pinned = calloc(nv, 1);
     s->feed_of = malloc(sizeof(int) * nv);
     s->last_xfer = malloc(sizeof(int) * nv);
+    s->last_in = calloc(nv, sizeof(bool));
     s->release_at = malloc(sizeof(int) * nv);
     s->taken = calloc((size_t)plan->n_intervals + 1, sizeof(bool));
     s->waited = calloc((size_t)max_xfer + 1, sizeof(bool));
@@ -220,7 +222,7 @@ sc_status plan_session_create_in_place(sc_backend *be, sc_graph *g, const sc_pla
     fly_ok = s->fly != NULL;
 #endif
     if (!s->root || !s->fixed_iv || !s->cur || !s->host || !s->host_step || !s->step_time || !s->xfer || !s->streamed || !s->pinned ||
-        !s->feed_of || !s->last_xfer || !s->waited || !s->release_at || !s->taken || !fly_ok) {
+        !s->feed_of || !s->last_xfer || !s->last_in || !s->waited || !s->release_at || !s->taken || !fly_ok) {
         plan_session_free(s);
         return sc_errorf("out of memory creating a plan session");
     }
@@ -364,6 +366,7 @@ static sc_status step_transfer(sc_plan_session *s, const sc_step *sp) {
     int64_t bytes = value_bytes(s->g, v);
     sc_status st = SC_OK;
     s->last_xfer[v] = sp->transfer;
+    s->last_in[v] = sp->kind == SC_STEP_PREFETCH;
     void *host = host_of(s, v, bytes, &st);
     if (st) return st;
     if (sp->kind == SC_STEP_OFFLOAD) {

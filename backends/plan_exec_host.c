@@ -76,10 +76,14 @@ const void *host_current(const sc_plan_session *s, int v) {
  * both must be complete, which the plan guarantees by its WAITs (checked here, every step). */
 static bool settled(const sc_plan_session *s, int v) { return s->last_xfer[v] < 0 || s->waited[s->last_xfer[v]]; }
 
-/* Host address of value v's current content for a HOST_RUN (contract at the top). */
+/* Host address of value v's current content for a HOST_RUN (contract at the top). A computed input
+ * (a gradient) may be on its way back to the device meanwhile (PREFETCHed for a device node that
+ * reads it later): that copy only reads the host copy the HOST_RUN reads, and a prefetched value's
+ * copy is never pooled (plan_host_release_steps), so only an OFFLOAD still writing it is a race. */
 static void *host_input(sc_plan_session *s, int v) {
     const sc_value *x = &s->g->values[v];
-    SC_ASSERT(settled(s, v)); /* a host update must not race a copy of its operands */
+    /* a host update must not race a copy of its operands */
+    SC_ASSERT(settled(s, v) || (x->producer >= 0 && s->last_in[v]));
     if (x->producer >= 0) return (void *)host_current(s, v); /* offloaded by this step */
     if (s->feed_of[v] >= 0) return s->feeds[s->feed_of[v]].data;
     /* a parameter or state with a device home would be stale here: the plan never does that */

@@ -28,6 +28,7 @@ struct sc_plan_session {
     bool *pinned;        /* per value: its home was pinned by the backend (host_pin), to unpin */
     int *feed_of;        /* per value: its index among the graph inputs, -1 */
     int *last_xfer;      /* per value: plan transfer id of its latest OFFLOAD or PREFETCH this step, -1 */
+    bool *last_in;       /* per value: that transfer is a PREFETCH (it reads the host copy) */
     int *release_at;     /* per value: the HOST_RUN step after which its host copy returns to the pool, -1 */
     struct pooled {
         void *p;
