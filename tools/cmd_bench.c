@@ -1,4 +1,4 @@
-/* `scorch-run bench MODEL.onnx --batch N --memories a,b,c --strategies none,sqrt,dc,optimal`: measures
+/* `scorch-run bench MODEL.onnx --batch N --memories a,b,c --strategies none,sqrt,dc,optimal,evict`: measures
  * the memory/time trade-off of strategies by running training steps with their plans (train/trainer.h
  * with use_plan; one session, re-planned per point, learning rate 0 so every point trains the same
  * weights and nothing diverges).
@@ -325,7 +325,7 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
     a->svg = args_get(s, "svg")->s;
     const char *mem = args_get(s, "memories")->s, *str = args_get(s, "strategies")->s;
     if (!mem) return "--memories a,b,c is required";
-    a->strategies_buf = strdup(str ? str : "none,sqrt,dc,optimal");
+    a->strategies_buf = strdup(str ? str : "none,sqrt,dc,optimal,evict");
     a->memories_buf = strdup(mem);
     if (!a->strategies_buf || !a->memories_buf) return "out of memory";
     a->n_strategies = split(a->strategies_buf, a->strategies, 8);
@@ -359,7 +359,7 @@ int cmd_bench(int argc, char **argv) {
         PRECISION_OPT,
         {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs"},
         {.name = "memories", .kind = ARG_STR, .metavar = "a,b,c", .help = "budgets: sizes or N% of the none peak"},
-        {.name = "strategies", .kind = ARG_STR, .metavar = "s,t,...", .help = "default none,sqrt,dc,optimal"},
+        {.name = "strategies", .kind = ARG_STR, .metavar = "s,t,...", .help = "default none,sqrt,dc,optimal,evict"},
         {.name = "steps", .kind = ARG_INT, .metavar = "N", .help = "measured steps per point after one warm-up (default 3)"},
         {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "as train (default sgd, momentum 0.9)"},
         {.name = "offload", .kind = ARG_STR, .metavar = "auto|weights|activations|none", .help = "as plan (default none)"},
@@ -375,7 +375,7 @@ int cmd_bench(int argc, char **argv) {
         PLAN_CALIBRATE_OPT,
     };
     arg_spec spec = {
-        .usage = "scorch-run bench MODEL.onnx --batch N [--seq N] --memories a,b,c [--strategies none,sqrt,dc,optimal] "
+        .usage = "scorch-run bench MODEL.onnx --batch N [--seq N] --memories a,b,c [--strategies none,sqrt,dc,optimal,evict] "
                  "[--steps 3] [--device cpu|cuda|auto] [--tf32] [--calibrate] [--csv out.csv] [--svg out.svg]",
         .summary = "Runs training steps under every (strategy, memory) plan that fits and reports the measured peak,\n"
                    "activation memory cut and step time overhead against the store-everything plan.",
