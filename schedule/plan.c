@@ -58,12 +58,6 @@ static sc_status build_plain(const sc_graph *g, const sc_training_graph *tg, con
 
 /* ---- streaming (opt->offload; schedule/offload.c) ---- */
 
-/* Whether a is a better plan than b: faster, or as fast and smaller. */
-static bool plan_better(const sc_plan *a, const sc_plan *b) {
-    double eps = 1e-9 * (b->predicted_time > 0 ? b->predicted_time : 1);
-    if (a->predicted_time < b->predicted_time - eps) return true;
-    return a->predicted_time <= b->predicted_time + eps && a->arena_bytes < b->arena_bytes;
-}
 
 typedef struct {
     sc_plan best;

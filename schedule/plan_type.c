@@ -38,6 +38,12 @@ int plan_update_parse(const char *name) {
     return -1;
 }
 
+bool plan_better(const sc_plan *a, const sc_plan *b) {
+    double eps = 1e-9 * (b->predicted_time > 0 ? b->predicted_time : 1);
+    if (a->predicted_time < b->predicted_time - eps) return true;
+    return a->predicted_time <= b->predicted_time + eps && a->arena_bytes < b->arena_bytes;
+}
+
 void plan_free(sc_plan *plan) {
     free(plan->steps);
     free(plan->intervals);

@@ -85,6 +85,10 @@ sc_status plan_lower_runs(const sc_graph *g, int n_forward, const int *runs, int
  * nothing gains, and for plans of more than a million runs. */
 sc_status plan_refine(const sc_graph *g, int n_forward, const sc_cost_model *m, int64_t budget, sc_plan *plan);
 
+/* plan_type.c: whether a is a better plan than b: faster (beyond a relative 1e-9), or as fast and
+ * smaller. */
+bool plan_better(const sc_plan *a, const sc_plan *b);
+
 /* evict.c: a lowered, placed plan of budget (> 0) made by running the graph's node order and evicting
  * forward values, recomputed when read again, wherever the live bytes would pass the budget
  * (evict.c has the rules); strategy SC_STRATEGY_EVICT. Fails under the floor (*floor, when not NULL:

@@ -22,12 +22,6 @@ typedef struct {
     int64_t evict_floor; /* plan_evict's floor (-1: none, or not asked) */
 } search;
 
-/* Whether a is better than b: faster, or as fast and smaller. */
-static bool better(const sc_plan *a, const sc_plan *b) {
-    double eps = 1e-9 * (b->predicted_time > 0 ? b->predicted_time : 1);
-    if (a->predicted_time < b->predicted_time - eps) return true;
-    return a->predicted_time <= b->predicted_time + eps && a->arena_bytes < b->arena_bytes;
-}
 
 /* Keeps the placed plan p (made by strategy `by`; taken over) when it fits and beats the best.
  * frugal: a budget-independent candidate, counted in the smallest arena. A plan that fits is refined
@@ -40,7 +34,7 @@ static sc_status offer_placed(search *x, sc_plan *p, sc_strategy by, bool frugal
     bool fits = x->budget <= 0 || p->arena_bytes <= x->budget;
     sc_status st = SC_OK;
     if (fits && x->budget > 0 && by != SC_STRATEGY_NONE) st = plan_refine(x->g, x->tg->n_forward_nodes, x->m, x->budget, p);
-    if (!st && fits && (!x->have || better(p, &x->best))) {
+    if (!st && fits && (!x->have || plan_better(p, &x->best))) {
         if (x->have) plan_free(&x->best);
         x->best = *p;
         x->have = true;
@@ -187,7 +181,7 @@ static void frugal_descend(search *x, sc_strategy by) {
         optimal_calibrated(&y, by, true);
         if (y.have) {
             if (x->budget <= 0 || y.best.arena_bytes <= x->budget) {
-                if (!x->have || better(&y.best, &x->best)) {
+                if (!x->have || plan_better(&y.best, &x->best)) {
                     if (x->have) plan_free(&x->best);
                     x->best = y.best;
                     x->have = true;
