@@ -94,7 +94,7 @@ static sc_status evict_plan_at(const sc_graph *g, int n_forward, const sc_cost_m
             *plan = p;
             return SC_OK;
         }
-        if (!st && variants > 1 && budget < INT64_MAX / 4) { /* judged as the search will use it */
+        if (!st && budget < INT64_MAX / 4) { /* judged as the search will use it */
             st = plan_refine(g, n_forward, m, budget, &p);
             if (st) plan_free(&p);
         }

@@ -22,7 +22,6 @@ typedef struct {
     int64_t evict_floor; /* plan_evict's floor (-1: none, or not asked) */
 } search;
 
-
 /* Keeps the placed plan p (made by strategy `by`; taken over) when it fits and beats the best.
  * frugal: a budget-independent candidate, counted in the smallest arena. A plan that fits is refined
  * (plan_refine) before it is compared: a slower schedule can refine into a faster plan, so every
@@ -61,13 +60,12 @@ static sc_status offer(search *x, const sc_chain_schedule *s, sc_strategy by, bo
 }
 
 /* The eviction plan at the budget (schedule/evict.c), offered when one is found; *why gets the
- * reason when none is (may be NULL). */
+ * reason when none is. */
 static sc_status evict_candidate(search *x, sc_status *why) {
     sc_plan p;
     sc_status st = plan_evict(x->g, x->tg->n_forward_nodes, x->m, x->budget, &p, &x->evict_floor);
     if (st) {
-        if (why) *why = st;
-        else sc_status_free(st);
+        *why = st;
         return SC_OK;
     }
     return offer_placed(x, &p, SC_STRATEGY_EVICT, false);
