@@ -19,32 +19,41 @@
  *
  * The _n functions convert arrays; with F16C (x86-64-v3 and later) they use the conversion
  * instructions, with the same bits as the scalar functions (tests/half_check.py checks both
- * against numpy on all 65536 halves). */
+ * against numpy on all 65536 halves).
+ *
+ * The scalar functions are also the CUDA backend's (SC_HALF_FN is __host__ __device__ under nvcc;
+ * backends/cuda/cu_widen.cu), so a 16-bit value rounds to the same bits on both backends. */
 #ifndef SC_HALF_H
 #define SC_HALF_H
 
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t sc_f32_bits(float f) {
+#ifdef __CUDACC__
+#define SC_HALF_FN static inline __host__ __device__
+#else
+#define SC_HALF_FN static inline
+#endif
+
+SC_HALF_FN uint32_t sc_f32_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     return u;
 }
 
-static inline float sc_f32_from_bits(uint32_t u) {
+SC_HALF_FN float sc_f32_from_bits(uint32_t u) {
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
 /* Rounds the top bits of a significand m right by `shift` bits, to nearest even. */
-static inline uint64_t sc_round_shift_rne(uint64_t m, int shift) {
+SC_HALF_FN uint64_t sc_round_shift_rne(uint64_t m, int shift) {
     uint64_t q = m >> shift, rem = m & ((UINT64_C(1) << shift) - 1), half = UINT64_C(1) << (shift - 1);
     return q + (rem > half || (rem == half && (q & 1)));
 }
 
-static inline float sc_f16_to_f32(uint16_t h) {
+SC_HALF_FN float sc_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     if (e == 0x1f) return sc_f32_from_bits(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0));
     if (e) return sc_f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
@@ -52,7 +61,7 @@ static inline float sc_f16_to_f32(uint16_t h) {
     return sc_f32_from_bits(sign | sc_f32_bits((float)m * 0x1p-24f));
 }
 
-static inline uint16_t sc_f32_to_f16(float f) {
+SC_HALF_FN uint16_t sc_f32_to_f16(float f) {
     uint32_t x = sc_f32_bits(f), ax = x & 0x7fffffffu;
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     if (ax > 0x7f800000u) return sign | 0x7e00u | (uint16_t)((ax >> 13) & 0x3ffu);
@@ -65,7 +74,7 @@ static inline uint16_t sc_f32_to_f16(float f) {
     return sign | (uint16_t)sc_round_shift_rne((ax & 0x7fffffu) | 0x800000u, 126 - e);
 }
 
-static inline uint16_t sc_f64_to_f16(double d) {
+SC_HALF_FN uint16_t sc_f64_to_f16(double d) {
     uint64_t x, ax;
     memcpy(&x, &d, 8);
     ax = x & UINT64_C(0x7fffffffffffffff);
@@ -79,18 +88,24 @@ static inline uint16_t sc_f64_to_f16(double d) {
     return sign | (uint16_t)sc_round_shift_rne((ax & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52), 1051 - e);
 }
 
-static inline float sc_bf16_to_f32(uint16_t h) { return sc_f32_from_bits((uint32_t)h << 16); }
+SC_HALF_FN float sc_bf16_to_f32(uint16_t h) { return sc_f32_from_bits((uint32_t)h << 16); }
 
-static inline uint16_t sc_f32_to_bf16(float f) {
+SC_HALF_FN uint16_t sc_f32_to_bf16(float f) {
     uint32_t u = sc_f32_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
     return (uint16_t)sc_round_shift_rne(u, 16);
 }
 
 /* Array conversions (n elements; dst and src do not overlap). */
+#ifdef __cplusplus
+extern "C" {
+#endif
 void sc_f16_to_f32_n(float *dst, const uint16_t *src, int64_t n);
 void sc_f32_to_f16_n(uint16_t *dst, const float *src, int64_t n);
 void sc_bf16_to_f32_n(float *dst, const uint16_t *src, int64_t n);
 void sc_f32_to_bf16_n(uint16_t *dst, const float *src, int64_t n);
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -213,10 +213,6 @@ static sc_status trainer_build(sc_trainer *t) {
     SC_TRY(ranks_join(t));
     SC_TRY(sc_device_resolve(t->cfg.device, &t->cfg.device));
     if (t->cfg.device == SC_DEVICE_CUDA) t->cfg.use_plan = true; /* the GPU runs plans only (train_plan.c) */
-    if (t->cfg.device == SC_DEVICE_CUDA && (t->cfg.precision == SC_BF16 || t->cfg.precision == SC_F16))
-        return sc_errorf("--precision %s is not supported by the CUDA backend yet (it has no 16-bit kernels: Cast, "
-                         "GEMM and convolution among them); train on the CPU with --device cpu, or in fp32",
-                         t->cfg.precision == SC_BF16 ? "bf16" : "fp16");
     t->cfg.train.loss_scaling = t->cfg.precision == SC_F16;
     t->loss_scale = t->cfg.loss_scale_init;
     sc_backend_config host = {.device = SC_DEVICE_CPU};

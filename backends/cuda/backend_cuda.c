@@ -332,7 +332,7 @@ static sc_status cuda_run(sc_backend *b, const sc_node *n, const sc_tensor *in, 
         CUBLAS_CHECK(&call, cublasSetMathMode(c->cu.cublas, c->cu.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
         c->math_tf32 = c->cu.tf32;
     }
-    SC_TRY(k(&call));
+    SC_TRY(cu_needs_widening(&call) ? cu_run_widened(k, &call) : k(&call));
     if (c->sync_each_node) {
         cudaError_t e = cudaStreamSynchronize(c->cu.stream);
         if (e != cudaSuccess) return cu_errorf(&call, "kernel failed: %s", cudaGetErrorString(e));
@@ -356,6 +356,7 @@ static void cuda_destroy(sc_backend *b) {
         sc_status_free(cuda_synchronize(b));
         cuda_arena_destroy(b);
         if (c->cu.scratch) cudaFree(c->cu.scratch);
+        if (c->cu.widen) cudaFree(c->cu.widen);
         cu_collective_release(&c->cu);
         if (c->cu.pinned_small) cudaFreeHost(c->cu.pinned_small);
         for (int i = 0; i < c->n_pool; i++) cudaFreeHost(c->pool[i].p);

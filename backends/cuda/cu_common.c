@@ -27,33 +27,42 @@ static int64_t device_free_bytes(void) {
     return (int64_t)fr;
 }
 
-sc_status cu_scratch(const cu_call *c, int64_t bytes, void **p) {
+/* *buf grown to at least `bytes` (what: for the message). */
+static sc_status device_buffer(const cu_call *c, void **buf, int64_t *have, int64_t bytes, const char *what, void **p) {
     cu_ctx *x = c->ctx;
-    if (bytes <= x->scratch_bytes) {
-        *p = x->scratch;
+    if (bytes <= *have) {
+        *p = *buf;
         return SC_OK;
     }
     if (x->scratch_limit > 0 && bytes > x->scratch_limit)
-        return cu_errorf(c, "needs %lld bytes of workspace, over the %lld the memory cap leaves", (long long)bytes,
+        return cu_errorf(c, "needs %lld bytes of %s, over the %lld the memory cap leaves", (long long)bytes, what,
                          (long long)x->scratch_limit);
     CU_CHECK(c, cudaStreamSynchronize(x->stream)); /* kernels may still use the old buffer */
-    if (x->scratch) CU_CHECK(c, cudaFree(x->scratch));
-    x->scratch = NULL;
-    x->scratch_bytes = 0;
+    if (*buf) CU_CHECK(c, cudaFree(*buf));
+    *buf = NULL;
+    *have = 0;
     int64_t want = bytes + bytes / 4; /* some headroom so growth is rare */
-    if (cudaMalloc(&x->scratch, (size_t)want) != cudaSuccess) {
+    if (cudaMalloc(buf, (size_t)want) != cudaSuccess) {
         cudaGetLastError();
-        if (cudaMalloc(&x->scratch, (size_t)bytes) != cudaSuccess) {
+        if (cudaMalloc(buf, (size_t)bytes) != cudaSuccess) {
             cudaError_t e = cudaGetLastError();
-            x->scratch = NULL;
-            return cu_errorf(c, "cudaMalloc of %lld bytes of workspace failed (%s); %lld bytes free", (long long)bytes,
+            *buf = NULL;
+            return cu_errorf(c, "cudaMalloc of %lld bytes of %s failed (%s); %lld bytes free", (long long)bytes, what,
                              cudaGetErrorString(e), (long long)device_free_bytes());
         }
         want = bytes;
     }
-    x->scratch_bytes = want;
-    *p = x->scratch;
+    *have = want;
+    *p = *buf;
     return SC_OK;
+}
+
+sc_status cu_scratch(const cu_call *c, int64_t bytes, void **p) {
+    return device_buffer(c, &c->ctx->scratch, &c->ctx->scratch_bytes, bytes, "workspace", p);
+}
+
+sc_status cu_widen_buffer(const cu_call *c, int64_t bytes, void **p) {
+    return device_buffer(c, &c->ctx->widen, &c->ctx->widen_bytes, bytes, "f32 copies of 16-bit tensors", p);
 }
 
 static sc_status read_small(const cu_call *c, int i, int64_t max_bytes) {

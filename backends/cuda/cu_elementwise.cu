@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backends/cuda/cu_kernels.h"
+#include "core/half.h"
 
 extern "C" {
 #include "backends/cpu/cpu_broadcast.h"
@@ -414,6 +415,7 @@ template <typename T> __global__ void k_fill(T *d, T v, int64_t n) {
 extern "C" sc_status cu_cast_launch(cudaStream_t s, void *dst, sc_dtype dt, const void *src, sc_dtype st, int64_t n) {
     const cu_call *c = NULL;
     if (n == 0) return SC_OK;
+    if (dt == SC_BF16 || dt == SC_F16 || st == SC_BF16 || st == SC_F16) return cu_half_cast_launch(s, dst, dt, src, st, n);
     if (dt == SC_BOOL) {
         DISPATCH_CAST_SRC(st, (k_cast_bool<S><<<cu_grid(n), CU_BLOCK, 0, s>>>((uint8_t *)dst, (const S *)src, n)));
     } else {
@@ -449,6 +451,8 @@ extern "C" sc_status cu_fill_launch(cudaStream_t s, void *dst, sc_dtype t, doubl
     case SC_I8: k_fill<int8_t><<<cu_grid(n), CU_BLOCK, 0, s>>>((int8_t *)dst, (int8_t)v, n); break;
     case SC_U8: k_fill<uint8_t><<<cu_grid(n), CU_BLOCK, 0, s>>>((uint8_t *)dst, (uint8_t)v, n); break;
     case SC_BOOL: k_fill<uint8_t><<<cu_grid(n), CU_BLOCK, 0, s>>>((uint8_t *)dst, (uint8_t)(v != 0), n); break;
+    case SC_F16: k_fill<uint16_t><<<cu_grid(n), CU_BLOCK, 0, s>>>((uint16_t *)dst, sc_f64_to_f16(v), n); break;
+    case SC_BF16: k_fill<uint16_t><<<cu_grid(n), CU_BLOCK, 0, s>>>((uint16_t *)dst, sc_f32_to_bf16((float)v), n); break;
     default: return cu_errorf(c, "fill of %s not supported", sc_dtype_name(t));
     }
     CU_LAUNCH_CHECK(c);

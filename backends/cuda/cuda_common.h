@@ -43,7 +43,9 @@ typedef struct {
     bool tf32;                /* cuBLAS / cuDNN may use TF32 tensor cores for f32 */
     void *scratch;            /* device workspace, scratch_bytes long */
     int64_t scratch_bytes;
-    int64_t scratch_limit;    /* the most scratch may grow to (0 = the device's free memory) */
+    int64_t scratch_limit;    /* the most scratch (and widen) may grow to (0 = the device's free memory) */
+    void *widen;              /* f32 copies of a node's 16-bit tensors (cu_widen.cu), widen_bytes long */
+    int64_t widen_bytes;
     void *pinned_small;       /* 4 KiB of pinned host memory for cu_read_* */
     int64_t step;             /* the plan step being run, for messages (-1 unknown) */
     /* collectives on NCCL (cu_collective.c): their own stream and scratch, and the device ranges
@@ -81,6 +83,9 @@ sc_status cu_fail(const cu_call *c, const char *lib, const char *expr, const cha
 /* Device scratch of at least `bytes`, grown (cudaFree + cudaMalloc after synchronising the stream)
  * when smaller; fails with the bytes asked and free. The pointer is valid until the next call. */
 sc_status cu_scratch(const cu_call *c, int64_t bytes, void **p);
+/* The same for the f32 copies of a node's 16-bit tensors (a buffer of its own: the kernel that runs
+ * on them may take the scratch). */
+sc_status cu_widen_buffer(const cu_call *c, int64_t bytes, void **p);
 /* Reads input i (i32 or i64, at most 512 values) into host int64s; synchronises the stream. */
 sc_status cu_read_i64(const cu_call *c, int i, int64_t *dst, int64_t *n, int64_t max);
 /* Reads input i's first element (any float or integer dtype) as a double; synchronises. */
@@ -90,6 +95,12 @@ sc_status cu_read_bytes(const cu_call *c, int i, void *dst, int64_t max_bytes);
 
 /* Cast helper shared by the element-wise and movement kernels: dst[i] = (dst dtype) src[i]. */
 sc_status cu_cast_launch(cudaStream_t s, void *dst, sc_dtype dt, const void *src, sc_dtype st, int64_t n);
+/* The same when dt or st is bf16 or f16 (cu_widen.cu): through float, rounding to nearest even. */
+sc_status cu_half_cast_launch(cudaStream_t s, void *dst, sc_dtype dt, const void *src, sc_dtype st, int64_t n);
+/* 16-bit floats through the f32 kernels (cu_widen.cu): whether the call has a bf16 or f16 tensor its
+ * op's kernel does not take as it is, and the call run on f32 copies, outputs rounded once. */
+bool cu_needs_widening(const cu_call *c);
+sc_status cu_run_widened(cu_kernel k, const cu_call *c);
 /* Fills n elements of dtype t with v. */
 sc_status cu_fill_launch(cudaStream_t s, void *dst, sc_dtype t, double v, int64_t n);
 /* NCCL (cu_collective.c): whether a communicator exists, and the backend's synchronize of stream s

@@ -24,6 +24,11 @@
  *         ResizeGrad (the CPU's order, but nvcc and gcc contract w * dY + acc into an FMA or not)
  *   1e-4  reductions, softmax, norms, pools, losses (summation order differs; atomics in grads)
  *   2e-4  Gemm / MatMul / Conv (cuBLAS / cuDNN blocking vs oneDNN; TF32 stays off in this test)
+ * 16-bit cases (bf16, f16; both backends run the f32 kernel on widened copies and round each output
+ * once, cpu_widen.c and cu_widen.cu): 1e-6 where the f32 results are equal (casts, movement,
+ * element-wise arithmetic: one IEEE operation, then the same rounding); else one unit in the last
+ * place of the 16-bit result, since f32 results a few ulp apart can round to neighbouring 16-bit
+ * values: 2^-7 relative for bf16 (8e-3), 2^-10 for f16 (1e-3).
  */
 #include <math.h>
 #include <stdio.h>
@@ -31,6 +36,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
+#include "core/half.h"
 #include "tests/ref_executor.h"
 #include "backends/cpu/cpu_rng.h"
 #include "backends/cuda/backend_cuda.h"
@@ -83,6 +89,11 @@ static double urand(void) {
 #define ABSENT {SC_DTYPE_UNDEFINED, 0, {0}, K_ABSENT, {0}}
 #define BOOLS(...) {SC_BOOL, sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}, K_BOOL, {0}}
 #define SCALAR_I64(v) {SC_I64, 0, {0}, K_INTS, {v}}
+#define BF16(...) {SC_BF16, sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}, K_RAND, {0}}
+#define F16(...) {SC_F16, sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}, K_RAND, {0}}
+#define F64(...) {SC_F64, sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}, K_RAND, {0}}
+#define BF16_ULP 8e-3
+#define F16_ULP 1e-3
 
 static void a_gemm(sc_attrs *a) { a->gemm = (sc_gemm_attrs){.alpha = 0.7f, .beta = 1.3f, .trans_b = true}; }
 static void a_axis1(sc_attrs *a) { a->axis = (sc_axis_attrs){.axis = 1}; }
@@ -133,6 +144,10 @@ static void a_all_reduce(sc_attrs *a) { a->all_reduce = (sc_all_reduce_attrs){.r
 static void a_adamw(sc_attrs *a) { a->adamw = (sc_adamw_attrs){.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f}; }
 static void a_pad_reflect(sc_attrs *a) { a->pad.mode = SC_PAD_REFLECT; }
 static void a_cast_f64(sc_attrs *a) { a->cast.to = SC_F64; }
+static void a_cast_f32(sc_attrs *a) { a->cast.to = SC_F32; }
+static void a_cast_bf16(sc_attrs *a) { a->cast.to = SC_BF16; }
+static void a_cast_f16(sc_attrs *a) { a->cast.to = SC_F16; }
+static void a_fill_bf16(sc_attrs *a) { a->fill = (sc_fill_attrs){.dtype = SC_BF16, .value = 1.3}; }
 static void a_trilu(sc_attrs *a) { a->trilu.upper = false; }
 static void a_fill(sc_attrs *a) { a->fill = (sc_fill_attrs){.dtype = SC_F32, .value = 1.5}; }
 static void a_dropout(sc_attrs *a) { a->dropout = (sc_dropout_attrs){.seed = 7, .has_seed = true}; }
@@ -285,6 +300,27 @@ static const op_case cases[] = {
     {SC_OP_ALL_REDUCE, "all_reduce", 3, 3, {F32(40), F32(3, 5), F32(7)}, a_all_reduce, 0},
     {SC_OP_REDUCE, "reduce", 2, 2, {F32(40), F32(3, 5)}, a_all_reduce, 0},
     {SC_OP_BROADCAST, "broadcast", 2, 2, {F32(6), F32(2, 9)}, a_all_reduce, 0},
+    /* 16-bit floats (mixed precision): casts both ways, then ops on widened copies */
+    {SC_OP_CAST, "cast_f32_bf16", 1, 1, {F32(300)}, a_cast_bf16, 1e-6},
+    {SC_OP_CAST, "cast_f32_f16", 1, 1, {F32(300)}, a_cast_f16, 1e-6},
+    {SC_OP_CAST, "cast_f64_f16", 1, 1, {F64(300)}, a_cast_f16, 1e-6},
+    {SC_OP_CAST, "cast_bf16_f32", 1, 1, {BF16(300)}, a_cast_f32, 1e-6},
+    {SC_OP_CAST, "cast_f16_bf16", 1, 1, {F16(300)}, a_cast_bf16, 1e-6},
+    {SC_OP_CONSTANT_OF_SHAPE, "constant_of_shape_bf16", 1, 1, {I64V(2, 3, 4)}, a_fill_bf16, 1e-6},
+    {SC_OP_RELU, "relu_bf16", 1, 1, {BF16(3, 5, 7)}, NULL, 1e-6},
+    {SC_OP_ADD, "add_bcast_bf16", 2, 1, {BF16(2, 3, 4, 5), BF16(3, 1, 1)}, NULL, 1e-6},
+    {SC_OP_MUL, "mul_f16", 2, 1, {F16(4, 1), F16(1, 6)}, NULL, 1e-6},
+    {SC_OP_GELU, "gelu_bf16", 1, 1, {BF16(300)}, NULL, BF16_ULP},
+    {SC_OP_TRANSPOSE, "transpose_f16", 1, 1, {F16(3, 4, 5)}, a_perm, 1e-6},
+    {SC_OP_CONCAT, "concat_bf16", 2, 1, {BF16(2, 3, 4), BF16(2, 5, 4)}, a_axis1, 1e-6},
+    {SC_OP_GATHER, "gather_bf16", 2, 1, {BF16(10, 4), I64V(5, 3, -1, 0, 3, 9)}, NULL, 1e-6},
+    {SC_OP_SHAPE, "shape_bf16", 1, 1, {BF16(2, 3, 4)}, NULL, 1e-6},
+    {SC_OP_SOFTMAX, "softmax_bf16", 1, 1, {BF16(4, 7, 5)}, a_axis1, BF16_ULP},
+    {SC_OP_REDUCE_SUM, "reduce_sum_f16", 2, 1, {F16(4, 5, 300), I64V(2, 0, 2)}, a_reduce, F16_ULP},
+    {SC_OP_GEMM, "gemm_bf16", 3, 1, {BF16(7, 33), BF16(5, 33), BF16(5)}, a_gemm, BF16_ULP},
+    {SC_OP_MATMUL, "matmul_batched_f16", 2, 1, {F16(2, 3, 4, 16), F16(3, 16, 5)}, NULL, F16_ULP},
+    {SC_OP_CONV, "conv_bf16", 3, 1, {BF16(2, 3, 9, 9), BF16(4, 3, 3, 3), BF16(4)}, a_conv, BF16_ULP},
+    {SC_OP_CONV_GRAD, "conv_grad_bf16", 3, 3, {BF16(2, 4, 5, 9), BF16(2, 3, 9, 9), BF16(4, 3, 3, 3)}, a_conv, BF16_ULP},
 };
 
 /* Scalars given as K_INTS on f32 inputs: clip bounds, lr, ratio (by case name and input). */
@@ -294,13 +330,23 @@ static double f32_scalar_value(const op_case *oc, int k) {
     return 0.01; /* learning rates */
 }
 
+/* A random float input's element i (f32, f64, or rounded to bf16 / f16). */
+static void put_float(sc_tensor *t, int64_t i, double v) {
+    switch (t->desc.dtype) {
+    case SC_F64: ((double *)t->data)[i] = v; break;
+    case SC_BF16: ((uint16_t *)t->data)[i] = sc_f32_to_bf16((float)v); break;
+    case SC_F16: ((uint16_t *)t->data)[i] = sc_f64_to_f16(v); break;
+    default: ((float *)t->data)[i] = (float)v; break;
+    }
+}
+
 static void fill_input(const op_case *oc, int k, sc_tensor *t) {
     const in_spec *s = &oc->in[k];
     int64_t n = sc_desc_numel(&t->desc);
     for (int64_t i = 0; i < n; i++) {
         switch (s->kind) {
-        case K_RAND: ((float *)t->data)[i] = (float)(4 * urand() - 2); break;
-        case K_POS: ((float *)t->data)[i] = (float)(0.1 + 2 * urand()); break;
+        case K_RAND: put_float(t, i, 4 * urand() - 2); break;
+        case K_POS: put_float(t, i, 0.1 + 2 * urand()); break;
         case K_LABELS: ((int64_t *)t->data)[i] = (int64_t)(urand() * (double)s->ints[0]) % s->ints[0]; break;
         case K_BOOL: ((uint8_t *)t->data)[i] = urand() < 0.5; break;
         case K_F32V: ((float *)t->data)[i] = (float)s->ints[i] / 1000.0f; break;
@@ -317,6 +363,8 @@ static double to_double(const sc_tensor *t, int64_t i) {
     switch (t->desc.dtype) {
     case SC_F32: return ((const float *)t->data)[i];
     case SC_F64: return ((const double *)t->data)[i];
+    case SC_BF16: return sc_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    case SC_F16: return sc_f16_to_f32(((const uint16_t *)t->data)[i]);
     case SC_I64: return (double)((const int64_t *)t->data)[i];
     case SC_I32: return ((const int32_t *)t->data)[i];
     case SC_BOOL: case SC_U8: return ((const uint8_t *)t->data)[i];
