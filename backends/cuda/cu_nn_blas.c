@@ -4,7 +4,9 @@
  * in column-major, so every call swaps the operands and M / N (cu_gemm_rm). One
  * cublasGemmStridedBatchedEx call serves single, batched and batch-broadcast (stride 0) products;
  * f32 computes in CUBLAS_COMPUTE_32F, or 32F_FAST_TF32 when the backend's tf32 flag is on (--tf32);
- * f64 in CUBLAS_COMPUTE_64F (the gradient checks).
+ * f64 in CUBLAS_COMPUTE_64F (the gradient checks); bf16 and f16 (A, B and C of one type: mixed
+ * precision) on the tensor cores in CUBLAS_COMPUTE_32F, f32 accumulation and one rounding of the
+ * result, which is what the CPU's widened f32 product gives (cpu_widen.c), up to summation order.
  *
  * Gemm: Y = alpha op(A) op(B) + beta C with C broadcast to (M, N) first (cu_expand into Y).
  * MatMul: numpy matmul; a 1-D A is a row (1, K), a 1-D B a column (K, 1). Batch dims broadcast:
@@ -36,8 +38,14 @@ sc_status cu_gemm_rm(const cu_call *c, sc_dtype t, bool ta, bool tb, int64_t M, 
         CUBLAS_CHECK(c, cublasGemmStridedBatchedEx(c->ctx->cublas, opb, opa, (int)N, (int)M, (int)K, &alpha, B, CUDA_R_64F,
                                                    (int)ldb, sb, A, CUDA_R_64F, (int)lda, sa, &beta, C, CUDA_R_64F, (int)ldc, sc,
                                                    (int)batch, CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT));
+    } else if (t == SC_BF16 || t == SC_F16) {
+        float al = (float)alpha, be = (float)beta;
+        cudaDataType dt = t == SC_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+        CUBLAS_CHECK(c, cublasGemmStridedBatchedEx(c->ctx->cublas, opb, opa, (int)N, (int)M, (int)K, &al, B, dt, (int)ldb, sb,
+                                                   A, dt, (int)lda, sa, &be, C, dt, (int)ldc, sc, (int)batch,
+                                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     } else {
-        return cu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(t));
+        return cu_errorf(c, "dtype %s not supported (f32, f64, bf16, f16)", sc_dtype_name(t));
     }
     return SC_OK;
 }

@@ -5,7 +5,8 @@
  * the f32 kernels then differ from the CPU's only in summation order, as they do in f32.
  *
  * Cast and ConstantOfShape take 16-bit types as they are (the type is their attribute), and so does
- * Shape (it reads no data). Conversions from and to a 16-bit type go through float, as on the CPU,
+ * Shape (it reads no data). Gemm and MatMul in one 16-bit type run on cuBLAS's 16-bit tensor-core
+ * paths with f32 accumulation (cu_nn_blas.c): the same arithmetic up to summation order. Conversions from and to a 16-bit type go through float, as on the CPU,
  * except f64 -> f16, which rounds once from the double.
  *
  * The widened copies live in one device buffer of the backend (cu_widen_buffer), outside the plan's
@@ -13,8 +14,8 @@
  * An output that aliases an input (an in-place op) shares the input's widened copy, so the f32
  * kernel sees the aliasing it was written for.
  *
- * This is the correct path, not the fast one: matrix products run in f32 (TF32 when enabled), not on
- * the 16-bit tensor-core paths, and element-moving ops convert twice. */
+ * The rest is the correct path, not the fast one: convolutions run in f32 (TF32 when enabled), not on
+ * cuDNN's 16-bit paths, and element-moving ops convert twice. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -89,8 +90,18 @@ extern "C" sc_status cu_half_cast_launch(cudaStream_t s, void *dst, sc_dtype dt,
 /* Ops whose kernels take 16-bit tensors as they are. */
 static bool takes_16bit(sc_op op) { return op == SC_OP_CAST || op == SC_OP_CONSTANT_OF_SHAPE || op == SC_OP_SHAPE; }
 
+/* Gemm and MatMul whose tensors are all of one 16-bit type run on cuBLAS's 16-bit paths
+ * (cu_nn_blas.c). */
+static bool native_product(const cu_call *c) {
+    if (c->node->op != SC_OP_GEMM && c->node->op != SC_OP_MATMUL) return false;
+    sc_dtype t = c->out[0].desc.dtype;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i].data && c->in[i].desc.dtype != t) return false;
+    return is_half(t);
+}
+
 extern "C" bool cu_needs_widening(const cu_call *c) {
-    if (takes_16bit(c->node->op)) return false;
+    if (takes_16bit(c->node->op) || native_product(c)) return false;
     for (int i = 0; i < c->n_in; i++)
         if (c->in[i].data && is_half(c->in[i].desc.dtype)) return true;
     for (int i = 0; i < c->n_out; i++)

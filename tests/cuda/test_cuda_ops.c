@@ -319,6 +319,8 @@ static const op_case cases[] = {
     {SC_OP_REDUCE_SUM, "reduce_sum_f16", 2, 1, {F16(4, 5, 300), I64V(2, 0, 2)}, a_reduce, F16_ULP},
     {SC_OP_GEMM, "gemm_bf16", 3, 1, {BF16(7, 33), BF16(5, 33), BF16(5)}, a_gemm, BF16_ULP},
     {SC_OP_MATMUL, "matmul_batched_f16", 2, 1, {F16(2, 3, 4, 16), F16(3, 16, 5)}, NULL, F16_ULP},
+    {SC_OP_MATMUL, "matmul_partial_bf16", 2, 1, {BF16(2, 1, 4, 16), BF16(1, 3, 16, 5)}, NULL, BF16_ULP},
+    {SC_OP_GEMM, "gemm_f16_mixed_c", 3, 1, {F16(7, 33), F16(5, 33), F32(5)}, a_gemm, F16_ULP}, /* widened */
     {SC_OP_CONV, "conv_bf16", 3, 1, {BF16(2, 3, 9, 9), BF16(4, 3, 3, 3), BF16(4)}, a_conv, BF16_ULP},
     {SC_OP_CONV_GRAD, "conv_grad_bf16", 3, 3, {BF16(2, 4, 5, 9), BF16(2, 3, 9, 9), BF16(4, 3, 3, 3)}, a_conv, BF16_ULP},
 };

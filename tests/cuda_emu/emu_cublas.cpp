@@ -24,7 +24,10 @@
  *                    the batch touches, and C matrices of different batch entries overlapping
  *                    (the docs call that undefined);
  *   NOT_SUPPORTED    type / compute-type combinations other than all-R_32F with COMPUTE_32F,
- *                    _PEDANTIC or _FAST_TF32, and all-R_64F with COMPUTE_64F or _PEDANTIC.
+ *                    _PEDANTIC or _FAST_TF32, all-R_16BF or all-R_16F with COMPUTE_32F or
+ *                    _PEDANTIC, and all-R_64F with COMPUTE_64F or _PEDANTIC.
+ * 16-bit operands are widened on load and the f32 result is rounded once on store (to nearest
+ * even; core/half.h, the backends' conversions).
  * Operands that are not read are not checked: A and B when k == 0 or alpha == 0, and C's old
  * values when beta == 0 (C is then only written, so fresh NaN-filled memory never leaks in).
  */
@@ -36,6 +39,7 @@
 
 #include <mutex>
 
+#include "core/half.h"
 #include "emu_internal.h"
 
 static const char *const kGemm = "cublasGemmStridedBatchedEx";
@@ -197,13 +201,20 @@ static const char *dtype_name(cudaDataType t) {
     }
 }
 
-/* The emulated combinations: 0 = f32, 1 = f64, -1 = not emulated. */
+/* The emulated combinations: -1 = not emulated. bf16 and f16 (A, B and C of one type) compute in
+ * f32, with alpha and beta f32 and C rounded once, to nearest even, as cuBLAS's 32F compute type
+ * does for them. */
+enum { GEMM_F32, GEMM_F64, GEMM_BF16, GEMM_F16 };
 static int gemm_kind(cudaDataType at, cudaDataType bt, cudaDataType ct, cublasComputeType_t comp) {
     bool all32 = at == CUDA_R_32F && bt == CUDA_R_32F && ct == CUDA_R_32F;
     bool all64 = at == CUDA_R_64F && bt == CUDA_R_64F && ct == CUDA_R_64F;
+    bool all16bf = at == CUDA_R_16BF && bt == CUDA_R_16BF && ct == CUDA_R_16BF;
+    bool all16 = at == CUDA_R_16F && bt == CUDA_R_16F && ct == CUDA_R_16F;
     if (all32 && (comp == CUBLAS_COMPUTE_32F || comp == CUBLAS_COMPUTE_32F_PEDANTIC || comp == CUBLAS_COMPUTE_32F_FAST_TF32))
-        return 0;
-    if (all64 && (comp == CUBLAS_COMPUTE_64F || comp == CUBLAS_COMPUTE_64F_PEDANTIC)) return 1;
+        return GEMM_F32;
+    if (all64 && (comp == CUBLAS_COMPUTE_64F || comp == CUBLAS_COMPUTE_64F_PEDANTIC)) return GEMM_F64;
+    if ((all16bf || all16) && (comp == CUBLAS_COMPUTE_32F || comp == CUBLAS_COMPUTE_32F_PEDANTIC))
+        return all16 ? GEMM_F16 : GEMM_BF16;
     return -1;
 }
 
@@ -268,7 +279,25 @@ struct gemm_job {
     int64_t ldc, sa, sb, sc;
     double alpha, beta; /* f32 scalars widen exactly and narrow back exactly */
     bool f64, tf32, read_ab;
+    int kind;
 };
+
+/* Storage of the operands: the compute type itself, or 16-bit floats widened on load and rounded
+ * on store (core/half.h, the backends' own conversions). */
+struct bf16_t {
+    uint16_t bits;
+};
+struct f16_t {
+    uint16_t bits;
+};
+static inline float load_t(float v) { return v; }
+static inline double load_t(double v) { return v; }
+static inline float load_t(bf16_t v) { return sc_bf16_to_f32(v.bits); }
+static inline float load_t(f16_t v) { return sc_f16_to_f32(v.bits); }
+static inline void store_t(float *p, float v) { *p = v; }
+static inline void store_t(double *p, double v) { *p = v; }
+static inline void store_t(bf16_t *p, float v) { p->bits = sc_f32_to_bf16(v); }
+static inline void store_t(f16_t *p, float v) { p->bits = sc_f32_to_f16(v); }
 
 
 static inline float fma_t(float a, float b, float c) { return fmaf(a, b, c); }
@@ -276,26 +305,27 @@ static inline double fma_t(double a, double b, double c) { return fma(a, b, c); 
 static inline float in_t(float v, bool tf32) { return tf32 ? emu::tf32_round(v) : v; }
 static inline double in_t(double v, bool) { return v; }
 
-/* C_b = alpha op(A_b) op(B_b) + beta C_b with one accumulator per element, summed in k order. */
-template <typename T>
+/* C_b = alpha op(A_b) op(B_b) + beta C_b with one accumulator per element, summed in k order; T is
+ * the compute type, S the storage type. */
+template <typename T, typename S = T>
 static void gemm_run(const gemm_job &g) {
     const T alpha = (T)g.alpha, beta = (T)g.beta;
     for (int64_t b = 0; b < g.batch; b++) {
-        const T *a = (const T *)g.A + b * g.sa, *bm = (const T *)g.B + b * g.sb;
-        T *c = (T *)g.C + b * g.sc;
+        const S *a = (const S *)g.A + b * g.sa, *bm = (const S *)g.B + b * g.sb;
+        S *c = (S *)g.C + b * g.sc;
         for (int64_t j = 0; j < g.n; j++)
             for (int64_t i = 0; i < g.m; i++) {
                 T r = 0;
                 if (g.read_ab) {
                     T acc = 0;
-                    const T *ap = a + i * g.a_row, *bp = bm + j * g.b_col;
+                    const S *ap = a + i * g.a_row, *bp = bm + j * g.b_col;
                     for (int64_t p = 0; p < g.k; p++)
-                        acc = fma_t(in_t(ap[p * g.a_col], g.tf32), in_t(bp[p * g.b_row], g.tf32), acc);
+                        acc = fma_t(in_t(load_t(ap[p * g.a_col]), g.tf32), in_t(load_t(bp[p * g.b_row]), g.tf32), acc);
                     r = alpha * acc;
                 }
-                T *cp = c + i + j * g.ldc;
-                if (beta != 0) r = fma_t(beta, *cp, r); /* beta == 0: C is not read */
-                *cp = r;
+                S *cp = c + i + j * g.ldc;
+                if (beta != 0) r = fma_t(beta, (T)load_t(*cp), r); /* beta == 0: C is not read */
+                store_t(cp, r);
             }
     }
 }
@@ -347,19 +377,21 @@ extern "C" cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cubl
     int kind = gemm_kind(Atype, Btype, Ctype, computeType);
     if (kind < 0) {
         emu::note("%s: Atype %s, Btype %s, Ctype %s with computeType %d: the emulator runs all-CUDA_R_32F with "
-                  "CUBLAS_COMPUTE_32F[_PEDANTIC|_FAST_TF32] and all-CUDA_R_64F with CUBLAS_COMPUTE_64F[_PEDANTIC]",
+                  "CUBLAS_COMPUTE_32F[_PEDANTIC|_FAST_TF32], all-CUDA_R_16BF or all-CUDA_R_16F with "
+                  "CUBLAS_COMPUTE_32F[_PEDANTIC] and all-CUDA_R_64F with CUBLAS_COMPUTE_64F[_PEDANTIC]",
                   kGemm, dtype_name(Atype), dtype_name(Btype), dtype_name(Ctype), (int)computeType);
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     if (m == 0 || n == 0 || batchCount == 0) return CUBLAS_STATUS_SUCCESS; /* nothing to compute */
 
     gemm_job g;
-    g.f64 = kind == 1;
+    g.f64 = kind == GEMM_F64;
+    g.kind = kind;
     g.tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32;
     if (!read_scalar("alpha", alpha, g.f64, &g.alpha) || !read_scalar("beta", beta, g.f64, &g.beta))
         return CUBLAS_STATUS_INVALID_VALUE;
     g.read_ab = k > 0 && g.alpha != 0; /* NaN alpha reads them (and gives NaN) */
-    size_t es = g.f64 ? sizeof(double) : sizeof(float);
+    size_t es = g.f64 ? sizeof(double) : kind == GEMM_F32 ? sizeof(float) : 2;
     bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N; /* OP_C is OP_T on real data */
     if (g.read_ab && (!operand_on_device("A", A, es, ta ? k : m, ta ? m : k, lda, strideA, batchCount) ||
                       !operand_on_device("B", B, es, tb ? n : k, tb ? k : n, ldb, strideB, batchCount)))
@@ -379,8 +411,12 @@ extern "C" cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cubl
     g.b_row = tb ? ldb : 1, g.b_col = tb ? 1 : ldb; /* op(B)(p, j) = B[p + j ldb], or B[j + p ldb] */
     g.ldc = ldc, g.sa = strideA, g.sb = strideB, g.sc = strideC;
     emu::enqueue(handle->stream, kGemm, [g]() {
-        if (g.f64)
+        if (g.kind == GEMM_F64)
             gemm_run<double>(g);
+        else if (g.kind == GEMM_BF16)
+            gemm_run<float, bf16_t>(g);
+        else if (g.kind == GEMM_F16)
+            gemm_run<float, f16_t>(g);
         else
             gemm_run<float>(g);
     });
