@@ -323,6 +323,9 @@ static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_tra
     }
     SC_TRY(autodiff_build_backward_seeded(g, tg->loss, tg->loss_scale, tg->params, tg->n_params, tg->grads));
     params_keep_with_grads(g, tg);
+    /* before the updates exist, so that each parameter's update is placed after its second cast too
+       (optimizer.c updates_positions): the update overwrites what the cast reads */
+    SC_TRY(param_casts_again(g, tg->n_forward_nodes));
     SC_TRY(data_parallel_build(g, opt, tg)); /* before keep_grads: the averaged gradients are the ones kept */
     if (opt->keep_grads) {
         tb_builder b = {g, SC_OK};
@@ -331,7 +334,6 @@ static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_tra
     }
     SC_TRY(optimizer_build(g, opt, tg)); /* ends with graph_link (updates_place) */
     SC_TRY(data_parallel_finish(g, opt, tg));
-    SC_TRY(param_casts_again(g, tg->n_forward_nodes));
     model_outputs_drop(g, n_model);
     SC_TRY(graph_link(g));
     int bad = -1;
