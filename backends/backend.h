@@ -50,6 +50,12 @@ typedef struct {
     /* Starts a copy; *transfer receives its id (ids increase from 1). */
     sc_status (*copy_h2d)(sc_backend *b, void *dev, const void *host, int64_t bytes, int64_t *transfer);
     sc_status (*copy_d2h)(sc_backend *b, void *host, const void *dev, int64_t bytes, int64_t *transfer);
+    /* The same for n f32 elements that cross the link in the 16-bit type `wire` (SC_BF16, SC_F16):
+     * rounded to it (nearest even, core/half.h) before the link, 2 bytes each on it, widened after,
+     * so dst[i] = widen(round(src[i])). to_device picks the direction. Streaming plans use it in
+     * mixed precision (schedule/wire.c); the executor refuses them on a backend where it is NULL. */
+    sc_status (*copy_wire)(sc_backend *b, bool to_device, void *dst, const void *src, int64_t n, sc_dtype wire,
+                           int64_t *transfer);
     /* Blocks until the transfer finished (and every transfer started before it). */
     sc_status (*wait)(sc_backend *b, int64_t transfer);
     sc_status (*run_node)(sc_backend *b, const sc_node *n, const sc_tensor *in, int n_in, sc_tensor *out, int n_out);

@@ -11,7 +11,9 @@
  * (backend_cpu_set_inline_copies). With a modelled link (backend_cpu_set_link_bandwidth) every copy
  * lasts at least bytes / bandwidth on its lane, from when the lane starts it: the lane sleeps out
  * what the memcpy did not take, so a plan meets a PCIe-like link, and the timeline model's FIFO per
- * direction, without a GPU. run_node is cpu_run_node.
+ * direction, without a GPU. A copy through a 16-bit wire type (copy_wire) rounds and widens on its
+ * lane, and counts and paces the 2 bytes per element a 16-bit link would carry. run_node is
+ * cpu_run_node.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -23,14 +25,16 @@
 #include "backends/backend.h"
 #include "core/alloc_fail.h"
 #include "core/clock.h"
+#include "core/half.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/cpu_rng.h"
 
 typedef struct {
     void *dst;
     const void *src;
-    int64_t bytes, id;
-    double seconds; /* the modelled link's time for it; 0 = as fast as memcpy */
+    int64_t bytes, id;  /* bytes on the link */
+    double seconds;     /* the modelled link's time for it; 0 = as fast as memcpy */
+    sc_dtype wire;      /* copy_wire: f32 elements through this 16-bit type (bytes / 2 of them), else 0 */
 } copy_job;
 
 struct cpu_ctx;
@@ -68,6 +72,30 @@ static void link_pace(double t0, double seconds) {
     }
 }
 
+/* A copy_job's data movement: a memcpy, or f32 -> wire type -> f32 by blocks (the rounding a
+ * 16-bit link applies, and the widening after it). */
+static void job_copy(const copy_job *j) {
+    if (j->wire == SC_DTYPE_UNDEFINED) {
+        memcpy(j->dst, j->src, (size_t)j->bytes);
+        return;
+    }
+    enum { BLOCK = 4096 };
+    uint16_t h[BLOCK];
+    int64_t n = j->bytes / 2;
+    for (int64_t at = 0; at < n; at += BLOCK) {
+        int64_t len = n - at < BLOCK ? n - at : BLOCK;
+        const float *src = (const float *)j->src + at;
+        float *dst = (float *)j->dst + at;
+        if (j->wire == SC_F16) {
+            sc_f32_to_f16_n(h, src, len);
+            sc_f16_to_f32_n(dst, h, len);
+        } else {
+            sc_f32_to_bf16_n(h, src, len);
+            sc_bf16_to_f32_n(dst, h, len);
+        }
+    }
+}
+
 static void *copy_thread(void *arg) {
     copy_lane *l = arg;
     cpu_ctx *c = l->c;
@@ -78,7 +106,7 @@ static void *copy_thread(void *arg) {
         copy_job j = l->q[l->q_head % l->q_cap];
         pthread_mutex_unlock(&c->mu);
         double t0 = sc_clock_seconds();
-        memcpy(j.dst, j.src, (size_t)j.bytes);
+        job_copy(&j);
         if (j.seconds > 0) link_pace(t0, j.seconds);
         pthread_mutex_lock(&c->mu);
         l->q_head++;
@@ -118,11 +146,13 @@ static void cpu_arena_destroy(sc_backend *b) {
     c->arena_bytes = 0;
 }
 
-static sc_status copy_start(cpu_ctx *c, int d, void *dst, const void *src, int64_t bytes, int64_t *transfer) {
+static sc_status copy_start(cpu_ctx *c, int d, void *dst, const void *src, int64_t bytes, sc_dtype wire,
+                            int64_t *transfer) {
     copy_lane *l = &c->lane[d];
+    copy_job job = {dst, src, bytes, 0, c->link_bandwidth > 0 ? (double)bytes / c->link_bandwidth : 0, wire};
     pthread_mutex_lock(&c->mu);
     if (bytes <= c->inline_max && l->q_head == l->q_tail && c->link_bandwidth <= 0) { /* idle lane: no handoff */
-        memcpy(dst, src, (size_t)bytes);
+        job_copy(&job);
         *transfer = ++c->issued;
         pthread_mutex_unlock(&c->mu);
         return SC_OK;
@@ -139,9 +169,8 @@ static sc_status copy_start(cpu_ctx *c, int d, void *dst, const void *src, int64
         l->q = q;
         l->q_cap = cap;
     }
-    *transfer = ++c->issued;
-    l->q[l->q_tail % l->q_cap] =
-        (copy_job){dst, src, bytes, *transfer, c->link_bandwidth > 0 ? (double)bytes / c->link_bandwidth : 0};
+    *transfer = job.id = ++c->issued;
+    l->q[l->q_tail % l->q_cap] = job;
     l->q_tail++;
     pthread_cond_signal(&l->cv_work);
     pthread_mutex_unlock(&c->mu);
@@ -151,13 +180,24 @@ static sc_status copy_start(cpu_ctx *c, int d, void *dst, const void *src, int64
 static sc_status cpu_copy_h2d(sc_backend *b, void *dev, const void *host, int64_t bytes, int64_t *transfer) {
     cpu_ctx *c = b->ctx;
     c->h2d += bytes;
-    return copy_start(c, 0, dev, host, bytes, transfer);
+    return copy_start(c, 0, dev, host, bytes, SC_DTYPE_UNDEFINED, transfer);
 }
 
 static sc_status cpu_copy_d2h(sc_backend *b, void *host, const void *dev, int64_t bytes, int64_t *transfer) {
     cpu_ctx *c = b->ctx;
     c->d2h += bytes;
-    return copy_start(c, 1, host, dev, bytes, transfer);
+    return copy_start(c, 1, host, dev, bytes, SC_DTYPE_UNDEFINED, transfer);
+}
+
+static sc_status cpu_copy_wire(sc_backend *b, bool to_device, void *dst, const void *src, int64_t n, sc_dtype wire,
+                               int64_t *transfer) {
+    cpu_ctx *c = b->ctx;
+    if (wire != SC_BF16 && wire != SC_F16)
+        return sc_errorf("cpu backend: a copy through %s (bf16 and f16 only)", sc_dtype_name(wire));
+    int64_t bytes = n * 2;
+    if (to_device) c->h2d += bytes;
+    else c->d2h += bytes;
+    return copy_start(c, to_device ? 0 : 1, dst, src, bytes, wire, transfer);
 }
 
 static sc_status cpu_wait(sc_backend *b, int64_t transfer) {
@@ -246,6 +286,7 @@ static const sc_backend_i cpu_iface = {
     .arena_destroy = cpu_arena_destroy,
     .copy_h2d = cpu_copy_h2d,
     .copy_d2h = cpu_copy_d2h,
+    .copy_wire = cpu_copy_wire,
     .wait = cpu_wait,
     .run_node = cpu_run,
     .synchronize = cpu_synchronize,

@@ -363,8 +363,11 @@ static sc_status step_transfer(sc_plan_session *s, const sc_step *sp) {
         return SC_OK;
     }
     int v = sp->value;
-    int64_t bytes = value_bytes(s->g, v);
+    int64_t bytes = value_bytes(s->g, v), link = plan_step_bytes(s->g, sp);
     sc_status st = SC_OK;
+    if (sp->wire && !s->be->iface->copy_wire)
+        return sc_errorf("the plan moves '%s' in %s, which the %s backend cannot (it has no copy_wire)",
+                         s->g->values[v].name, sc_dtype_name(sp->wire), s->be->iface->name);
     s->last_xfer[v] = sp->transfer;
     s->last_in[v] = sp->kind == SC_STEP_PREFETCH;
     void *host = host_of(s, v, bytes, &st);
@@ -374,8 +377,12 @@ static sc_status step_transfer(sc_plan_session *s, const sc_step *sp) {
         SC_ASSERT(iv >= 0); /* offloading a value that is not resident */
         FLY_CHECK(s, iv, false);
         s->host_step[v] = s->n_step;
-        s->stats.bytes_d2h += bytes;
-        SC_TRY(s->be->iface->copy_d2h(s->be, host, dev_ptr(s, iv), bytes, &s->xfer[sp->transfer]));
+        s->stats.bytes_d2h += link;
+        if (sp->wire)
+            SC_TRY(s->be->iface->copy_wire(s->be, false, host, dev_ptr(s, iv), sc_desc_numel(&s->g->values[v].desc), sp->wire,
+                                           &s->xfer[sp->transfer]));
+        else
+            SC_TRY(s->be->iface->copy_d2h(s->be, host, dev_ptr(s, iv), bytes, &s->xfer[sp->transfer]));
         FLY_ADD(s, s->xfer[sp->transfer], iv, false);
         return SC_OK;
     }
@@ -383,8 +390,12 @@ static sc_status step_transfer(sc_plan_session *s, const sc_step *sp) {
     SC_ASSERT(s->cur[v] < 0); /* one resident instance at a time */
     FLY_CHECK(s, sp->interval, true);
     opened(s, sp->interval);
-    s->stats.bytes_h2d += bytes;
-    SC_TRY(s->be->iface->copy_h2d(s->be, dev_ptr(s, sp->interval), host, bytes, &s->xfer[sp->transfer]));
+    s->stats.bytes_h2d += link;
+    if (sp->wire)
+        SC_TRY(s->be->iface->copy_wire(s->be, true, dev_ptr(s, sp->interval), host, sc_desc_numel(&s->g->values[v].desc),
+                                       sp->wire, &s->xfer[sp->transfer]));
+    else
+        SC_TRY(s->be->iface->copy_h2d(s->be, dev_ptr(s, sp->interval), host, bytes, &s->xfer[sp->transfer]));
     FLY_ADD(s, s->xfer[sp->transfer], sp->interval, true);
     return SC_OK;
 }

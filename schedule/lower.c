@@ -265,11 +265,11 @@ static sc_status steps_emit(lower_ctx *x, sc_plan *plan) {
             slot_iv[sl] = ni;
             plan->intervals[ni++] = (sc_interval){n->out[o], 0, x->vbytes[n->out[o]], ns, end};
         }
-        plan->steps[ns++] = (sc_step){SC_STEP_RUN, x->runs[r], -1, -1, first};
+        plan->steps[ns++] = (sc_step){SC_STEP_RUN, x->runs[r], -1, -1, first, SC_DTYPE_UNDEFINED};
         for (int f = fcount[r + 1]; f < fcount[r + 2]; f++) {
             int iv = slot_iv[flist[f]];
             plan->intervals[iv].end = ns;
-            plan->steps[ns++] = (sc_step){SC_STEP_FREE, -1, plan->intervals[iv].value, -1, -1};
+            plan->steps[ns++] = (sc_step){SC_STEP_FREE, -1, plan->intervals[iv].value, -1, -1, SC_DTYPE_UNDEFINED};
         }
     }
     SC_ASSERT(ns == plan->n_steps);

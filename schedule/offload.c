@@ -436,23 +436,23 @@ static void emit_event(emitter *m, const sc_graph *g, const event *e) {
         SC_ASSERT(m->cur[e->value] < 0);
         m->cur[e->value] = m->ni;
         m->tid[e->seq] = m->n_tid;
-        p->steps[m->ns++] = (sc_step){SC_STEP_PREFETCH, -1, e->value, m->n_tid++, m->ni++};
+        p->steps[m->ns++] = (sc_step){SC_STEP_PREFETCH, -1, e->value, m->n_tid++, m->ni++, SC_DTYPE_UNDEFINED};
         break;
     case EV_OFFLOAD:
         SC_ASSERT(m->cur[e->value] >= 0);
         m->tid[e->seq] = m->n_tid;
-        p->steps[m->ns++] = (sc_step){SC_STEP_OFFLOAD, -1, e->value, m->n_tid++, -1};
+        p->steps[m->ns++] = (sc_step){SC_STEP_OFFLOAD, -1, e->value, m->n_tid++, -1, SC_DTYPE_UNDEFINED};
         break;
     case EV_WAIT:
         SC_ASSERT(m->tid[e->ref] >= 0);
-        p->steps[m->ns++] = (sc_step){SC_STEP_WAIT, -1, e->value, m->tid[e->ref], -1};
+        p->steps[m->ns++] = (sc_step){SC_STEP_WAIT, -1, e->value, m->tid[e->ref], -1, SC_DTYPE_UNDEFINED};
         break;
-    case EV_HOST_RUN: p->steps[m->ns++] = (sc_step){SC_STEP_HOST_RUN, e->ref, -1, -1, -1}; break;
+    case EV_HOST_RUN: p->steps[m->ns++] = (sc_step){SC_STEP_HOST_RUN, e->ref, -1, -1, -1, SC_DTYPE_UNDEFINED}; break;
     case EV_FREE:
         SC_ASSERT(m->cur[e->value] >= 0);
         p->intervals[m->cur[e->value]].end = m->ns;
         m->cur[e->value] = -1;
-        p->steps[m->ns++] = (sc_step){SC_STEP_FREE, -1, e->value, -1, -1};
+        p->steps[m->ns++] = (sc_step){SC_STEP_FREE, -1, e->value, -1, -1, SC_DTYPE_UNDEFINED};
         break;
     }
 }
@@ -494,7 +494,7 @@ static sc_status plan_emit(off_ctx *x, sc_plan *out) {
             m.cur[iv.value] = m.ni;
             out->intervals[m.ni++] = iv;
         }
-        out->steps[m.ns++] = (sc_step){SC_STEP_RUN, os->node, -1, -1, first};
+        out->steps[m.ns++] = (sc_step){SC_STEP_RUN, os->node, -1, -1, first, SC_DTYPE_UNDEFINED};
         for (; ei < x->n_ev && x->ev[ei].key < BEFORE(r + 1) * 4; ei++) emit_event(&m, g, &x->ev[ei]);
     }
     SC_ASSERT(ei == x->n_ev && m.ns == out->n_steps);

@@ -98,6 +98,7 @@ static sc_status stream_search(const sc_graph *g, const sc_cost_model *m, const 
         if (window_max > 0 && W > window_max) W = window_max;
         sc_plan cand;
         sc_status st = plan_offload_ex(g, lowered, weights, activations, host, W, &cand);
+        if (!st) st = plan_wire_assign(g, &cand);
         if (!st) st = plan_alloc(g, &cand);
         if (!st) st = plan_predict(g, m, &cand);
         if (st) {

@@ -10,6 +10,9 @@
  *                  parameter and its state in their host homes (streamed, never on the device),
  *                  the gradient (and clip scale) from this step's OFFLOAD, lr and step from the
  *                  feeds. Its outputs are in place, so it opens no interval.
+ * A transfer may cross the link in a 16-bit type (wire, schedule/wire.c) when that loses nothing any
+ * reader sees: the gradient a Cast widened from bf16 / f16, or a weight whose every device reader
+ * casts it to that type (mixed precision). The backend rounds, copies half the bytes and widens.
  * Recomputation is a forward RUN appearing again. Every device-resident interval of a value has a
  * static offset in one device arena of arena_bytes, so a step performs no allocation and the planned
  * peak is the real peak (the executor measures the high-water mark and tests compare).
@@ -36,6 +39,8 @@ typedef struct {
     int transfer; /* OFFLOAD, PREFETCH: its id; WAIT: the id waited for */
     int interval; /* RUN: first interval its outputs open (one per present output, in order);
                      PREFETCH: the interval it opens; else -1 */
+    sc_dtype wire; /* OFFLOAD, PREFETCH of an f32 value: SC_BF16 / SC_F16 when it crosses the link in
+                      that type (schedule/wire.c), else 0 (SC_DTYPE_UNDEFINED: its own type) */
 } sc_step;
 
 /* Intervals of resident persistent values come first (n_fixed_intervals of them), one per value,
@@ -185,6 +190,10 @@ const char *plan_timeline_bound(const sc_timeline *tl);
  * state). plan_host_buffer_bytes: the size of the buffer the executor makes for `bytes`.
  * plan_host_copy_bytes: the host bytes a session's copies take (-1 when out of memory). */
 void plan_value_roots(const sc_graph *g, int *root);
+/* The bytes an OFFLOAD or PREFETCH moves over the link: its value's, or in its wire type (wire.c). */
+int64_t plan_step_bytes(const sc_graph *g, const sc_step *st);
+/* Of a plan's transfer bytes host to device ([0]) and back ([1]), those in a 16-bit wire type. */
+void plan_wire_bytes(const sc_graph *g, const sc_plan *p, int64_t bytes[2]);
 void plan_host_release_steps(const sc_graph *g, const sc_plan *p, const int *root, int *release_at);
 bool plan_host_homes(const sc_graph *g, const sc_plan *p, bool *home); /* false: out of memory */
 int64_t plan_host_buffer_bytes(int64_t bytes);

@@ -123,6 +123,8 @@ sc_status plan_offload_ex(const sc_graph *g, const sc_plan *in, bool weights, bo
 /* offload.c: predicted_time (compute stream plus waits on one FIFO host<->device link, i.e. stalls),
  * stall_time, bytes_h2d and bytes_d2h of a plan's steps under cost model m. */
 sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan);
+/* Sets the wire type of every OFFLOAD and PREFETCH of a streaming plan (schedule/wire.c). */
+sc_status plan_wire_assign(const sc_graph *g, sc_plan *p);
 
 /* offload.c: whether node n is an optimizer update (SGDUpdate, AdamWUpdate; input 0 the parameter). */
 bool sched_is_update(const sc_node *n);

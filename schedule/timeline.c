@@ -90,7 +90,7 @@ sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_
         case SC_STEP_PREFETCH:
         case SC_STEP_OFFLOAD: {
             int d = st->kind == SC_STEP_OFFLOAD; /* 0 h2d, 1 d2h */
-            int64_t b = sched_data_bytes(g, st->value);
+            int64_t b = plan_step_bytes(g, st);
             double dur = (double)b / link_bandwidth;
             t0 = later(link[d], compute);
             link[d] = t1 = t0 + dur;

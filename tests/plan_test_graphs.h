@@ -12,11 +12,14 @@
 #include <string.h>
 
 #include "autodiff/autodiff.h"
+#include "graph/passes.h"
 #include "graph/shape.h"
 
 enum { PT_N = 8, PT_IN = 4, PT_H = 16, PT_H2 = 12, PT_C = 3, PT_D = 8 };
 
 static uint64_t pt_rng;
+/* Mixed precision of the graphs built from now on (graph_apply_precision before autodiff), 0 = f32. */
+static sc_dtype pt_low;
 static double pt_urand(void) {
     pt_rng ^= pt_rng >> 12;
     pt_rng ^= pt_rng << 25;
@@ -139,6 +142,7 @@ static void pt_build_opt(pt_model *m, pt_kind kind, bool adamw) {
     o.weight_decay = adamw ? 0.01f : 0.0f;
     o.clip_norm = adamw ? 0.5f : 0.0f;
     sc_status st = graph_link(g);
+    if (!st && pt_low) st = graph_apply_precision(g, pt_low, NULL);
     if (!st) st = autodiff_build_training(g, &o, &m->tg);
     if (st) printf("building %s: %s\n", pt_kind_name(kind), sc_status_message(st));
     SC_ASSERT(!st);

@@ -14,7 +14,11 @@
  *     every running statistic is OFFLOADed and no longer resident at the end of the step, and the
  *     write-back from the host copy gives statistics bit-identical to the store-everything run;
  *   - the bytes a session moves for outputs: those still resident at the end are copied device ->
- *     host, offloaded ones are read from their host copy (already counted by the plan's OFFLOAD).
+ *     host, offloaded ones are read from their host copy (already counted by the plan's OFFLOAD);
+ *   - every window again on the graphs in bf16 mixed precision (a third pass, SGD): with weights
+ *     streamed and updated on the host, the casts' gradients leave and the cast weights arrive in
+ *     16 bits (schedule/wire.c), still bit-identical to the bf16 store-everything run, with the
+ *     counted bytes the plan's.
  * Every other run has the CPU backend do copies inline while nothing is pending
  * (backend_cpu_set_inline_copies, as the trainer does for small copies), the rest through the copy
  * thread; two runs in three put host updates on the host worker thread, the third runs them inline;
@@ -55,7 +59,10 @@ enum { PT_WIDE = 3, WIDE_H = 64, WIDE_L = 4 };
 enum { PT_BNORM = 4, BN_L = 3 };
 
 static const char *model_name(int kind) {
-    return kind == PT_WIDE ? "wide" : kind == PT_BNORM ? "bnorm" : pt_kind_name((pt_kind)kind);
+    static char name[32];
+    snprintf(name, sizeof name, "%s%s", kind == PT_WIDE ? "wide" : kind == PT_BNORM ? "bnorm" : pt_kind_name((pt_kind)kind),
+             pt_low ? "-bf16" : "");
+    return name;
 }
 
 /* BatchNormalization over [N, C]: scale, bias, mean, var initializers of [C]. */
@@ -116,6 +123,7 @@ static void model_build(pt_model *m, int kind) {
     o.weight_decay = model_adamw ? 0.01f : 0.0f;
     o.clip_norm = model_adamw ? 0.5f : 0.0f; /* a scale every host update reads */
     sc_status st = graph_link(g);
+    if (!st && pt_low) st = graph_apply_precision(g, pt_low, NULL);
     if (!st) st = autodiff_build_training(g, &o, &m->tg);
     if (st) printf("building %s: %s\n", model_name(kind), sc_status_message(st));
     SC_ASSERT(!st);
@@ -442,6 +450,7 @@ static void test_windows(int kind, const reference *ref) {
                 sc_cost_model cm;
                 cost_model_default(&cm, 0, NULL);
                 st = plan_offload_ex(&m.g, &lowered, mode & 1, mode & 2, host, W, &p);
+                if (!st) st = plan_wire_assign(&m.g, &p);
                 if (!st) st = plan_alloc(&m.g, &p);
                 if (!st) st = plan_predict(&m.g, &cm, &p);
                 char what[96];
@@ -462,6 +471,12 @@ static void test_windows(int kind, const reference *ref) {
                     if (mode == 2 && W == 0)
                         CHECK(p.bytes_d2h > 0, "%s: no activation offloaded with a zero window", what);
                     host_updates_check(what, &m, &p, host);
+                    int64_t wire[2];
+                    plan_wire_bytes(&m.g, &p, wire);
+                    if (pt_low && host) /* every Gemm weight is cast: each one arrives in bf16 */
+                        CHECK(wire[0] > 0 && wire[1] > 0, "%s: %lld and %lld bytes cross in bf16", what,
+                              (long long)wire[0], (long long)wire[1]);
+                    if (!pt_low) CHECK(wire[0] == 0 && wire[1] == 0, "%s: 16-bit transfers in an f32 graph", what);
                     plan_free(&p);
                 }
                 sc_status_free(st);
@@ -618,9 +633,10 @@ int main(int argc, char **argv) {
 #endif
     }
     int kinds[] = {PT_MLP, PT_RESIDUAL, PT_DENSE, PT_WIDE, PT_BNORM};
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 3; pass++)
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
         model_adamw = pass == 1; /* AdamW + clipping: every window with host and device updates */
+        pt_low = pass == 2 ? SC_BF16 : SC_DTYPE_UNDEFINED;
         reference ref;
         model_build(&ref.m, kinds[k]);
         reference_run(&ref.m, ref.loss);
@@ -641,10 +657,11 @@ int main(int argc, char **argv) {
             plan_free(&p);
             graph_free(&m.g);
         }
-        if (!model_adamw) test_modes(kinds[k], &ref);
+        bool first = pass == 0;
+        if (first) test_modes(kinds[k], &ref);
         test_windows(kinds[k], &ref);
-        if (!model_adamw) test_budget(kinds[k], &ref);
-        if (!model_adamw) test_host_budget(kinds[k], &ref);
+        if (first) test_budget(kinds[k], &ref);
+        if (first) test_host_budget(kinds[k], &ref);
         graph_free(&ref.m.g);
     }
     if (!on_cuda) test_inflight_assert(); /* forks: a CUDA context does not survive fork() */

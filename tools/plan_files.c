@@ -109,8 +109,9 @@ static const char *step_label(const sc_graph *g, const sc_step *st, char *buf, s
         break;
     case SC_STEP_PREFETCH:
     case SC_STEP_OFFLOAD:
-        snprintf(buf, n, "%s %s", st->kind == SC_STEP_PREFETCH ? "prefetch" : "offload",
-                 sb_safe(g->values[st->value].name, nm, sizeof nm));
+        snprintf(buf, n, "%s %s%s%s", st->kind == SC_STEP_PREFETCH ? "prefetch" : "offload",
+                 sb_safe(g->values[st->value].name, nm, sizeof nm), st->wire ? " as " : "",
+                 st->wire ? sc_dtype_name(st->wire) : "");
         break;
     case SC_STEP_HOST_RUN:
         snprintf(buf, n, "host update %s", sb_safe(g->nodes[st->node].name, nm, sizeof nm));

@@ -118,6 +118,7 @@ sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, cons
     for (int i = 0; i < tg->n_params; i++) s->param_bytes += sc_desc_bytes(&g->values[tg->params[i]].desc);
     for (int i = 0; i < tg->n_states; i++) s->state_bytes += sc_desc_bytes(&g->values[tg->states[i]].desc);
     s->params = plan_param_count(g);
+    plan_wire_bytes(g, p, s->bytes_16bit);
     s->split_params = s->row_blocks = 0;
     for (int i = 0; tg->block_of && i < tg->n_params; i++) {
         s->row_blocks += tg->block_of[i] >= 0;
@@ -209,8 +210,12 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
             p->flops, p->recompute_flops, p->flops > 0 ? 100.0 * p->recompute_flops / p->flops : 0.0,
             s->compute_time > 0 ? 100.0 * s->recompute_time / s->compute_time : 0.0, (long long)s->recompute_runs);
     double per = s->params > 0 ? (double)s->params : 1;
-    fprintf(f, "moved          h2d %s (%.2f B/param), d2h %s (%.2f B/param) per step\n", fmt_bytes(p->bytes_h2d, a, sizeof a),
+    fprintf(f, "moved          h2d %s (%.2f B/param), d2h %s (%.2f B/param) per step", fmt_bytes(p->bytes_h2d, a, sizeof a),
             (double)p->bytes_h2d / per, fmt_bytes(p->bytes_d2h, b, sizeof b), (double)p->bytes_d2h / per);
+    if (s->bytes_16bit[0] + s->bytes_16bit[1] > 0)
+        fprintf(f, "; in 16 bits (mixed precision, lossless): %s and %s", fmt_bytes(s->bytes_16bit[0], a, sizeof a),
+                fmt_bytes(s->bytes_16bit[1], b, sizeof b));
+    fputc('\n', f);
     if (p->host_bytes > 0)
         fprintf(f, "host copies    %s of host memory for moved values (offloaded activations, gradients for host "
                    "updates), beside the parameters and state\n", fmt_bytes(p->host_bytes, a, sizeof a));
@@ -279,9 +284,10 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
             (long long)s->recompute_runs);
     fprintf(f, "\"compute_time\": %.17g, \"recompute_time\": %.17g, \"recompute_time_share\": %.17g, ", s->compute_time,
             s->recompute_time, s->compute_time > 0 ? s->recompute_time / s->compute_time : 0.0);
-    fprintf(f, "\"bytes_h2d\": %lld, \"bytes_d2h\": %lld, \"stall_time\": %.17g, \"predicted_time\": %.17g, "
-               "\"timeline_time\": %.17g, ",
-            (long long)p->bytes_h2d, (long long)p->bytes_d2h, p->stall_time, p->predicted_time, s->timeline_time);
+    fprintf(f, "\"bytes_h2d\": %lld, \"bytes_d2h\": %lld, \"bytes_h2d_16bit\": %lld, \"bytes_d2h_16bit\": %lld, "
+               "\"stall_time\": %.17g, \"predicted_time\": %.17g, \"timeline_time\": %.17g, ",
+            (long long)p->bytes_h2d, (long long)p->bytes_d2h, (long long)s->bytes_16bit[0], (long long)s->bytes_16bit[1],
+            p->stall_time, p->predicted_time, s->timeline_time);
     fprintf(f, "\"params\": %lld, \"update_on\": \"%s\", \"host_updates\": %d, \"host_time\": %.17g, ", (long long)s->params,
             plan_update_name(p->update_on), p->n_host_updates, p->host_time);
     fprintf(f, "\"none_time\": %.17g, \"budget_cheap\": %lld, \"time_cheap\": %.17g, ", s->none_time,

@@ -86,6 +86,7 @@ typedef struct {
     /* derived by plan_summary_fill */
     int64_t param_bytes, state_bytes;  /* trainable parameters and optimizer state */
     int64_t params;                    /* trainable parameter elements (for B/param/step) */
+    int64_t bytes_16bit[2];            /* of the bytes moved h2d and d2h, those in a 16-bit wire type */
     int split_params, row_blocks;      /* parameters trained as row blocks, and their blocks (tg.block_of) */
     double compute_time;        /* predicted seconds of every RUN */
     double comm_time;           /* of those, the all-reduces' exchanges between ranks */

@@ -17,6 +17,13 @@
  * before the async copy; D2H copies from staging into the host buffer when the transfer is waited
  * for (or at synchronize). sc_backend_memory.staged counts those bytes.
  *
+ * Copies through a 16-bit wire type (copy_wire, schedule/wire.c) always stage: host to device, the
+ * host rounds the f32 data into pinned staging (core/half.h), 2 bytes an element cross into a
+ * device staging buffer (pooled, outside the arena: the transfers in flight hold one each), and a
+ * kernel on the copy stream widens them into the destination (cu_widen.cu); device to host, a kernel
+ * rounds into device staging, the copy brings it into pinned staging, and the wait widens it into
+ * the caller's buffer.
+ *
  * Memory: one cudaMalloc per plan arena, refused with the bytes asked and free when it exceeds the
  * capacity or the device's free memory (cudaMemGetInfo). Kernels' scratch (cu_scratch) is separate,
  * grown on demand and bounded by what the arena leaves of the capacity (at least 256 MiB).
@@ -31,6 +38,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_common.h"
+#include "core/half.h"
 
 typedef struct {
     void *p;
@@ -44,7 +52,9 @@ typedef struct {
     bool d2h;
     void *host_dst;   /* D2H: the caller's buffer, filled from staging on completion */
     int staging;      /* index into the pinned pool; -1 for a direct copy */
-    int64_t bytes;
+    int64_t bytes;    /* on the link */
+    sc_dtype wire;    /* copy_wire: the 16-bit type crossing (bytes / 2 f32 elements), else 0 */
+    int dev_staging;  /* copy_wire: index into the device staging pool, else -1 */
 } transfer;
 
 /* A pinned host range: registered (host_pin) or allocated (host_alloc). */
@@ -63,6 +73,8 @@ typedef struct {
     cudaEvent_t compute_mark;
     pinned_buf *pool;
     int n_pool, cap_pool;
+    pinned_buf *dpool; /* device staging of copy_wire */
+    int n_dpool, cap_dpool;
     transfer *pend; /* started and not yet completed, in id order */
     int n_pend, cap_pend;
     int64_t issued;
@@ -124,29 +136,36 @@ static void cuda_arena_destroy(sc_backend *b) {
 
 /* ---- transfers ---- */
 
-static sc_status pool_get(cuda_backend *c, int64_t bytes, int *idx) {
+/* A free buffer of at least `bytes` from a pool (the smallest that fits), else a new one: pinned
+ * host memory, or device memory for copy_wire's staging. */
+static sc_status buf_get(pinned_buf **pool, int *n, int *cap_n, bool device, int64_t bytes, int *idx) {
     int best = -1;
-    for (int i = 0; i < c->n_pool; i++)
-        if (!c->pool[i].busy && c->pool[i].cap >= bytes && (best < 0 || c->pool[i].cap < c->pool[best].cap)) best = i;
+    for (int i = 0; i < *n; i++)
+        if (!(*pool)[i].busy && (*pool)[i].cap >= bytes && (best < 0 || (*pool)[i].cap < (*pool)[best].cap)) best = i;
     if (best < 0) {
-        if (c->n_pool == c->cap_pool) {
-            int cap = c->cap_pool ? 2 * c->cap_pool : 16;
-            pinned_buf *p = realloc(c->pool, sizeof *p * (size_t)cap);
+        if (*n == *cap_n) {
+            int cap = *cap_n ? 2 * *cap_n : 16;
+            pinned_buf *p = realloc(*pool, sizeof *p * (size_t)cap);
             if (!p) return sc_errorf("cuda backend: out of host memory");
-            c->pool = p;
-            c->cap_pool = cap;
+            *pool = p;
+            *cap_n = cap;
         }
         void *h = NULL;
         int64_t cap = bytes < 4096 ? 4096 : bytes;
-        cudaError_t e = cudaHostAlloc(&h, (size_t)cap, cudaHostAllocDefault);
+        cudaError_t e = device ? cudaMalloc(&h, (size_t)cap) : cudaHostAlloc(&h, (size_t)cap, cudaHostAllocDefault);
         if (e != cudaSuccess)
-            return sc_errorf("cuda backend: cudaHostAlloc of %lld pinned bytes failed (%s)", (long long)cap, cudaGetErrorString(e));
-        c->pool[c->n_pool] = (pinned_buf){h, cap, false};
-        best = c->n_pool++;
+            return sc_errorf("cuda backend: %s of %lld staging bytes failed (%s)", device ? "cudaMalloc" : "cudaHostAlloc",
+                             (long long)cap, cudaGetErrorString(e));
+        (*pool)[*n] = (pinned_buf){h, cap, false};
+        best = (*n)++;
     }
-    c->pool[best].busy = true;
+    (*pool)[best].busy = true;
     *idx = best;
     return SC_OK;
+}
+
+static sc_status pool_get(cuda_backend *c, int64_t bytes, int *idx) {
+    return buf_get(&c->pool, &c->n_pool, &c->cap_pool, false, bytes, idx);
 }
 
 /* Index of the first pin whose base is above p. */
@@ -235,7 +254,7 @@ static sc_status copy_start(cuda_backend *c, bool d2h, void *dst, const void *sr
     void *staging = direct ? NULL : c->pool[st_idx].p;
     cudaStream_t s = d2h ? c->d2h_stream : c->h2d_stream;
     transfer t = {.id = c->issued + 1, .d2h = d2h, .host_dst = d2h && !direct ? dst : NULL, .staging = st_idx,
-                  .bytes = bytes};
+                  .bytes = bytes, .dev_staging = -1};
     const cu_call *nc = NULL;
     sc_status st = SC_OK;
 #define XF_CHECK(expr)                                                                                     \
@@ -266,6 +285,63 @@ static sc_status copy_start(cuda_backend *c, bool d2h, void *dst, const void *sr
     return SC_OK;
 }
 
+/* copy_wire (the contract in backends/backend.h; how, at the top). */
+static sc_status cuda_copy_wire(sc_backend *b, bool to_device, void *dst, const void *src, int64_t n, sc_dtype wire,
+                                int64_t *id) {
+    cuda_backend *c = b->ctx;
+    if (wire != SC_BF16 && wire != SC_F16) return sc_errorf("cuda backend: a copy through %s (bf16 and f16 only)", sc_dtype_name(wire));
+    if (c->n_pend == c->cap_pend) {
+        int cap = c->cap_pend ? 2 * c->cap_pend : 64;
+        transfer *p = realloc(c->pend, sizeof *p * (size_t)cap);
+        if (!p) return sc_errorf("cuda backend: out of host memory queueing a copy");
+        c->pend = p;
+        c->cap_pend = cap;
+    }
+    int64_t bytes = 2 * n;
+    int hs = -1, ds = -1;
+    SC_TRY(pool_get(c, bytes, &hs));
+    sc_status st = buf_get(&c->dpool, &c->n_dpool, &c->cap_dpool, true, bytes, &ds);
+    transfer t = {.id = c->issued + 1, .d2h = !to_device, .host_dst = to_device ? NULL : dst, .staging = hs,
+                  .bytes = bytes, .wire = wire, .dev_staging = ds};
+    void *hbuf = c->pool[hs].p, *dbuf = ds >= 0 ? c->dpool[ds].p : NULL;
+    cudaStream_t s = to_device ? c->h2d_stream : c->d2h_stream;
+    const cu_call *nc = NULL;
+#define XF_CHECK(expr)                                                                                     \
+    do {                                                                                                   \
+        cudaError_t e_ = (expr);                                                                           \
+        if (e_ != cudaSuccess && !st) st = cu_fail(nc, "CUDA", #expr, __FILE__, __LINE__, cudaGetErrorString(e_)); \
+    } while (0)
+    XF_CHECK(cudaEventCreateWithFlags(&t.done, cudaEventDisableTiming));
+    if (!st && to_device) {
+        if (wire == SC_F16) sc_f32_to_f16_n(hbuf, src, n);
+        else sc_f32_to_bf16_n(hbuf, src, n);
+    }
+    if (!st && c->cu.n_comm_pend) st = cu_collective_settle(&c->cu, to_device ? dst : src, 4 * n);
+    XF_CHECK(cudaEventRecord(c->compute_mark, c->cu.stream));
+    XF_CHECK(cudaStreamWaitEvent(s, c->compute_mark, 0));
+    if (to_device) {
+        XF_CHECK(cudaMemcpyAsync(dbuf, hbuf, (size_t)bytes, cudaMemcpyHostToDevice, s));
+        if (!st) st = cu_half_cast_launch(s, dst, SC_F32, dbuf, wire, n);
+    } else {
+        if (!st) st = cu_half_cast_launch(s, dbuf, wire, src, SC_F32, n);
+        XF_CHECK(cudaMemcpyAsync(hbuf, dbuf, (size_t)bytes, cudaMemcpyDeviceToHost, s));
+    }
+    XF_CHECK(cudaEventRecord(t.done, s));
+#undef XF_CHECK
+    if (st) {
+        c->pool[hs].busy = false;
+        if (ds >= 0) c->dpool[ds].busy = false;
+        if (t.done) cudaEventDestroy(t.done);
+        return sc_status_prefix(st, "copy of %lld elements through %s: ", (long long)n, sc_dtype_name(wire));
+    }
+    c->pend[c->n_pend++] = t;
+    *id = ++c->issued;
+    if (to_device) c->h2d += bytes;
+    else c->d2h += bytes;
+    c->staged += bytes;
+    return SC_OK;
+}
+
 static sc_status cuda_copy_h2d(sc_backend *b, void *dev, const void *host, int64_t bytes, int64_t *transfer) {
     return copy_start(b->ctx, false, dev, host, bytes, transfer);
 }
@@ -287,9 +363,12 @@ static sc_status cuda_wait(sc_backend *b, int64_t t) {
         if (e != cudaSuccess && !st)
             st = sc_errorf("cuda backend: transfer %lld of %lld bytes failed: %s", (long long)x->id, (long long)x->bytes,
                            cudaGetErrorString(e));
-        if (!st && x->d2h && x->staging >= 0 && x->bytes > 0)
-            memcpy(x->host_dst, c->pool[x->staging].p, (size_t)x->bytes);
+        const void *got = x->staging >= 0 ? c->pool[x->staging].p : NULL;
+        if (!st && x->d2h && got && x->bytes > 0 && x->wire == SC_F16) sc_f16_to_f32_n(x->host_dst, got, x->bytes / 2);
+        else if (!st && x->d2h && got && x->bytes > 0 && x->wire == SC_BF16) sc_bf16_to_f32_n(x->host_dst, got, x->bytes / 2);
+        else if (!st && x->d2h && got && x->bytes > 0) memcpy(x->host_dst, got, (size_t)x->bytes);
         if (x->staging >= 0) c->pool[x->staging].busy = false;
+        if (x->dev_staging >= 0) c->dpool[x->dev_staging].busy = false;
         cudaEventDestroy(x->done);
     }
     memmove(c->pend, c->pend + k, sizeof *c->pend * (size_t)(c->n_pend - k));
@@ -360,6 +439,8 @@ static void cuda_destroy(sc_backend *b) {
         cu_collective_release(&c->cu);
         if (c->cu.pinned_small) cudaFreeHost(c->cu.pinned_small);
         for (int i = 0; i < c->n_pool; i++) cudaFreeHost(c->pool[i].p);
+        for (int i = 0; i < c->n_dpool; i++) cudaFree(c->dpool[i].p);
+        free(c->dpool);
         if (c->cu.cublas) cublasDestroy(c->cu.cublas);
 #ifdef SC_HAVE_CUDNN
         if (c->cu.cudnn) cudnnDestroy(c->cu.cudnn);
@@ -388,6 +469,7 @@ static const sc_backend_i cuda_iface = {
     .arena_destroy = cuda_arena_destroy,
     .copy_h2d = cuda_copy_h2d,
     .copy_d2h = cuda_copy_d2h,
+    .copy_wire = cuda_copy_wire,
     .wait = cuda_wait,
     .run_node = cuda_run,
     .synchronize = cuda_synchronize,
