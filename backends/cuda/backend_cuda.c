@@ -240,14 +240,26 @@ static void cuda_host_free(sc_backend *b, void *p) {
     if (pin_remove(b->ctx, p) == 1) cudaFreeHost(p);
 }
 
+/* Room for one more pending transfer. */
+static sc_status pend_reserve(cuda_backend *c) {
+    if (c->n_pend < c->cap_pend) return SC_OK;
+    int cap = c->cap_pend ? 2 * c->cap_pend : 64;
+    transfer *p = realloc(c->pend, sizeof *p * (size_t)cap);
+    if (!p) return sc_errorf("cuda backend: out of host memory queueing a copy");
+    c->pend = p;
+    c->cap_pend = cap;
+    return SC_OK;
+}
+
+/* A copy's CUDA calls: the first failure is kept in st (and names the call), later ones skipped. */
+#define XF_CHECK(expr)                                                                                     \
+    do {                                                                                                   \
+        cudaError_t e_ = (expr);                                                                           \
+        if (e_ != cudaSuccess && !st) st = cu_fail(nc, "CUDA", #expr, __FILE__, __LINE__, cudaGetErrorString(e_)); \
+    } while (0)
+
 static sc_status copy_start(cuda_backend *c, bool d2h, void *dst, const void *src, int64_t bytes, int64_t *id) {
-    if (c->n_pend == c->cap_pend) {
-        int cap = c->cap_pend ? 2 * c->cap_pend : 64;
-        transfer *p = realloc(c->pend, sizeof *p * (size_t)cap);
-        if (!p) return sc_errorf("cuda backend: out of host memory queueing a copy");
-        c->pend = p;
-        c->cap_pend = cap;
-    }
+    SC_TRY(pend_reserve(c));
     int st_idx = -1;
     bool direct = host_pinned(c, d2h ? dst : src, bytes);
     if (!direct) SC_TRY(pool_get(c, bytes, &st_idx));
@@ -257,11 +269,6 @@ static sc_status copy_start(cuda_backend *c, bool d2h, void *dst, const void *sr
                   .bytes = bytes, .dev_staging = -1};
     const cu_call *nc = NULL;
     sc_status st = SC_OK;
-#define XF_CHECK(expr)                                                                                     \
-    do {                                                                                                   \
-        cudaError_t e_ = (expr);                                                                           \
-        if (e_ != cudaSuccess && !st) st = cu_fail(nc, "CUDA", #expr, __FILE__, __LINE__, cudaGetErrorString(e_)); \
-    } while (0)
     XF_CHECK(cudaEventCreateWithFlags(&t.done, cudaEventDisableTiming));
     if (!direct && !d2h && bytes > 0) memcpy(staging, src, (size_t)bytes);
     if (!st && c->cu.n_comm_pend) st = cu_collective_settle(&c->cu, d2h ? src : dst, bytes); /* ordered via the mark */
@@ -271,7 +278,6 @@ static sc_status copy_start(cuda_backend *c, bool d2h, void *dst, const void *sr
     const void *from = !d2h && !direct ? staging : src;
     if (bytes > 0) XF_CHECK(cudaMemcpyAsync(to, from, (size_t)bytes, d2h ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s));
     XF_CHECK(cudaEventRecord(t.done, s));
-#undef XF_CHECK
     if (st) {
         if (st_idx >= 0) c->pool[st_idx].busy = false;
         if (t.done) cudaEventDestroy(t.done);
@@ -290,13 +296,7 @@ static sc_status cuda_copy_wire(sc_backend *b, bool to_device, void *dst, const 
                                 int64_t *id) {
     cuda_backend *c = b->ctx;
     if (wire != SC_BF16 && wire != SC_F16) return sc_errorf("cuda backend: a copy through %s (bf16 and f16 only)", sc_dtype_name(wire));
-    if (c->n_pend == c->cap_pend) {
-        int cap = c->cap_pend ? 2 * c->cap_pend : 64;
-        transfer *p = realloc(c->pend, sizeof *p * (size_t)cap);
-        if (!p) return sc_errorf("cuda backend: out of host memory queueing a copy");
-        c->pend = p;
-        c->cap_pend = cap;
-    }
+    SC_TRY(pend_reserve(c));
     int64_t bytes = 2 * n;
     int hs = -1, ds = -1;
     SC_TRY(pool_get(c, bytes, &hs));
@@ -306,11 +306,6 @@ static sc_status cuda_copy_wire(sc_backend *b, bool to_device, void *dst, const 
     void *hbuf = c->pool[hs].p, *dbuf = ds >= 0 ? c->dpool[ds].p : NULL;
     cudaStream_t s = to_device ? c->h2d_stream : c->d2h_stream;
     const cu_call *nc = NULL;
-#define XF_CHECK(expr)                                                                                     \
-    do {                                                                                                   \
-        cudaError_t e_ = (expr);                                                                           \
-        if (e_ != cudaSuccess && !st) st = cu_fail(nc, "CUDA", #expr, __FILE__, __LINE__, cudaGetErrorString(e_)); \
-    } while (0)
     XF_CHECK(cudaEventCreateWithFlags(&t.done, cudaEventDisableTiming));
     if (!st && to_device) {
         if (wire == SC_F16) sc_f32_to_f16_n(hbuf, src, n);
@@ -327,7 +322,6 @@ static sc_status cuda_copy_wire(sc_backend *b, bool to_device, void *dst, const 
         XF_CHECK(cudaMemcpyAsync(hbuf, dbuf, (size_t)bytes, cudaMemcpyDeviceToHost, s));
     }
     XF_CHECK(cudaEventRecord(t.done, s));
-#undef XF_CHECK
     if (st) {
         c->pool[hs].busy = false;
         if (ds >= 0) c->dpool[ds].busy = false;
