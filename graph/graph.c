@@ -488,7 +488,7 @@ bool graph_node_sinks(const sc_graph *g, int i) {
     }
     for (int k = 0; k < n->n_out; k++)
         if (n->out[k] >= 0) out += sc_desc_bytes(&g->values[n->out[k]].desc);
-    return out > 2 * in;
+    return out >= 2 * in;
 }
 
 int graph_transposed_matrix(const sc_graph *g, int x) {

@@ -112,10 +112,12 @@ sc_input_role graph_input_role(const sc_value *v);
 /* W when value x is Transpose(W) of a 2-D W (perm [1, 0] or none), else -1. Needs graph_link. */
 int graph_transposed_matrix(const sc_graph *g, int x);
 /* Whether node i may run later than where it is, up to its first reader, to save memory: its outputs
- * take more than twice the bytes of its non-constant inputs (holding the inputs longer costs less
- * than holding the outputs), and it reads no parameter, optimizer state or graph input (nothing an
- * in-place update or a feed may overwrite in between). Autodiff (graph order) and the planner's
- * backward phases sink such nodes; a tied LM head's weight gradient is the case. Needs graph_link. */
+ * take at least twice the bytes of its non-constant inputs (holding the inputs longer costs at most
+ * half of holding the outputs), and it reads no parameter, optimizer state or graph input (nothing
+ * an in-place update or a feed may overwrite in between). Autodiff (graph order) and the planner's
+ * backward phases sink such nodes; a tied LM head's weight gradient is the case, and in mixed
+ * precision so is the Cast that widens that gradient from bf16 to f32 (exactly twice its input),
+ * which must sink for the product before it to sink too. Needs graph_link. */
 bool graph_node_sinks(const sc_graph *g, int i);
 /* Symbolic name of dim d of v, or NULL. */
 static inline const char *value_dim_name(const sc_value *v, int d) { return v->dim_names ? v->dim_names[d] : NULL; }
