@@ -6,8 +6,9 @@
  *
  * Cast and ConstantOfShape take 16-bit types as they are (the type is their attribute), and so does
  * Shape (it reads no data). Gemm and MatMul in one 16-bit type run on cuBLAS's 16-bit tensor-core
- * paths with f32 accumulation (cu_nn_blas.c): the same arithmetic up to summation order. Conversions from and to a 16-bit type go through float, as on the CPU,
- * except f64 -> f16, which rounds once from the double.
+ * paths with f32 accumulation (cu_nn_blas.c): the same arithmetic up to summation order.
+ * Conversions from and to a 16-bit type go through float, as on the CPU, except f64 -> f16, which
+ * rounds once from the double.
  *
  * The widened copies live in one device buffer of the backend (cu_widen_buffer), outside the plan's
  * arena, like the kernels' workspace: a node needs 4 bytes per element of its 16-bit tensors there.
