@@ -1,7 +1,7 @@
 /* graph_fuse_inference (graph/passes.h): rewrites for a graph that will only run forward, with its
  * parameters frozen. graph_prepare runs it when sc_bind_options.inference is set (scorch-run run and
- * info); the trainer never sets it, since every rewrite here treats parameters as constants or
- * removes a node that training differentiates (BatchNormalization must train on batch statistics).
+ * info); the trainer never sets it, since rewrites 1-4 and 6 treat parameters as constants or remove
+ * a node that training differentiates (BatchNormalization must train on batch statistics).
  *
  *   1. Parameter folding: a node whose inputs are all parameters or constants runs once now and
  *      its outputs become constants (e.g. GPT's tied LM head Transpose(wte), 154 MB transposed on
@@ -25,8 +25,8 @@
  *   4. Relu after a Conv that is its only consumer: the Conv applies it as a oneDNN post-op
  *      (sc_window_attrs.fused_relu), after the sum when there is one (ResNet's Add + Relu). So does
  *      Clip(0, max) with constant bounds (ReLU6), capped at fused_relu_max (a clip post-op).
- *   5. GELU written as ops, 0.5 x (1 + erf(x / sqrt 2)) (Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt2)), 1))
- *      with either operand order), becomes one Gelu node (ONNX Gelu, approximate="none").
+ *   5. GELU written as ops becomes one Gelu node: graph_fuse_gelu (graph/pass_gelu.c), which
+ *      graph_prepare runs for training graphs too.
  *   6. Channels-last values: an f32 value made by a Conv or a MaxPool and read only by Convs (as X
  *      or as the summand S), MaxPools and GlobalAveragePools is stored (N, D1.., C)
  *      (sc_window_attrs.nhwc_in / nhwc_out), the layout oneDNN's AVX-512 kernels compute in, so a
@@ -43,16 +43,6 @@
 #include "graph/pass_internal.h"
 
 #define SC_FUSE_FOLD_MAX_ELEMS ((int64_t)1 << 28)
-
-static bool value_is_fixed(const sc_graph *g, int v) {
-    return v >= 0 && (g->values[v].kind == SC_VALUE_CONST || g->values[v].kind == SC_VALUE_PARAM) &&
-           g->values[v].data;
-}
-
-/* A value that a rewrite may drop: made by a node, read once, not a graph output. */
-static bool value_is_private(const sc_graph *g, int v) {
-    return v >= 0 && g->values[v].n_consumers == 1 && !g->values[v].is_output;
-}
 
 static int only_consumer(const sc_graph *g, int v) {
     return value_is_private(g, v) ? g->values[v].consumers[0] : -1;
@@ -368,72 +358,6 @@ static sc_status fuse_conv_relu(sc_graph *g, bool *keep, int *count) {
     return SC_OK;
 }
 
-/* ---- 5. GELU from Erf ---- */
-
-static bool scalar_is(const sc_graph *g, int v, double want) {
-    if (!value_is_fixed(g, v) || g->values[v].desc.dtype != SC_F32 || sc_desc_numel(&g->values[v].desc) != 1)
-        return false;
-    double x = *(const float *)g->values[v].data;
-    return fabs(x - want) <= 1e-6 * fabs(want);
-}
-
-/* The node producing v when v is private to its consumer and made by op, else NULL. */
-static const sc_node *private_producer(const sc_graph *g, const bool *keep, int v, sc_op op) {
-    if (!value_is_private(g, v) || g->values[v].producer < 0 || !keep[g->values[v].producer]) return NULL;
-    const sc_node *n = &g->nodes[g->values[v].producer];
-    return n->op == op ? n : NULL;
-}
-
-/* Operand of the binary node n that is not the scalar `want`; -1 when neither is. */
-static int other_than_scalar(const sc_graph *g, const sc_node *n, double want) {
-    if (n->n_in != 2) return -1;
-    if (scalar_is(g, n->in[1], want)) return n->in[0];
-    if (scalar_is(g, n->in[0], want)) return n->in[1];
-    return -1;
-}
-
-/* x when e = Add(Erf(Div(x, sqrt 2)), 1), else -1; marks the three nodes in drop[]. */
-static int gelu_erf_branch(const sc_graph *g, const bool *keep, int e, int drop[3]) {
-    const sc_node *add = private_producer(g, keep, e, SC_OP_ADD);
-    int erf_out = add ? other_than_scalar(g, add, 1.0) : -1;
-    const sc_node *erf = erf_out >= 0 ? private_producer(g, keep, erf_out, SC_OP_ERF) : NULL;
-    const sc_node *div = erf ? private_producer(g, keep, erf->in[0], SC_OP_DIV) : NULL;
-    if (!div || !scalar_is(g, div->in[1], 1.4142135623730951)) return -1;
-    drop[0] = (int)(add - g->nodes);
-    drop[1] = (int)(erf - g->nodes);
-    drop[2] = (int)(div - g->nodes);
-    return div->in[0];
-}
-
-static bool gelu_match(const sc_graph *g, const bool *keep, const sc_node *mul, int *x, int drop[4]) {
-    if (mul->op != SC_OP_MUL || mul->n_in != 2 || !value_is_f32(g, mul->out[0])) return false;
-    for (int side = 0; side < 2; side++) {
-        const sc_node *half = private_producer(g, keep, mul->in[side], SC_OP_MUL);
-        int hx = half ? other_than_scalar(g, half, 0.5) : -1;
-        if (hx < 0) continue;
-        int ex = gelu_erf_branch(g, keep, mul->in[1 - side], drop);
-        if (ex != hx) continue;
-        drop[3] = (int)(half - g->nodes);
-        *x = hx;
-        return true;
-    }
-    return false;
-}
-
-static void fuse_gelu(sc_graph *g, bool *keep, int *count) {
-    for (int i = 0; i < g->n_nodes; i++) {
-        sc_node *n = &g->nodes[i];
-        int x, drop[4];
-        if (!keep[i] || !gelu_match(g, keep, n, &x, drop)) continue;
-        for (int k = 0; k < 4; k++) keep[drop[k]] = false;
-        n->op = SC_OP_GELU;
-        n->n_in = 1;
-        n->in[0] = x;
-        n->attrs = &sc_attrs_none; /* tanh_approx false */
-        (*count)++;
-    }
-}
-
 /* ---- 6. channels-last values between Convs ---- */
 
 static bool max_pool_values_only(const sc_node *n) {
@@ -515,7 +439,7 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     bool *keep = malloc(sizeof *keep * (size_t)(g->n_nodes + 1));
     if (!keep) return sc_errorf("out of memory fusing the graph");
     for (int i = 0; i < g->n_nodes; i++) keep[i] = true;
-    int folded = 0, bn = 0, crop = 0, sum = 0, relu = 0, gelu = 0, cl = 0;
+    int folded = 0, bn = 0, crop = 0, sum = 0, relu = 0, cl = 0;
     sc_status st = fuse_fold_params(g, eval, keep, &folded);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_bn(g, keep, &bn);
@@ -525,14 +449,13 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_relu(g, keep, &relu);
     if (!st) st = fuse_compact(g, keep);
-    if (!st) fuse_gelu(g, keep, &gelu);
-    if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_channels_last(g, &cl);
     free(keep);
     if (!st)
         sc_log(SC_LOG_DEBUG,
                "inference fusion: %d nodes folded, %d BatchNormalization into Conv, %d Conv kernels cropped, %d Add "
-               "into Conv, %d Relu into Conv, %d GELU, %d Conv/pool nodes with channels-last activations",
-               folded, bn, crop, sum, relu, gelu, cl);
+               "into Conv, %d Relu into Conv, %d Conv/pool nodes with channels-last activations",
+               folded, bn, crop, sum, relu, cl);
     return st;
 }
+

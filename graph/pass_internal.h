@@ -10,4 +10,15 @@ sc_status graph_compact_nodes(sc_graph *g, const bool *keep);
  * the caller relinks. */
 sc_status graph_move_nodes(sc_graph *g, int n0, int at);
 
+/* A constant or parameter with its data. */
+static inline bool value_is_fixed(const sc_graph *g, int v) {
+    return v >= 0 && (g->values[v].kind == SC_VALUE_CONST || g->values[v].kind == SC_VALUE_PARAM) &&
+           g->values[v].data;
+}
+
+/* A value that a rewrite may drop: read once, not a graph output. Needs graph_link. */
+static inline bool value_is_private(const sc_graph *g, int v) {
+    return v >= 0 && g->values[v].n_consumers == 1 && !g->values[v].is_output;
+}
+
 #endif

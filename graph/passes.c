@@ -166,6 +166,8 @@ sc_status graph_prepare(sc_graph *g, const sc_bind_options *opt) {
     SC_TRY(graph_eliminate_dead_code(g));
     SC_TRY(graph_fold_transpose_into_gemm(g, NULL));
     SC_TRY(graph_eliminate_dead_code(g));
+    SC_TRY(graph_fuse_gelu(g, NULL));
+    SC_TRY(graph_eliminate_dead_code(g));
     if (opt && opt->inference) {
         SC_TRY(graph_fuse_inference(g, opt->eval));
         SC_TRY(graph_eliminate_dead_code(g));

@@ -49,8 +49,11 @@ sc_status graph_lower_einsum(sc_graph *g, int *count);
  * Valid for training. *count (may be NULL): MatMuls rewritten. */
 sc_status graph_fold_transpose_into_gemm(sc_graph *g, int *count);
 /* Added (perf helper, graph/pass_fuse.c): inference-only rewrites (parameter folding, Conv+BN,
- * Conv+Relu, GELU from Erf). Invalid for a graph that trains. */
+ * Conv+Relu, channels-last values). Invalid for a graph that trains. */
 sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval);
+/* GELU written as element-wise ops, exact (Erf) or tanh form, becomes one Gelu node
+ * (graph/pass_gelu.c). Valid for training. *count (may be NULL): Gelu nodes made. */
+sc_status graph_fuse_gelu(sc_graph *g, int *count);
 /* Casts the inputs of every node to the type its op's precision rule wants (graph/pass_precision.c),
  * low being SC_BF16 (SC_F32: nothing to do); graph outputs keep their types. */
 sc_status graph_apply_precision(sc_graph *g, sc_dtype low, const sc_node_evaluator *eval);

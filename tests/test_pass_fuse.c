@@ -1,5 +1,6 @@
-/* graph_fuse_inference (graph/pass_fuse.c) keeps what a graph computes: each graph is prepared twice,
- * once as written and once with the inference rewrites, and both run on the CPU backend. The
+/* graph_fuse_inference and graph_fuse_gelu (graph/pass_fuse.c) keep what a graph computes: each graph
+ * is prepared twice, once as written (no rewrites: graph_prepare would fuse GELU, which training uses
+ * too) and once by graph_prepare with the inference rewrites, and both run on the CPU backend. The
  * unfused run goes through the separate Conv, BatchNormalization, Add, Relu and Erf/Mul/Add kernels,
  * so it is an independent reference for the folded weights, the oneDNN sum and Relu post-ops and
  * the Gelu kernel. The test also checks each rewrite actually fired (fewer nodes of the fused kinds)
@@ -118,6 +119,45 @@ static void build_gelu(sc_graph *g) {
     mark_io(g, x, y);
 }
 
+/* An op node writing a fresh [4, 33] activation named like the node; returns the value. */
+static int gelu_op(sc_graph *g, sc_op op, const char *name, int a, int b) {
+    int64_t d[] = {4, 33};
+    int y = add_value(g, name, SC_VALUE_ACT, 2, d, 0, 0);
+    add_node(g, op, name, (int[]){a, b}, b < 0 ? 1 : 2, y);
+    return y;
+}
+
+/* PyTorch's nn.GELU export: Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5). */
+static void build_gelu_torch(sc_graph *g) {
+    rng = 12;
+    graph_init(g);
+    int64_t d[] = {4, 33};
+    int x = add_value(g, "x", SC_VALUE_INPUT, 2, d, 0, 0);
+    int q = gelu_op(g, SC_OP_DIV, "div", x, add_scalar(g, "sqrt2", (float)M_SQRT2));
+    int a = gelu_op(g, SC_OP_ADD, "add", gelu_op(g, SC_OP_ERF, "erf", q, -1), add_scalar(g, "one", 1.0f));
+    int y = gelu_op(g, SC_OP_MUL, "mul", gelu_op(g, SC_OP_MUL, "xa", x, a), add_scalar(g, "half", 0.5f));
+    mark_io(g, x, y);
+}
+
+/* The tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): Hugging Face's gelu_new
+ * (Mul(Mul(0.5, x), Add(1, Tanh(..))), x^3 = Pow(x, 3)) when hf, else PyTorch's
+ * nn.GELU(approximate="tanh") export (Mul(0.5, Mul(x, Add(1, Tanh(..)))), x^3 = Mul(x, Mul(x, x))). */
+static bool tanh_hf;
+static void build_gelu_tanh(sc_graph *g) {
+    rng = 13;
+    graph_init(g);
+    int64_t d[] = {4, 33};
+    int x = add_value(g, "x", SC_VALUE_INPUT, 2, d, 0, 0), half = add_scalar(g, "half", 0.5f);
+    int cube = tanh_hf ? gelu_op(g, SC_OP_POW, "pow", x, add_scalar(g, "three", 3.0f))
+                       : gelu_op(g, SC_OP_MUL, "cube", x, gelu_op(g, SC_OP_MUL, "sq", x, x));
+    int inner = gelu_op(g, SC_OP_ADD, "inner", x, gelu_op(g, SC_OP_MUL, "kappa", add_scalar(g, "k", 0.044715f), cube));
+    int u = gelu_op(g, SC_OP_MUL, "beta", add_scalar(g, "b", 0.7978845608028654f), inner);
+    int a = gelu_op(g, SC_OP_ADD, "add", add_scalar(g, "one", 1.0f), gelu_op(g, SC_OP_TANH, "tanh", u, -1));
+    int y = tanh_hf ? gelu_op(g, SC_OP_MUL, "mul", gelu_op(g, SC_OP_MUL, "hx", half, x), a)
+                    : gelu_op(g, SC_OP_MUL, "mul", half, gelu_op(g, SC_OP_MUL, "xa", x, a));
+    mark_io(g, x, y);
+}
+
 /* A 3x3 (pad 1) or 1x1 Conv with fresh random weights and bias: x (1, ci, 8, 8) -> (1, co, 8, 8). */
 static int add_conv(sc_graph *g, const char *name, int x, int ci, int co, int k) {
     char buf[64];
@@ -193,10 +233,17 @@ static int count_channels_last(const sc_graph *g, int *in, int *out) {
     return *in + *out;
 }
 
-/* Prepares g (fused or not) and runs it on x; returns the malloc'd output. */
+/* Shapes and links g as written, with none of graph_prepare's rewrites. */
+static sc_status prepare_as_written(sc_graph *g) {
+    SC_TRY(graph_topo_sort(g));
+    SC_TRY(graph_infer_shapes(g, NULL));
+    return graph_link(g);
+}
+
+/* Prepares g (fused by graph_prepare, or as written) and runs it on x; returns the malloc'd output. */
 static float *prepare_and_run(sc_graph *g, bool inference, const float *x) {
     sc_bind_options opt = {.batch = 0, .inference = inference, .eval = cpu_evaluator()};
-    sc_status st = graph_prepare(g, &opt);
+    sc_status st = inference ? graph_prepare(g, &opt) : prepare_as_written(g);
     if (st) {
         fprintf(stderr, "FAIL prepare (inference=%d): %s\n", inference, sc_status_message(st));
         sc_status_free(st);
@@ -331,7 +378,24 @@ static void check_crop(const char *what, int64_t in_w, int64_t dil_w, int64_t pa
     graph_free(&fused);
 }
 
+/* graph_prepare fuses GELU for a graph that trains too (no inference flag): one Gelu, no Erf. */
+static void check_gelu_trains(void) {
+    sc_graph g;
+    build_gelu(&g);
+    sc_status st = graph_prepare(&g, &(sc_bind_options){.eval = cpu_evaluator()});
+    if (st || count_op(&g, SC_OP_ERF) != 0 || count_op(&g, SC_OP_GELU) != 1) {
+        fprintf(stderr, "FAIL GELU fused for training: %s, %d Erf, %d Gelu\n", st ? sc_status_message(st) : "prepared",
+                count_op(&g, SC_OP_ERF), count_op(&g, SC_OP_GELU));
+        sc_status_free(st);
+        failures++;
+    } else {
+        printf("ok   GELU fused for training\n");
+    }
+    graph_free(&g);
+}
+
 int main(void) {
+    check_gelu_trains();
     check_crop("dilated Conv cropped along H (centre tap alone reads the input)", 4, 2, 1, 1, 3);
     check_crop("dilated Conv cropped along H and W", 4, 5, 5, 1, 1);
     check_crop("no crop along W where a pad would turn negative", 3, 2, 1, 1, 3);
@@ -340,6 +404,11 @@ int main(void) {
     check_case("Conv + BatchNormalization + Clip(0, 0.6) (clip post-op)", build_conv_bn_clip, SC_OP_CLIP, SC_OP_CONV,
                2 * 3 * 9 * 9);
     check_case("GELU pattern", build_gelu, SC_OP_ERF, SC_OP_GELU, 4 * 33);
+    check_case("GELU as PyTorch exports nn.GELU", build_gelu_torch, SC_OP_ERF, SC_OP_GELU, 4 * 33);
+    tanh_hf = true;
+    check_case("GELU tanh form as Hugging Face's gelu_new (Pow)", build_gelu_tanh, SC_OP_TANH, SC_OP_GELU, 4 * 33);
+    tanh_hf = false;
+    check_case("GELU tanh form as PyTorch exports it (x * x * x)", build_gelu_tanh, SC_OP_TANH, SC_OP_GELU, 4 * 33);
     check_case("identity block (Add into Conv, residual buffer reused)", build_identity_block, SC_OP_ADD, SC_OP_CONV, 512);
     check_case("identity block (Relu after the sum)", build_identity_block, SC_OP_RELU, SC_OP_CONV, 512);
     check_case("residual read after the Add (no buffer reuse)", build_shared_residual, SC_OP_ADD, SC_OP_CONV, 512);
