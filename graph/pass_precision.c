@@ -10,6 +10,18 @@
  *           Softmax and LogSoftmax follow, as in PyTorch's CPU autocast: they compute in f32 and
  *           store bf16, which halves the N x N attention maps a transformer keeps for backward
  *           (an f32 softmax of bf16 scores would store both an f32 and a bf16 copy of each)
+ *   bias    an Add of a low op's output and an f32 parameter one row long (the bias of a Linear,
+ *           which ONNX exports as MatMul + Add) runs low, the bias read through its Cast as the
+ *           weight is: PyTorch's autocast runs Linear as one addmm whose output is low. Promoting
+ *           would make every projection's output f32, and with it the activations after it (GPT-2
+ *           small's MLP kept its 4 x dim hidden state in f32, 100 MB a layer at b8 T1024)
+ *   table   a Gather of an f32 parameter that a low op reads too (a tied embedding: GPT-2's token
+ *           table is its LM head's weight) reads the 16-bit copy the low op reads. The lookup only
+ *           moves rows, and with every device reader taking 16 bits, streaming moves the table in 16
+ *           bits (schedule/wire.c): GPT-2 small's 38.6M-row-element table is 31% of its weights.
+ *           Here we differ from autocast, which looks the rows up in f32: the rows carry bf16's
+ *           rounding of the table, the rounding the head's product already applies to the same
+ *           weight. A table that only Gathers read (untied, positions) stays f32.
  *
  * Parameters stay f32 (the master weights the optimizer updates); a low op reads a Cast of them, an
  * activation made each step, whose gradient autodiff casts back to f32. One Cast per value and type
@@ -35,6 +47,8 @@ typedef struct {
     int n_values;   /* values before the pass: the ones casts are made of */
     int *cast_low;  /* [n_values] the value's Cast to low, or -1 */
     int *cast_f32;  /* [n_values] its Cast to f32, or -1 */
+    int *producer;  /* [n_values] the node making the value, or -1 */
+    bool *low_read; /* [n_values] a low op reads the value */
     sc_status st;
 } prec_ctx;
 
@@ -77,10 +91,43 @@ static int cast_of(prec_ctx *c, int v, sc_dtype to) {
     return out;
 }
 
+static bool made_by_low_op(const prec_ctx *c, int v) {
+    int p = v < c->n_values ? c->producer[v] : -1;
+    return p >= 0 && sc_op_infos[c->g->nodes[p].op].precision == SC_OP_PREC_LOW &&
+           c->g->values[v].desc.dtype == c->low;
+}
+
+/* Gather(table, ids) of an f32 parameter that a low op also reads. */
+static bool is_low_table_gather(const prec_ctx *c, const sc_node *n) {
+    if (n->op != SC_OP_GATHER || n->n_in < 2 || n->in[0] < 0 || n->in[0] >= c->n_values) return false;
+    const sc_value *t = &c->g->values[n->in[0]];
+    return t->kind == SC_VALUE_PARAM && t->desc.dtype == SC_F32 && c->low_read[n->in[0]];
+}
+
+/* A parameter of one row: rank 1, or leading dims of 1, as long as x's last dim. */
+static bool is_bias_of(const sc_graph *g, int b, int x) {
+    const sc_desc *bd = &g->values[b].desc, *xd = &g->values[x].desc;
+    if (g->values[b].kind != SC_VALUE_PARAM || bd->dtype != SC_F32 || bd->rank < 1 || xd->rank < 1 ||
+        bd->rank > xd->rank)
+        return false;
+    for (int d = 0; d + 1 < bd->rank; d++)
+        if (bd->dims[d] != 1) return false;
+    return bd->dims[bd->rank - 1] == xd->dims[xd->rank - 1];
+}
+
+/* Add(low op's output, bias) in either order: the Linear's bias add runs low. */
+static bool is_low_bias_add(const prec_ctx *c, const sc_node *n) {
+    if (n->op != SC_OP_ADD || n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0) return false;
+    for (int side = 0; side < 2; side++)
+        if (made_by_low_op(c, n->in[side]) && is_bias_of(c->g, n->in[1 - side], n->in[side])) return true;
+    return false;
+}
+
 /* The type node i's float data inputs should have, or SC_DTYPE_UNDEFINED to leave them. */
 static sc_dtype node_target(const prec_ctx *c, int i) {
     const sc_graph *g = c->g;
     const sc_node *n = &g->nodes[i];
+    if (is_low_bias_add(c, n) || is_low_table_gather(c, n)) return c->low;
     bool any_f32 = false, any_low = false;
     for (int k = 0; k < n->n_in; k++) {
         int v = n->in[k];
@@ -142,9 +189,19 @@ sc_status graph_apply_precision(sc_graph *g, sc_dtype low, const sc_node_evaluat
     prec_ctx c = {.g = g, .low = low, .n_values = g->n_values};
     c.cast_low = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     c.cast_f32 = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    c.producer = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    c.low_read = calloc((size_t)g->n_values + 1, 1);
     sc_dtype *out_was = malloc(sizeof(sc_dtype) * ((size_t)g->n_outputs + 1));
-    sc_status st = c.cast_low && c.cast_f32 && out_was ? SC_OK : sc_errorf("out of memory applying precision");
-    for (int v = 0; !st && v < g->n_values; v++) c.cast_low[v] = c.cast_f32[v] = -1;
+    sc_status st =
+        c.cast_low && c.cast_f32 && c.producer && c.low_read && out_was ? SC_OK : sc_errorf("out of memory applying precision");
+    for (int v = 0; !st && v < g->n_values; v++) c.cast_low[v] = c.cast_f32[v] = c.producer[v] = -1;
+    for (int i = 0; !st && i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_out; k++)
+            if (g->nodes[i].out[k] >= 0) c.producer[g->nodes[i].out[k]] = i;
+    for (int i = 0; !st && i < g->n_nodes; i++)
+        if (sc_op_infos[g->nodes[i].op].precision == SC_OP_PREC_LOW)
+            for (int k = 0; k < g->nodes[i].n_in; k++)
+                if (g->nodes[i].in[k] >= 0) c.low_read[g->nodes[i].in[k]] = true;
     for (int i = 0; !st && i < g->n_outputs; i++) out_was[i] = g->values[g->outputs[i]].desc.dtype;
     int n_nodes = g->n_nodes; /* the casts appended are not visited */
     for (int i = 0; !st && i < n_nodes; i++) st = node_apply(&c, i);
@@ -152,6 +209,8 @@ sc_status graph_apply_precision(sc_graph *g, sc_dtype low, const sc_node_evaluat
         if (g->values[g->outputs[i]].desc.dtype != out_was[i]) st = output_restore(&c, g->outputs[i], out_was[i]);
     free(c.cast_low);
     free(c.cast_f32);
+    free(c.producer);
+    free(c.low_read);
     free(out_was);
     /* each cast lives from its first reader on, not from the start of the step (a topological sort
      * would run every parameter's cast first) */

@@ -265,6 +265,38 @@ static void test_precision(void) {
     CHECK(graph_is_topo_sorted(&G, &bad), "not in topological order at node %d", bad);
 }
 
+/* A Linear's bias add (graph/pass_precision.c, "bias"): MatMul(x, w) + b with b a parameter as long
+ * as the last dim runs low, b read through a bf16 Cast; + c with c a [2,3] parameter (not a bias)
+ * promotes as any mixed Add does. */
+static void test_precision_bias(void) {
+    t_reset();
+    int x = t_in("x", "f32[2,4]"), w = t_value("w", SC_VALUE_PARAM, "f32[4,3]"), b = t_value("b", SC_VALUE_PARAM, "f32[3]"),
+        c = t_value("c", SC_VALUE_PARAM, "f32[2,3]"), m = t_act("m"), y = t_act("y"), m2 = t_act("m2"), z = t_act("z");
+    T_NODE(SC_OP_MATMUL, "mm", L(x, w), L(m));
+    T_NODE(SC_OP_ADD, "bias", L(m, b), L(y));
+    T_NODE(SC_OP_MATMUL, "mm2", L(x, w), L(m2));
+    T_NODE(SC_OP_ADD, "plus", L(c, m2), L(z));
+    T_INPUTS(x);
+    T_OUTPUTS(y, z);
+    EXPECT_OK(graph_prepare(&G, &(sc_bind_options){.eval = cpu_evaluator(), .precision = SC_BF16}));
+    int bias = -1, plus = -1;
+    for (int i = 0; i < G.n_nodes; i++)
+        if (G.nodes[i].op == SC_OP_ADD) *(!strcmp(G.nodes[i].name, "bias") ? &bias : &plus) = i;
+    CHECK(bias >= 0 && plus >= 0, "an Add is gone");
+    if (bias < 0 || plus < 0) return;
+    const sc_node *n = &G.nodes[bias];
+    CHECK(G.values[n->out[0]].desc.dtype == SC_BF16, "the bias add must write bf16, wrote %s",
+          sc_dtype_name(G.values[n->out[0]].desc.dtype));
+    for (int j = 0; j < 2; j++)
+        CHECK(G.values[n->in[j]].desc.dtype == SC_BF16, "bias add input %d is %s", j,
+              sc_dtype_name(G.values[n->in[j]].desc.dtype));
+    int p = G.values[n->in[1]].producer;
+    CHECK(p >= 0 && G.nodes[p].op == SC_OP_CAST && G.nodes[p].in[0] == b, "the bias is read through its Cast");
+    CHECK(G.values[b].desc.dtype == SC_F32, "the bias parameter stays f32");
+    CHECK(G.values[G.nodes[plus].out[0]].desc.dtype == SC_F32, "an Add of a [2,3] parameter promotes to f32");
+    CHECK(G.values[y].desc.dtype == SC_F32 && G.values[z].desc.dtype == SC_F32, "graph outputs keep f32");
+}
+
 static bool need_kernels(const char *test, const sc_op *ops, int n) {
     bool ok = true;
     for (int i = 0; i < n; i++)
@@ -437,6 +469,7 @@ int main(void) {
     test_dce();
     test_prepare_convnet();
     test_precision();
+    test_precision_bias();
     test_transpose_gemm();
     test_fold_shape_chain();
     test_fold_params_never();
