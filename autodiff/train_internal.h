@@ -44,9 +44,10 @@ sc_status tb_place_new_nodes(sc_graph *g, int first, const int *pos);
  * (the parameter itself turns into a constant that nothing reads). */
 sc_status param_blocks_split(sc_graph *g, const sc_train_options *opt, sc_training_graph *tg);
 
-/* loss.c: appends the loss head to model output `output` (opt->loss, or chosen from its shape);
- * creates the "labels" graph input. *loss is the scalar loss value, made a graph output. */
-sc_status loss_head_build(sc_graph *g, const sc_train_options *opt, int output, int *loss, int *labels);
+/* loss.c: appends the loss head to model output *output (opt->loss, or chosen from its shape);
+ * creates the "labels" graph input. *loss is the scalar loss value, made a graph output. A
+ * cross-entropy on an f32 Cast of 16-bit logits reads those instead: *output becomes them. */
+sc_status loss_head_build(sc_graph *g, const sc_train_options *opt, int *output, int *loss, int *labels);
 
 /* optimizer.c: one update node per (params[i], grads[i]) placed after the gradient is final and W's
  * last reader (after every gradient when clipping), the lr and step inputs and the state values. */

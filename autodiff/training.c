@@ -312,7 +312,7 @@ static sc_status training_build(sc_graph *g, const sc_train_options *opt, sc_tra
     tg->n_writebacks = wb.n;
     tg->wb_src = wb.src;
     tg->wb_dst = wb.dst;
-    SC_TRY(loss_head_build(g, opt, tg->output, &tg->loss, &tg->labels));
+    SC_TRY(loss_head_build(g, opt, &tg->output, &tg->loss, &tg->labels));
     tg->grads = sc_arena_alloc_array(&g->arena, (size_t)tg->n_params + 1, sizeof(int));
     if (!tg->grads) return sc_errorf("out of memory listing gradients");
     tg->n_forward_nodes = g->n_nodes;

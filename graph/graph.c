@@ -361,6 +361,12 @@ bool graph_is_topo_sorted(const sc_graph *g, int *first_bad_node) {
 
 /* Kahn's algorithm with a FIFO of ready nodes seeded in index order, so an already sorted graph
  * keeps its order. Nodes left over sit on a cycle (or depend on one). */
+sc_status graph_remove_node(sc_graph *g, int i) {
+    memmove(&g->nodes[i], &g->nodes[i + 1], sizeof *g->nodes * (size_t)(g->n_nodes - i - 1));
+    g->n_nodes--;
+    return graph_link(g);
+}
+
 sc_status graph_place_appended(sc_graph *g, int n0) {
     int n = g->n_nodes;
     if (n0 >= n) return graph_link(g);

@@ -154,6 +154,8 @@ sc_status graph_topo_sort(sc_graph *g);
  * them reads goes last. So an inserted node (a Cast) lives from its use, not from the start of the
  * step. Their inputs must come from before that reader. Relinks the graph. */
 sc_status graph_place_appended(sc_graph *g, int n0);
+/* Removes node i, whose outputs no node reads and no graph output lists; relinks the graph. */
+sc_status graph_remove_node(sc_graph *g, int i);
 /* True when every node's inputs are produced by earlier nodes (or are inputs/params/consts). */
 bool graph_is_topo_sorted(const sc_graph *g, int *first_bad_node);
 

@@ -14,33 +14,41 @@ static sc_status sce_check(const sc_graph *g, const sc_node *n, const sc_desc *s
     return SC_OK;
 }
 
+/* The type the loss computes in, which its loss, dLoss and weights have: f32 for 16-bit scores (the
+ * kernels widen them, as PyTorch's autocast runs the loss in f32), else the scores' type. */
+static sc_dtype sce_compute_type(sc_dtype scores) {
+    return scores == SC_BF16 || scores == SC_F16 ? SC_F32 : scores;
+}
+
 /* (scores, labels[, weights [C]]) -> (loss [N, D1..Dk] with reduction none, else a scalar;
  * log_prob like scores). */
 sc_status shape_sce_loss(sc_graph *g, sc_node *n) {
     const sc_desc *s = shape_in(g, n, 0), *l = shape_in(g, n, 1);
     SC_TRY(sce_check(g, n, s, l));
+    sc_dtype ct = sce_compute_type(s->dtype);
     if (node_has_input(n, 2)) {
         const sc_desc *w = shape_in(g, n, 2);
-        if (w->rank != 1 || w->dims[0] != s->dims[1] || w->dtype != s->dtype)
-            return shape_fail(g, n, "weights must be [C] with the scores' dtype");
+        if (w->rank != 1 || w->dims[0] != s->dims[1] || w->dtype != ct)
+            return shape_fail(g, n, "weights must be [C] of %s", sc_dtype_name(ct));
     }
     sc_desc loss = *l;
-    loss.dtype = s->dtype;
+    loss.dtype = ct;
     if (n->attrs->sce.reduction != SC_REDUCTION_NONE) loss.rank = 0;
     shape_set_out(g, n, 0, &loss);
     shape_set_out(g, n, 1, s);
     return SC_OK;
 }
 
-/* (dLoss, log_prob, labels[, weights]) -> dScores like log_prob. dLoss is a scalar for mean/sum and
- * shaped like labels for reduction none. */
+/* (dLoss, scores, labels[, weights]) -> dScores like scores. dLoss is a scalar for mean/sum and
+ * shaped like labels for reduction none, of the loss's type. */
 sc_status shape_sce_loss_grad(sc_graph *g, sc_node *n) {
-    const sc_desc *dl = shape_in(g, n, 0), *lp = shape_in(g, n, 1), *l = shape_in(g, n, 2);
-    SC_TRY(sce_check(g, n, lp, l));
+    const sc_desc *dl = shape_in(g, n, 0), *s = shape_in(g, n, 1), *l = shape_in(g, n, 2);
+    SC_TRY(sce_check(g, n, s, l));
     int64_t want = n->attrs->sce.reduction == SC_REDUCTION_NONE ? sc_desc_numel(l) : 1;
-    if (sc_desc_numel(dl) != want || dl->dtype != lp->dtype)
-        return shape_fail(g, n, "dLoss must have %lld elements of log_prob's dtype", (long long)want);
-    shape_set_out(g, n, 0, lp);
+    if (sc_desc_numel(dl) != want || dl->dtype != sce_compute_type(s->dtype))
+        return shape_fail(g, n, "dLoss must have %lld elements of %s", (long long)want,
+                          sc_dtype_name(sce_compute_type(s->dtype)));
+    shape_set_out(g, n, 0, s);
     return SC_OK;
 }
 

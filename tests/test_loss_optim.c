@@ -1,9 +1,12 @@
 /* SoftmaxCrossEntropyLoss forward and its gradient op, SGDUpdate and AdamWUpdate on the CPU backend,
  * each against a reference written out here independently of the kernels:
  *   - the loss: a naive log-sum-exp per (n, d) in double, for [N, C], [N, C, D] and [N, C, H, W],
- *     with and without weights and ignore_index, every reduction, f32 and f64, i32 and i64 labels;
- *   - the gradient op: the closed form (softmax - onehot) * w * dLoss / denominator, and finite
- *     differences of the reference loss (the graph-level rule is checked in test_grad_loss.c);
+ *     with and without weights and ignore_index, every reduction, f32, f64, bf16 and f16 scores (the
+ *     16-bit ones computed in f32: loss, dLoss and weights f32, log_prob and dScores rounded once),
+ *     i32 and i64 labels;
+ *   - the gradient op, which reads the scores: the closed form (softmax - onehot) * w * dLoss /
+ *     denominator, and finite differences of the reference loss (f64; the graph-level rule is
+ *     checked in test_grad_loss.c);
  *   - SGD (momentum, Nesterov, weight decay, grad_scale) and AdamW over 3 steps against the PyTorch
  *     formulas of torch.optim.SGD / AdamW written as plain loops.
  * Fails through the exit code.
@@ -14,6 +17,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
+#include "core/half.h"
 
 static int failures;
 
@@ -36,10 +40,14 @@ static double urand(void) { /* xorshift64*, uniform in [0, 1) */
 }
 
 static double get(const void *p, sc_dtype t, int64_t i) {
+    if (t == SC_BF16) return sc_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (t == SC_F16) return sc_f16_to_f32(((const uint16_t *)p)[i]);
     return t == SC_F32 ? ((const float *)p)[i] : ((const double *)p)[i];
 }
 static void put(void *p, sc_dtype t, int64_t i, double v) {
-    if (t == SC_F32) ((float *)p)[i] = (float)v;
+    if (t == SC_BF16) ((uint16_t *)p)[i] = sc_f32_to_bf16((float)v);
+    else if (t == SC_F16) ((uint16_t *)p)[i] = sc_f32_to_f16((float)v);
+    else if (t == SC_F32) ((float *)p)[i] = (float)v;
     else ((double *)p)[i] = v;
 }
 
@@ -99,15 +107,17 @@ static void run_sce_case(const sce_case *k) {
     sce_ref r = {N, C, D, malloc(sizeof(double) * N * C * D), k->weights ? malloc(sizeof(double) * C) : NULL,
                  malloc(sizeof(int64_t) * N * D), k->ignore, k->ignore_index};
     size_t es = sc_dtype_size(k->t);
-    void *x = malloc(es * N * C * D), *w = malloc(es * C), *labels = malloc(8 * N * D);
+    sc_dtype ct = k->t == SC_F64 ? SC_F64 : SC_F32; /* loss, dLoss and weights */
+    size_t cs = sc_dtype_size(ct);
+    void *x = malloc(es * N * C * D), *w = malloc(cs * C), *labels = malloc(8 * N * D);
     for (int64_t i = 0; i < N * C * D; i++) {
         put(x, k->t, i, 6 * urand() - 3);
         r.x[i] = get(x, k->t, i);
     }
     if (r.w)
         for (int64_t c = 0; c < C; c++) {
-            put(w, k->t, c, 0.25 + urand());
-            r.w[c] = get(w, k->t, c);
+            put(w, ct, c, 0.25 + urand());
+            r.w[c] = get(w, ct, c);
         }
     for (int64_t i = 0; i < N * D; i++) {
         int64_t y = (int64_t)(urand() * C);
@@ -124,39 +134,41 @@ static void run_sce_case(const sce_case *k) {
     int64_t ldims[4] = {N};
     for (int i = 2; i < k->rank; i++) ldims[i - 1] = k->dims[i];
     sc_tensor in[3] = {{sc_desc_make(k->t, k->rank, k->dims), x}, {sc_desc_make(k->lt, k->rank - 1, ldims), labels},
-                       {sc_desc_make(k->t, 1, &C), k->weights ? w : NULL}};
-    sc_desc loss_desc = k->red == SC_REDUCTION_NONE ? sc_desc_make(k->t, k->rank - 1, ldims) : sc_desc_make(k->t, 0, NULL);
-    void *loss = malloc(es * N * D), *lp = malloc(es * N * C * D);
+                       {sc_desc_make(ct, 1, &C), k->weights ? w : NULL}};
+    sc_desc loss_desc = k->red == SC_REDUCTION_NONE ? sc_desc_make(ct, k->rank - 1, ldims) : sc_desc_make(ct, 0, NULL);
+    void *loss = malloc(cs * N * D), *lp = malloc(es * N * C * D);
     sc_tensor out[2] = {{loss_desc, loss}, {in[0].desc, lp}};
     sc_status st = cpu_run_node(&node, in, 3, out, 2);
     CHECK(!st, "%s: %s", k->label, st ? sc_status_message(st) : "");
     sc_status_free(st);
-    double rtol = k->t == SC_F32 ? 2e-5 : 1e-12;
+    /* 16-bit outputs are the f32 results rounded once: within half a unit in the last of 8 (bf16) or
+     * 11 (f16) bits */
+    double rtol = ct == SC_F64 ? 1e-12 : 2e-5, rtol_out = k->t == SC_BF16 ? 4e-3 : k->t == SC_F16 ? 6e-4 : rtol;
     if (!st) {
         if (k->red == SC_REDUCTION_NONE) {
             for (int64_t i = 0; i < N * D; i++)
-                CHECK(close_to(get(loss, k->t, i), elem[i], rtol, rtol), "%s: loss[%lld] %g want %g", k->label, (long long)i,
-                      get(loss, k->t, i), elem[i]);
+                CHECK(close_to(get(loss, ct, i), elem[i], rtol, rtol), "%s: loss[%lld] %g want %g", k->label, (long long)i,
+                      get(loss, ct, i), elem[i]);
         } else {
-            CHECK(close_to(get(loss, k->t, 0), want, rtol, rtol), "%s: loss %.9g want %.9g", k->label, get(loss, k->t, 0),
+            CHECK(close_to(get(loss, ct, 0), want, rtol, rtol), "%s: loss %.9g want %.9g", k->label, get(loss, ct, 0),
                   want);
         }
         for (int64_t i = 0; i < N * C * D; i++)
-            CHECK(close_to(get(lp, k->t, i), logp[i], rtol, rtol), "%s: log_prob[%lld] %g want %g", k->label, (long long)i,
-                  get(lp, k->t, i), logp[i]);
+            CHECK(close_to(get(lp, k->t, i), logp[i], rtol_out, rtol), "%s: log_prob[%lld] %g want %g", k->label,
+                  (long long)i, get(lp, k->t, i), logp[i]);
     }
 
     /* The gradient op: closed form, and central differences of the reference loss (f64 only). */
-    void *dl = malloc(es * N * D), *dx = malloc(es * N * C * D);
+    void *dl = malloc(cs * N * D), *dx = malloc(es * N * C * D);
     double *dlv = malloc(sizeof(double) * N * D);
     int64_t n_dl = k->red == SC_REDUCTION_NONE ? N * D : 1;
     for (int64_t i = 0; i < n_dl; i++) {
-        put(dl, k->t, i, 0.5 + urand());
-        dlv[i] = get(dl, k->t, i);
+        put(dl, ct, i, 0.5 + urand());
+        dlv[i] = get(dl, ct, i);
     }
     sc_node gnode = {.op = SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD, .name = k->label, .n_in = 4, .n_out = 1};
     gnode.attrs = node.attrs;
-    sc_tensor gin[4] = {{loss_desc, dl}, {in[0].desc, lp}, in[1], in[2]};
+    sc_tensor gin[4] = {{loss_desc, dl}, in[0], in[1], in[2]};
     sc_tensor gout[1] = {{in[0].desc, dx}};
     st = cpu_run_node(&gnode, gin, 4, gout, 1);
     CHECK(!st, "%s grad: %s", k->label, st ? sc_status_message(st) : "");
@@ -174,7 +186,7 @@ static void run_sce_case(const sce_case *k) {
                     if (k->red == SC_REDUCTION_MEAN) g /= wsum;
                     want_g = (exp(logp[i]) - (c == y)) * (r.w ? r.w[y] : 1.0) * g;
                 }
-                CHECK(close_to(get(dx, k->t, i), want_g, rtol, rtol), "%s: dScores[%lld] %g want %g", k->label,
+                CHECK(close_to(get(dx, k->t, i), want_g, rtol_out, rtol), "%s: dScores[%lld] %g want %g", k->label,
                       (long long)i, get(dx, k->t, i), want_g);
                 if (k->t != SC_F64) continue;
                 /* d/dx of sum_e dLoss_e * loss_e by central differences of the reference */
@@ -202,11 +214,12 @@ static void run_sce_case(const sce_case *k) {
 static void test_sce(void) {
     static const sc_reduction reds[3] = {SC_REDUCTION_MEAN, SC_REDUCTION_SUM, SC_REDUCTION_NONE};
     static const char *const red_names[3] = {"mean", "sum", "none"};
-    for (int t = 0; t < 2; t++)
+    static const sc_dtype types[4] = {SC_F32, SC_F64, SC_BF16, SC_F16};
+    for (int t = 0; t < 4; t++)
         for (int ri = 0; ri < 3; ri++)
             for (int variant = 0; variant < 4; variant++) {
                 char label[128];
-                sce_case k = {label, t ? SC_F64 : SC_F32, variant % 2 ? SC_I32 : SC_I64, 0, {0}, variant >= 2,
+                sce_case k = {label, types[t], variant % 2 ? SC_I32 : SC_I64, 0, {0}, variant >= 2,
                               variant == 1 || variant == 3, variant == 3 ? -100 : 2, reds[ri]};
                 /* classes [N, C]; LM-sized rows; [N, C, D]; per-pixel [N, C, H, W] */
                 static const int64_t shapes[4][5] = {{2, 5, 7}, {2, 3, 97}, {3, 2, 4, 5}, {4, 2, 3, 3, 4}};

@@ -12,8 +12,10 @@
 #include "core/half.h"
 
 /* Kernels that take bf16 and f16 as they are: the native 16-bit arithmetic, Cast and ConstantOfShape
- * (their output type is an attribute), and the ops that only move elements by their size (no
- * arithmetic: widening them would only cost two conversions, and quiet signalling NaNs). */
+ * (their output type is an attribute), the ops that only move elements by their size (no
+ * arithmetic: widening them would only cost two conversions, and quiet signalling NaNs), and the
+ * cross-entropy and its gradient, which widen one row at a time (cpu_loss.c): a whole-tensor copy of
+ * a language model's logits in f32 is the largest buffer of its step. */
 static bool takes_16bit(sc_op op) {
     switch (op) {
     case SC_OP_IDENTITY:
@@ -43,7 +45,9 @@ static bool takes_16bit(sc_op op) {
     case SC_OP_EQUAL:
     case SC_OP_LESS:
     case SC_OP_GREATER:
-    case SC_OP_CLIP: return true;
+    case SC_OP_CLIP:
+    case SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
+    case SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD: return true;
     default: return false;
     }
 }

@@ -1,7 +1,10 @@
 /* SoftmaxCrossEntropyLoss and its gradient on the CUDA backend; the math is the CPU's (cpu_loss.c):
  *   per (n, d) row over C classes at stride D, log_prob = x - logsumexp;
  *     l = -w[y] log_prob[y] (0 where ignored); mean = sum l / sum w[y].
- *   Grad: (exp(log_prob) - onehot) * w[y] * g, g = dLoss (sum), dLoss / sum w[y] (mean), dLoss[r].
+ *   Grad (dLoss, scores, labels[, weights]): (exp(x - lse) - onehot) * w[y] * g, g = dLoss (sum),
+ *   dLoss / sum w[y] (mean), dLoss[r]; each row's lse is recomputed first (k_sce_lse, the forward's
+ *   arithmetic), then one thread per element.
+ * 16-bit scores run on widened copies (cu_widen.cu).
  * The loss sums run in double on one block (deterministic); labels out of range are clamped out
  * (treated as ignored) rather than reported: reporting would need a read-back of the labels.
  */
@@ -70,8 +73,20 @@ __global__ void k_sce_row_weights(const void *labels, bool i64, const T *w, doub
     }
 }
 
+/* One thread per row: lse = max + log(sum exp(x - max)), as k_sce_rows computes it. */
+template <typename T> __global__ void k_sce_lse(const T *x, T *lse, int64_t N, int64_t C, int64_t D) {
+    GRID_STRIDE(r, N * D) {
+        const T *xr = x + (r / D) * C * D + r % D;
+        T mx = xr[0];
+        for (int64_t c = 1; c < C; c++) mx = xr[c * D] > mx ? xr[c * D] : mx;
+        T se = 0;
+        for (int64_t c = 0; c < C; c++) se += exp(xr[c * D] - mx);
+        lse[r] = mx + log(se);
+    }
+}
+
 template <typename T>
-__global__ void k_sce_grad(const T *dl, bool per_elem, int reduction, const double *wsum, const T *lp, const void *labels, bool i64,
+__global__ void k_sce_grad(const T *dl, bool per_elem, int reduction, const double *wsum, const T *x, const T *lse, const void *labels, bool i64,
                            const T *w, T *dx, int64_t N, int64_t C, int64_t D, bool has_ignore, int64_t ignore) {
     GRID_STRIDE(e, N * C * D) {
         int64_t d = e % D, c = (e / D) % C, n = e / (C * D), r = n * D + d, y = label_at(labels, i64, r);
@@ -82,7 +97,7 @@ __global__ void k_sce_grad(const T *dl, bool per_elem, int reduction, const doub
         }
         double scale = reduction == SC_REDUCTION_MEAN ? 1.0 / *wsum : 1.0;
         T g = (T)((per_elem ? (double)dl[r] : (double)dl[0]) * scale * (w ? (double)w[y] : 1.0));
-        T v = exp(lp[e]) * g;
+        T v = exp(x[e] - lse[r]) * g;
         dx[e] = c == y ? v - g : v;
     }
 }
@@ -125,20 +140,21 @@ sc_status cu_sce_loss(const cu_call *c) {
     return SC_OK;
 }
 
-/* (dLoss, log_prob, labels[, weights]) -> dScores */
+/* (dLoss, scores, labels[, weights]) -> dScores */
 sc_status cu_sce_loss_grad(const cu_call *c) {
     const sc_sce_attrs *a = &c->node->attrs->sce;
     int64_t N = 0, C = 0, D = 0;
     SC_TRY(sce_common(c, &c->in[1], &c->in[2], &N, &C, &D));
     sc_dtype t = c->in[1].desc.dtype;
-    if (c->in[0].desc.dtype != t) return cu_errorf(c, "dLoss dtype differs from log_prob");
+    if (c->in[0].desc.dtype != t) return cu_errorf(c, "dLoss dtype differs from the scores'");
     const void *w = c->n_in > 3 ? c->in[3].data : NULL;
     bool per_elem = a->reduction == SC_REDUCTION_NONE;
     int64_t R = N * D;
     if (sc_desc_numel(&c->in[0].desc) != (per_elem ? R : 1)) return cu_errorf(c, "dLoss has the wrong number of elements");
     void *buf;
-    SC_TRY(cu_scratch(c, (R + 1) * (int64_t)sizeof(double), &buf));
+    SC_TRY(cu_scratch(c, (2 * R + 1) * (int64_t)sizeof(double), &buf));
     double *row_w = (double *)buf, *wsum = row_w + R;
+    void *lse = wsum + 1; /* R values of the scores' type */
     bool i64 = c->in[2].desc.dtype == SC_I64;
     cudaStream_t s = c->ctx->stream;
     int64_t n = N * C * D;
@@ -149,8 +165,11 @@ sc_status cu_sce_loss_grad(const cu_call *c) {
         k_weight_sum<<<1, 1024, 0, s>>>(row_w, R, wsum);                                                   \
         CU_LAUNCH_CHECK(c);                                                                                \
     }                                                                                                      \
+    k_sce_lse<T><<<cu_grid(R), CU_BLOCK, 0, s>>>((const T *)c->in[1].data, (T *)lse, N, C, D);              \
+    CU_LAUNCH_CHECK(c);                                                                                    \
     k_sce_grad<T><<<cu_grid(n), CU_BLOCK, 0, s>>>((const T *)c->in[0].data, per_elem, (int)a->reduction, wsum, \
-        (const T *)c->in[1].data, c->in[2].data, i64, (const T *)w, (T *)c->out[0].data, N, C, D, a->has_ignore_index, a->ignore_index); \
+        (const T *)c->in[1].data, (const T *)lse, c->in[2].data, i64, (const T *)w, (T *)c->out[0].data, N, C, D, \
+        a->has_ignore_index, a->ignore_index);                                                             \
     CU_LAUNCH_CHECK(c);
     if (t == SC_F32) { SCEG(float) } else { SCEG(double) }
 #undef SCEG
