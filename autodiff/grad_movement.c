@@ -81,12 +81,19 @@ void grad_slice(sc_grad_ctx *c) {
     set_GI(c, 0, ad_emit(c, SC_OP_SLICE_GRAD, in, n_in, 1, NULL, NULL));
 }
 
-/* The fourth input (base) starts absent; backward.c sets it to the data's running gradient sum when
- * the data has other consumers (a tied embedding), so the rows are added into that sum instead of
- * into a new zeroed tensor summed by an Add: one [vocab, dim] buffer instead of three. */
+/* The data is not an input: its shape goes into the attributes. A data input would make the table
+ * (a streamed embedding, or its 16-bit cast) come back to the device at the end of backward for
+ * nothing but its shape. The fourth input (base) starts absent; backward.c sets it to the data's
+ * running gradient sum when the data has other consumers (a tied embedding), so the rows are added
+ * into that sum instead of into a new zeroed tensor summed by an Add: one [vocab, dim] buffer
+ * instead of three. */
 void grad_gather(sc_grad_ctx *c) {
-    int in[4] = {GO(c, 0), I(c, 1), I(c, 0), -1};
-    set_GI(c, 0, ad_emit(c, SC_OP_GATHER_GRAD, in, 4, 1, NULL, c->fwd.attrs));
+    int in[4] = {GO(c, 0), I(c, 1), -1, -1};
+    sc_attrs a = *c->fwd.attrs;
+    const sc_desc *data = ad_desc(c, I(c, 0));
+    a.axis.data_rank = data->rank;
+    for (int i = 0; i < data->rank; i++) a.axis.data_dims[i] = data->dims[i];
+    set_GI(c, 0, ad_emit(c, SC_OP_GATHER_GRAD, in, 4, 1, NULL, &a));
 }
 
 void grad_expand(sc_grad_ctx *c) { set_GI(c, 0, ad_reduce_to_shape(c, GO(c, 0), ad_desc(c, I(c, 0)))); }

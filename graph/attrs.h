@@ -62,11 +62,14 @@ typedef struct {
 /* One integer axis: Softmax, LogSoftmax, Flatten, Concat, Gather, Split. Already defaulted per
  * opset but not normalised (may be negative). legacy_2d is set for Softmax/LogSoftmax before opset
  * 13, whose input is coerced to 2-D [prod(dims[:axis]), prod(dims[axis:])]. num_outputs is Split's
- * opset-18 attribute (0 when absent). */
+ * opset-18 attribute (0 when absent). data_rank/data_dims: GatherGrad's output shape (the gathered
+ * data's), set by autodiff so that the node need not read the data for its shape (0: not set). */
 typedef struct {
     int64_t axis;
     bool legacy_2d;
     int64_t num_outputs;
+    int data_rank;
+    int64_t data_dims[SC_MAX_RANK];
 } sc_axis_attrs;
 
 typedef struct {

@@ -1,8 +1,11 @@
 /* Shape functions of the internal gradient ops of data movement (graph/ops_train.def):
  *   SliceGrad  (dY, X, starts, ends[, axes, steps]) -> dX like X
- *   GatherGrad (dY, indices, data) -> dData like data              attrs.axis
+ *   GatherGrad (dY, indices, data[, base]) -> dData like data      attrs.axis (data_dims when
+ *              data is absent)
  * Both check that dY has the shape the forward op gave its output (ONNX Slice / Gather rules), so
  * a wrongly wired gradient fails at build time, naming the node, not in the kernel. */
+#include <string.h>
+
 #include "graph/shape_fns.h"
 
 /* ONNX Slice count per axis: negative starts/ends add the dim, then clamp to [0, d] (step > 0) or
@@ -50,11 +53,28 @@ sc_status shape_slice_grad(sc_graph *g, sc_node *n) {
     return SC_OK;
 }
 
+/* GatherGrad's output shape: data's, else base's, else the shape autodiff recorded in its attributes
+ * (then the data, often a streamed embedding table, is not an input at all). */
+static sc_status gather_grad_data_desc(sc_graph *g, sc_node *n, sc_desc *out) {
+    const sc_axis_attrs *a = &n->attrs->axis;
+    if (n->in[2] >= 0) *out = *shape_in(g, n, 2);
+    else if (n->n_in > 3 && n->in[3] >= 0) *out = *shape_in(g, n, 3);
+    else if (a->data_rank > 0 && a->data_rank <= SC_MAX_RANK) {
+        memset(out, 0, sizeof *out);
+        out->dtype = shape_in(g, n, 0)->dtype;
+        out->rank = a->data_rank;
+        for (int i = 0; i < a->data_rank; i++) out->dims[i] = a->data_dims[i];
+    } else {
+        return shape_fail(g, n, "data (for its shape), base or a recorded data shape is required");
+    }
+    return SC_OK;
+}
+
 sc_status shape_gather_grad(sc_graph *g, sc_node *n) {
-    /* data gives the output's shape; with a base it may be absent (base has that shape) */
     bool has_base = n->n_in > 3 && n->in[3] >= 0;
-    if (n->in[2] < 0 && !has_base) return shape_fail(g, n, "data (for its shape) or base is required");
-    const sc_desc *dy = shape_in(g, n, 0), *idx = shape_in(g, n, 1), *data = shape_in(g, n, n->in[2] >= 0 ? 2 : 3);
+    sc_desc data_desc;
+    SC_TRY(gather_grad_data_desc(g, n, &data_desc));
+    const sc_desc *dy = shape_in(g, n, 0), *idx = shape_in(g, n, 1), *data = &data_desc;
     int axis;
     SC_TRY(shape_axis(g, n, n->attrs->axis.axis, data->rank, &axis));
     if (idx->dtype != SC_I64 && idx->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
