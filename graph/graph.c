@@ -359,11 +359,17 @@ bool graph_is_topo_sorted(const sc_graph *g, int *first_bad_node) {
     return ok;
 }
 
-/* Kahn's algorithm with a FIFO of ready nodes seeded in index order, so an already sorted graph
- * keeps its order. Nodes left over sit on a cycle (or depend on one). */
 sc_status graph_remove_node(sc_graph *g, int i) {
     memmove(&g->nodes[i], &g->nodes[i + 1], sizeof *g->nodes * (size_t)(g->n_nodes - i - 1));
     g->n_nodes--;
+    return graph_link(g);
+}
+
+sc_status graph_compact_nodes(sc_graph *g, const bool *keep) {
+    int j = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (keep[i]) g->nodes[j++] = g->nodes[i];
+    g->n_nodes = j;
     return graph_link(g);
 }
 
@@ -401,6 +407,8 @@ sc_status graph_place_appended(sc_graph *g, int n0) {
     return graph_link(g);
 }
 
+/* Kahn's algorithm with a FIFO of ready nodes seeded in index order, so an already sorted graph
+ * keeps its order. Nodes left over sit on a cycle (or depend on one). */
 sc_status graph_topo_sort(sc_graph *g) {
     SC_TRY(graph_link(g));
     int n = g->n_nodes;

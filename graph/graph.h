@@ -156,6 +156,9 @@ sc_status graph_topo_sort(sc_graph *g);
 sc_status graph_place_appended(sc_graph *g, int n0);
 /* Removes node i, whose outputs no node reads and no graph output lists; relinks the graph. */
 sc_status graph_remove_node(sc_graph *g, int i);
+/* Keeps the nodes with keep[i] set, in order, then relinks the graph (the removed nodes' outputs
+ * must be unread). */
+sc_status graph_compact_nodes(sc_graph *g, const bool *keep);
 /* True when every node's inputs are produced by earlier nodes (or are inputs/params/consts). */
 bool graph_is_topo_sorted(const sc_graph *g, int *first_bad_node);
 

@@ -14,14 +14,6 @@
 
 #include "graph/pass_internal.h"
 
-sc_status graph_compact_nodes(sc_graph *g, const bool *keep) {
-    int j = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (keep[i]) g->nodes[j++] = g->nodes[i];
-    g->n_nodes = j;
-    return graph_link(g);
-}
-
 /* Follows the replacement chain (set by earlier removals) to the value actually read. */
 static int repl_resolve(const int *repl, int v) {
     while (v >= 0 && repl[v] >= 0) v = repl[v];

@@ -11,11 +11,16 @@ static sc_status scalar_input(const sc_graph *g, const sc_node *n, int i, sc_dty
 }
 
 /* SGDUpdate (W, G, M, lr[, grad_scale]) -> (W', M'); AdamWUpdate (W, G, M, V, lr, step[, gs]) ->
- * (W', M', V'). States keep their descs; G must match W. SGD without momentum omits M and M'. */
+ * (W', M', V'). States keep their descs; G must match W, or be its bf16/f16 form when W is f32
+ * (mixed precision: the update widens it as it reads it). SGD without momentum omits M and M'. */
 sc_status shape_optimizer(sc_graph *g, sc_node *n) {
     bool adamw = n->op == SC_OP_ADAMW_UPDATE;
-    SC_TRY(shape_same_desc(g, n, 0, 1));
-    if (!sc_dtype_is_float(shape_in(g, n, 0)->dtype)) return shape_fail(g, n, "W must be a float tensor");
+    if (!node_has_input(n, 0) || !node_has_input(n, 1)) return shape_fail(g, n, "W and G are required");
+    const sc_desc *w = shape_in(g, n, 0), *gr = shape_in(g, n, 1);
+    bool half_g = w->dtype == SC_F32 && (gr->dtype == SC_BF16 || gr->dtype == SC_F16);
+    if (!half_g) SC_TRY(shape_same_desc(g, n, 0, 1));
+    else if (!sc_desc_same_shape(w, gr)) return shape_fail(g, n, "G must have W's shape");
+    if (!sc_dtype_is_float(w->dtype)) return shape_fail(g, n, "W must be a float tensor");
     for (int k = 0; k < n->n_out; k++) {
         int src = k == 0 ? 0 : k + 1; /* W, then M (input 2), V (input 3) */
         if (!node_has_input(n, src)) {

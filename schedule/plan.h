@@ -192,7 +192,8 @@ const char *plan_timeline_bound(const sc_timeline *tl);
 void plan_value_roots(const sc_graph *g, int *root);
 /* The bytes an OFFLOAD or PREFETCH moves over the link: its value's, or in its wire type (wire.c). */
 int64_t plan_step_bytes(const sc_graph *g, const sc_step *st);
-/* Of a plan's transfer bytes host to device ([0]) and back ([1]), those in a 16-bit wire type. */
+/* Of a plan's transfer bytes host to device ([0]) and back ([1]), those that cross in 16 bits: in a
+ * 16-bit wire type, or of a bf16/f16 value (a gradient handed to its update in 16 bits). */
 void plan_wire_bytes(const sc_graph *g, const sc_plan *p, int64_t bytes[2]);
 void plan_host_release_steps(const sc_graph *g, const sc_plan *p, const int *root, int *release_at);
 bool plan_host_homes(const sc_graph *g, const sc_plan *p, bool *home); /* false: out of memory */

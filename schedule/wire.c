@@ -13,7 +13,9 @@
  * Anything else keeps its own type: a value other nodes alias (an in-place write may have changed
  * what the OFFLOAD reads; a view may be read by non-Casts), a graph output, a weight a device
  * update or an f32 op reads (LayerNorm's scale, an embedding's Gather, which autocast runs in f32).
- * Per streamed low-precision parameter that is 2 bytes per crossing instead of 4. */
+ * Per streamed low-precision parameter that is 2 bytes per crossing instead of 4. A gradient that
+ * autodiff hands to its update in 16 bits (autodiff/optimizer.c, grads_narrow) is a bf16/f16 value
+ * and crosses in its own type. */
 #include <stdlib.h>
 
 #include "graph/ops.h"
@@ -91,7 +93,8 @@ void plan_wire_bytes(const sc_graph *g, const sc_plan *p, int64_t bytes[2]) {
     bytes[0] = bytes[1] = 0;
     for (int i = 0; i < p->n_steps; i++) {
         const sc_step *s = &p->steps[i];
-        if ((s->kind == SC_STEP_PREFETCH || s->kind == SC_STEP_OFFLOAD) && s->wire != SC_DTYPE_UNDEFINED)
+        if ((s->kind == SC_STEP_PREFETCH || s->kind == SC_STEP_OFFLOAD) &&
+            (s->wire != SC_DTYPE_UNDEFINED || (s->value >= 0 && is_half(g->values[s->value].desc.dtype))))
             bytes[s->kind == SC_STEP_OFFLOAD] += plan_step_bytes(g, s);
     }
 }

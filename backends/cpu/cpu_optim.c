@@ -9,7 +9,8 @@
  * Scalars that torch computes in Python (lr * wd, 1 - b1, the bias corrections) are computed in
  * double and rounded to the element type once, as torch does when it passes them to the tensor ops.
  * Inputs: lr f32 scalar, step i64 scalar (1-based), grad_scale f32 scalar (global-norm clipping
- * factor; omitted = 1).
+ * factor; omitted = 1). With f32 W, G may be bf16 or f16 (mixed precision, autodiff/optimizer.c):
+ * each element is widened as it is read, which is exact, so the arithmetic is the f32 update's.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 
 #include "backends/common/common.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "core/half.h"
 
 /* lr is a user's decimal (decimal_of); grad_scale is computed, so it is taken as it is. */
 static sc_status read_f32_scalar(const sc_kernel_call *c, int i, const char *what, bool decimal, double *v) {
@@ -27,7 +29,8 @@ static sc_status read_f32_scalar(const sc_kernel_call *c, int i, const char *wha
     return SC_OK;
 }
 
-/* W, G and every present state share one float dtype and element count. */
+/* W, G and every present state share one float dtype and element count; G (input 1) may be bf16
+ * or f16 with f32 W. */
 static sc_status check_tensors(const sc_kernel_call *c, const int *idx, int n, int64_t *numel) {
     sc_dtype t = c->in[0].desc.dtype;
     if (t != SC_F32 && t != SC_F64) return cpu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(t));
@@ -35,32 +38,36 @@ static sc_status check_tensors(const sc_kernel_call *c, const int *idx, int n, i
     for (int k = 0; k < n; k++) {
         const sc_tensor *x = &c->in[idx[k]];
         if (!x->data) continue;
-        if (x->desc.dtype != t || sc_desc_numel(&x->desc) != *numel)
+        bool half_g = idx[k] == 1 && t == SC_F32 && (x->desc.dtype == SC_BF16 || x->desc.dtype == SC_F16);
+        if ((x->desc.dtype != t && !half_g) || sc_desc_numel(&x->desc) != *numel)
             return cpu_errorf(c, "input %d must match W (%s, %lld elements)", idx[k], sc_dtype_name(t), (long long)*numel);
     }
     return SC_OK;
 }
 
-#define SGD_IMPL(T, NAME)                                                                                  \
-    static void NAME(int64_t n, T *restrict w, const T *restrict g, T *restrict m, T lr, T gs, T wd, T mom,  \
+#define SGD_IMPL(T, TG, LOAD, NAME)                                                                        \
+    static void NAME(int64_t n, T *restrict w, const TG *restrict g, T *restrict m, T lr, T gs, T wd, T mom, \
                      bool nesterov) {                                                                      \
         if (!m) {                                                                                          \
             _Pragma("omp parallel for simd schedule(static)") for (int64_t i = 0; i < n; i++) {            \
-                T gi = g[i] * gs + wd * w[i];                                                              \
+                T gi = LOAD(g[i]) * gs + wd * w[i];                                                        \
                 w[i] = w[i] - lr * gi;                                                                     \
             }                                                                                              \
             return;                                                                                        \
         }                                                                                                  \
         _Pragma("omp parallel for simd schedule(static)") for (int64_t i = 0; i < n; i++) {                \
-            T gi = g[i] * gs + wd * w[i];                                                                  \
+            T gi = LOAD(g[i]) * gs + wd * w[i];                                                            \
             T mi = mom * m[i] + gi;                                                                        \
             T d = nesterov ? gi + mom * mi : mi;                                                           \
             m[i] = mi;                                                                                     \
             w[i] = w[i] - lr * d;                                                                          \
         }                                                                                                  \
     }
-SGD_IMPL(float, sgd_f32)
-SGD_IMPL(double, sgd_f64)
+#define LOAD_SAME(x) (x)
+SGD_IMPL(float, float, LOAD_SAME, sgd_f32)
+SGD_IMPL(float, uint16_t, sc_bf16_to_f32, sgd_f32_gbf16)
+SGD_IMPL(float, uint16_t, sc_f16_to_f32, sgd_f32_gf16)
+SGD_IMPL(double, double, LOAD_SAME, sgd_f64)
 
 /* (W, G, M, lr[, grad_scale]) -> (W', M'); M omitted (-1) when momentum is 0. */
 sc_status cpu_sgd_update(const sc_kernel_call *c) {
@@ -74,7 +81,12 @@ sc_status cpu_sgd_update(const sc_kernel_call *c) {
     if (a->momentum != 0 && !m) return cpu_errorf(c, "momentum %g needs the momentum buffer input", a->momentum);
     SC_ASSERT(c->out[0].data == c->in[0].data && (!m || c->n_out < 2 || !c->out[1].data || c->out[1].data == m));
     if (a->momentum == 0) m = NULL;
-    if (c->in[0].desc.dtype == SC_F32)
+    sc_dtype gt = c->in[1].desc.dtype;
+    if (gt == SC_BF16)
+        sgd_f32_gbf16(n, c->in[0].data, c->in[1].data, m, (float)lr, (float)gs, a->weight_decay, a->momentum, a->nesterov);
+    else if (gt == SC_F16)
+        sgd_f32_gf16(n, c->in[0].data, c->in[1].data, m, (float)lr, (float)gs, a->weight_decay, a->momentum, a->nesterov);
+    else if (c->in[0].desc.dtype == SC_F32)
         sgd_f32(n, c->in[0].data, c->in[1].data, m, (float)lr, (float)gs, a->weight_decay, a->momentum, a->nesterov);
     else
         sgd_f64(n, c->in[0].data, c->in[1].data, m, lr, gs, sc_decimal_of(a->weight_decay), sc_decimal_of(a->momentum),
@@ -82,11 +94,11 @@ sc_status cpu_sgd_update(const sc_kernel_call *c) {
     return SC_OK;
 }
 
-#define ADAMW_IMPL(T, NAME, SQRT)                                                                          \
-    static void NAME(int64_t n, T *restrict w, const T *restrict g, T *restrict m, T *restrict v, T decay,   \
+#define ADAMW_IMPL(T, TG, LOAD, NAME, SQRT)                                                                \
+    static void NAME(int64_t n, T *restrict w, const TG *restrict g, T *restrict m, T *restrict v, T decay,  \
                      T gs, T b1, T one_b1, T b2, T one_b2, T step_size, T bc2_sqrt, T eps) {               \
         _Pragma("omp parallel for simd schedule(static)") for (int64_t i = 0; i < n; i++) {                \
-            T gi = g[i] * gs;                                                                              \
+            T gi = LOAD(g[i]) * gs;                                                                        \
             T wi = w[i] * decay;                                                                           \
             T mi = m[i] * b1 + gi * one_b1;                                                                \
             T vi = v[i] * b2 + gi * gi * one_b2;                                                           \
@@ -96,8 +108,10 @@ sc_status cpu_sgd_update(const sc_kernel_call *c) {
             w[i] = wi + -step_size * (mi / denom);                                                         \
         }                                                                                                  \
     }
-ADAMW_IMPL(float, adamw_f32, sqrtf)
-ADAMW_IMPL(double, adamw_f64, sqrt)
+ADAMW_IMPL(float, float, LOAD_SAME, adamw_f32, sqrtf)
+ADAMW_IMPL(float, uint16_t, sc_bf16_to_f32, adamw_f32_gbf16, sqrtf)
+ADAMW_IMPL(float, uint16_t, sc_f16_to_f32, adamw_f32_gf16, sqrtf)
+ADAMW_IMPL(double, double, LOAD_SAME, adamw_f64, sqrt)
 
 /* (W, G, M, V, lr, step[, grad_scale]) -> (W', M', V'). */
 sc_status cpu_adamw_update(const sc_kernel_call *c) {
@@ -116,9 +130,16 @@ sc_status cpu_adamw_update(const sc_kernel_call *c) {
     double decay = 1.0 - lr * wd;
     double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
     double step_size = lr / bc1, bc2_sqrt = sqrt(bc2);
-    if (c->in[0].desc.dtype == SC_F32)
-        adamw_f32(n, c->in[0].data, c->in[1].data, c->in[2].data, c->in[3].data, (float)decay, (float)gs, (float)b1,
-                  (float)(1 - b1), (float)b2, (float)(1 - b2), (float)step_size, (float)bc2_sqrt, a->eps);
+    sc_dtype gt = c->in[1].desc.dtype;
+    float *w = c->in[0].data, *m = c->in[2].data, *v = c->in[3].data;
+    float fd = (float)decay, fgs = (float)gs, fb1 = (float)b1, f1b1 = (float)(1 - b1), fb2 = (float)b2, f1b2 = (float)(1 - b2),
+          fss = (float)step_size, fbc = (float)bc2_sqrt;
+    if (gt == SC_BF16)
+        adamw_f32_gbf16(n, w, c->in[1].data, m, v, fd, fgs, fb1, f1b1, fb2, f1b2, fss, fbc, a->eps);
+    else if (gt == SC_F16)
+        adamw_f32_gf16(n, w, c->in[1].data, m, v, fd, fgs, fb1, f1b1, fb2, f1b2, fss, fbc, a->eps);
+    else if (c->in[0].desc.dtype == SC_F32)
+        adamw_f32(n, w, c->in[1].data, m, v, fd, fgs, fb1, f1b1, fb2, f1b2, fss, fbc, a->eps);
     else
         adamw_f64(n, c->in[0].data, c->in[1].data, c->in[2].data, c->in[3].data, decay, gs, b1, 1 - b1, b2, 1 - b2, step_size,
                   bc2_sqrt, sc_decimal_of(a->eps));

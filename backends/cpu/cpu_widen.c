@@ -15,7 +15,8 @@
  * (their output type is an attribute), the ops that only move elements by their size (no
  * arithmetic: widening them would only cost two conversions, and quiet signalling NaNs), and the
  * cross-entropy and its gradient, which widen one row at a time (cpu_loss.c): a whole-tensor copy of
- * a language model's logits in f32 is the largest buffer of its step. */
+ * a language model's logits in f32 is the largest buffer of its step; and the optimizer updates,
+ * whose 16-bit gradient is widened element by element (cpu_optim.c). */
 static bool takes_16bit(sc_op op) {
     switch (op) {
     case SC_OP_IDENTITY:
@@ -47,7 +48,9 @@ static bool takes_16bit(sc_op op) {
     case SC_OP_GREATER:
     case SC_OP_CLIP:
     case SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
-    case SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD: return true;
+    case SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD:
+    case SC_OP_SGD_UPDATE:
+    case SC_OP_ADAMW_UPDATE: return true;
     default: return false;
     }
 }
