@@ -112,25 +112,12 @@ static int mse_head(tb_builder *b, int output, int *labels) {
     return tb_emit(b, SC_OP_REDUCE_MEAN, "loss", (const int[]){sq}, 1, 1, NULL, &a, SC_VALUE_ACT);
 }
 
-static int producer_of(const sc_graph *g, int v) {
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_out; k++)
-            if (g->nodes[i].out[k] == v) return i;
-    return -1;
-}
-
-static bool has_reader(const sc_graph *g, int v) {
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_in; k++)
-            if (g->nodes[i].in[k] == v) return true;
-    return false;
-}
-
 /* The 16-bit logits in place of the model output *output when that is an f32 Cast of them that
  * nothing reads (see the header): the Cast is removed and the graph output list names them. */
 static sc_status output_narrow(sc_graph *g, int *output) {
-    int o = *output, p = producer_of(g, o);
-    if (p < 0 || g->nodes[p].op != SC_OP_CAST || has_reader(g, o)) return SC_OK;
+    SC_TRY(graph_link(g));
+    int o = *output, p = g->values[o].producer;
+    if (p < 0 || g->nodes[p].op != SC_OP_CAST || g->values[o].n_consumers) return SC_OK;
     int src = g->nodes[p].in[0];
     sc_dtype t = g->values[src].desc.dtype;
     if ((t != SC_BF16 && t != SC_F16) || g->values[o].desc.dtype != SC_F32) return SC_OK;

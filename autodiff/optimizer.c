@@ -138,23 +138,15 @@ static int update_emit(tb_builder *b, const sc_train_options *opt, sc_training_g
  * activation peak of a convnet's backward (ResNet-50's 2.4M-parameter 3x3 convolutions), and on a
  * streamed parameter the gradient then leaves the device in its own 16 bits. */
 static sc_status grads_narrow(sc_graph *g, sc_training_graph *tg) {
-    SC_TRY(graph_link(g)); /* producers of the nodes data parallel and clipping added */
-    int *reads = calloc((size_t)g->n_values + 1, sizeof(int));
+    SC_TRY(graph_link(g)); /* producers and readers of the nodes data parallel and clipping added */
     bool *keep = malloc((size_t)g->n_nodes + 1);
-    if (!reads || !keep) {
-        free(reads);
-        free(keep);
-        return sc_errorf("out of memory narrowing gradients");
-    }
-    for (int i = 0; i < g->n_nodes; i++) {
-        keep[i] = true;
-        for (int k = 0; k < g->nodes[i].n_in; k++)
-            if (g->nodes[i].in[k] >= 0) reads[g->nodes[i].in[k]]++;
-    }
+    if (!keep) return sc_errorf("out of memory narrowing gradients");
+    for (int i = 0; i < g->n_nodes; i++) keep[i] = true;
     bool any = false;
     for (int i = 0; i < tg->n_params; i++) {
         int gr = tg->grads[i], p = g->values[gr].producer;
-        if (p < 0 || reads[gr] || g->values[gr].is_output || g->values[gr].desc.dtype != SC_F32) continue;
+        if (p < 0 || g->values[gr].n_consumers || g->values[gr].is_output || g->values[gr].desc.dtype != SC_F32)
+            continue;
         const sc_node *n = &g->nodes[p];
         if (n->op != SC_OP_CAST || n->in[0] < 0) continue;
         sc_dtype from = g->values[n->in[0]].desc.dtype;
@@ -163,7 +155,6 @@ static sc_status grads_narrow(sc_graph *g, sc_training_graph *tg) {
         keep[p] = false;
         any = true;
     }
-    free(reads);
     sc_status st = any ? graph_compact_nodes(g, keep) : SC_OK;
     free(keep);
     return st;

@@ -47,7 +47,6 @@ typedef struct {
     int n_values;   /* values before the pass: the ones casts are made of */
     int *cast_low;  /* [n_values] the value's Cast to low, or -1 */
     int *cast_f32;  /* [n_values] its Cast to f32, or -1 */
-    int *producer;  /* [n_values] the node making the value, or -1 */
     bool *low_read; /* [n_values] a low op reads the value */
     sc_status st;
 } prec_ctx;
@@ -92,7 +91,7 @@ static int cast_of(prec_ctx *c, int v, sc_dtype to) {
 }
 
 static bool made_by_low_op(const prec_ctx *c, int v) {
-    int p = v < c->n_values ? c->producer[v] : -1;
+    int p = v < c->n_values ? c->g->values[v].producer : -1; /* linked at the start; casts add values */
     return p >= 0 && sc_op_infos[c->g->nodes[p].op].precision == SC_OP_PREC_LOW &&
            c->g->values[v].desc.dtype == c->low;
 }
@@ -189,15 +188,12 @@ sc_status graph_apply_precision(sc_graph *g, sc_dtype low, const sc_node_evaluat
     prec_ctx c = {.g = g, .low = low, .n_values = g->n_values};
     c.cast_low = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     c.cast_f32 = malloc(sizeof(int) * ((size_t)g->n_values + 1));
-    c.producer = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     c.low_read = calloc((size_t)g->n_values + 1, 1);
     sc_dtype *out_was = malloc(sizeof(sc_dtype) * ((size_t)g->n_outputs + 1));
     sc_status st =
-        c.cast_low && c.cast_f32 && c.producer && c.low_read && out_was ? SC_OK : sc_errorf("out of memory applying precision");
-    for (int v = 0; !st && v < g->n_values; v++) c.cast_low[v] = c.cast_f32[v] = c.producer[v] = -1;
-    for (int i = 0; !st && i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_out; k++)
-            if (g->nodes[i].out[k] >= 0) c.producer[g->nodes[i].out[k]] = i;
+        c.cast_low && c.cast_f32 && c.low_read && out_was ? SC_OK : sc_errorf("out of memory applying precision");
+    if (!st) st = graph_link(g);
+    for (int v = 0; !st && v < g->n_values; v++) c.cast_low[v] = c.cast_f32[v] = -1;
     for (int i = 0; !st && i < g->n_nodes; i++)
         if (sc_op_infos[g->nodes[i].op].precision == SC_OP_PREC_LOW)
             for (int k = 0; k < g->nodes[i].n_in; k++)
@@ -209,7 +205,6 @@ sc_status graph_apply_precision(sc_graph *g, sc_dtype low, const sc_node_evaluat
         if (g->values[g->outputs[i]].desc.dtype != out_was[i]) st = output_restore(&c, g->outputs[i], out_was[i]);
     free(c.cast_low);
     free(c.cast_f32);
-    free(c.producer);
     free(c.low_read);
     free(out_was);
     /* each cast lives from its first reader on, not from the start of the step (a topological sort
