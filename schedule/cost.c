@@ -7,6 +7,7 @@ void cost_model_default(sc_cost_model *m, double link_bandwidth, const double *n
     m->peak_flops = SC_COST_CPU_PEAK_FLOPS;
     m->mem_bandwidth = SC_COST_CPU_MEM_BANDWIDTH;
     m->link_bandwidth = link_bandwidth > 0 ? link_bandwidth : SC_COST_LINK_CPU;
+    m->link_latency = SC_COST_LINK_LATENCY;
     m->node_time = node_time;
 }
 
@@ -38,7 +39,9 @@ double cost_node_time(const sc_cost_model *m, const sc_graph *g, int node) {
     return (tf > tb ? tf : tb) + comm_time(&c);
 }
 
-double cost_transfer_time(const sc_cost_model *m, int64_t bytes) { return (double)bytes / m->link_bandwidth; }
+double cost_transfer_time(const sc_cost_model *m, int64_t bytes) {
+    return m->link_latency + (double)bytes / m->link_bandwidth;
+}
 
 typedef enum { FAM_ELEM, FAM_CONV, FAM_CONV_GRAD, FAM_GEMM, FAM_NORM, FAM_NORM_GRAD, FAM_POOL } op_family;
 

@@ -6,7 +6,7 @@
  *   bytes:  sum of input bytes + output bytes (each tensor read or written once).
  *   time:   node_time[node] when calibrated (--calibrate), else the roofline
  *           max(flops / peak_flops, bytes / mem_bandwidth).
- *   transfer: bytes / link_bandwidth.
+ *   transfer: link_latency + bytes / link_bandwidth.
  *   collective: plus comm_bytes / SC_COST_COMM_BANDWIDTH + SC_COST_COMM_LATENCY (AllReduce), with
  *           the roofline or the profile alike; it runs on the compute stream's time.
  */
@@ -27,6 +27,10 @@
  * 4/5 x16 GPU host link with pinned memory. */
 #define SC_COST_LINK_CPU 12e9
 #define SC_COST_LINK_GPU 50e9
+/* What one transfer costs beyond its bytes, on either link: waking the CPU backend's copy thread and
+ * signalling its completion, or a cudaMemcpyAsync's launch and the event the WAIT syncs on (both a
+ * few microseconds). It is what makes streaming a 3 KiB bias cost more than keeping it resident. */
+#define SC_COST_LINK_LATENCY 10e-6
 /* Between data-parallel ranks (AllReduce's comm_bytes): MPI over shared memory between processes of
  * one host, and the latency of one collective (a few message rounds and the polling's sleeps). */
 #define SC_COST_COMM_BANDWIDTH 4e9
@@ -36,6 +40,7 @@ typedef struct {
     double peak_flops;       /* FLOP/s */
     double mem_bandwidth;    /* B/s */
     double link_bandwidth;   /* B/s host <-> device */
+    double link_latency;     /* s per transfer beyond its bytes */
     const double *node_time; /* optional calibrated seconds per node id (not owned) */
 } sc_cost_model;
 

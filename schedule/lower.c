@@ -304,7 +304,7 @@ static sc_status stats_fill(lower_ctx *x, const sc_cost_model *m, sc_plan *plan)
     sc_status st = SC_OK;
     if (collectives) { /* data parallel: the exchanges overlap backward (the timeline model) */
         sc_timeline tl;
-        st = plan_timeline(x->g, plan, nt, m->link_bandwidth, false, &tl);
+        st = plan_timeline(x->g, plan, nt, m, false, &tl);
         if (!st) time = tl.total, plan->stall_time = tl.stall;
     }
     free(nf);

@@ -44,6 +44,12 @@
  * the update rewrites. Per parameter and step that moves the fp32 weight in once per cluster of
  * device reads and the gradient out once, whatever the optimizer's state.
  *
+ * Resident parameters (stream_opts.resident_max; resident.c chooses it). A parameter whose group
+ * (it and its optimizer state) is at most resident_max bytes is not an entity: it keeps its fixed
+ * interval, so it and its state stay on the device all step and its update runs there, whatever
+ * host_updates says. A plan can so mix host updates (large tensors) and device updates (biases,
+ * normalisation scales, whose transfers would cost more in latency than their bytes).
+ *
  * Prediction (plan_predict): the timeline model of schedule/timeline.c under cost_node_time:
  * compute, the link's two directions and the host worker, each a FIFO.
  */
@@ -52,13 +58,6 @@
 #include <string.h>
 
 #include "schedule/sched_internal.h"
-
-bool sched_is_update(const sc_node *n) { return n->op == SC_OP_SGD_UPDATE || n->op == SC_OP_ADAMW_UPDATE; }
-
-bool sched_streamable(const sc_graph *g, int v) {
-    sc_value_kind k = g->values[v].kind;
-    return sched_persistent(g, v) && !g->values[v].is_output && (k == SC_VALUE_PARAM || k == SC_VALUE_OPT_STATE);
-}
 
 typedef enum { EV_PREFETCH, EV_WAIT, EV_OFFLOAD, EV_FREE, EV_HOST_RUN } ev_kind;
 
@@ -146,7 +145,7 @@ static int ev_cmp(const void *a, const void *b) {
 static bool slot_opens(const sc_node *n, int o) { return n->out[o] >= 0 && sched_alias_input(n, o) < 0; }
 
 /* Roots, streamed weights, activation entities, runs. */
-static sc_status ctx_init(off_ctx *x, bool weights, bool activations) {
+static sc_status ctx_init(off_ctx *x, bool weights, bool activations, int64_t resident_max) {
     const sc_graph *g = x->g;
     const sc_plan *in = x->in;
     size_t nv = (size_t)g->n_values + 1;
@@ -165,6 +164,13 @@ static sc_status ctx_init(off_ctx *x, bool weights, bool activations) {
     if (!x->root || !x->streamed || !x->ent_of_value || !x->ent_of_iv || !x->ent_value || !x->ent_output || !x->run_step ||
         !x->run_host || !x->ent_wait || !x->free_run || !x->free_value || !x->free_iv)
         return sc_errorf("out of memory building streaming steps");
+    bool *keep = calloc(nv, 1); /* streamable values left resident */
+    sc_status st = keep ? SC_OK : sc_errorf("out of memory building streaming steps");
+    if (!st && weights) st = plan_resident_mark(g, resident_max, keep);
+    if (st) {
+        free(keep);
+        return st;
+    }
     for (int v = 0; v < g->n_values; v++) x->root[v] = v, x->ent_of_value[v] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const sc_node *n = &g->nodes[i];
@@ -178,7 +184,7 @@ static sc_status ctx_init(off_ctx *x, bool weights, bool activations) {
         int v = in->intervals[i].value;
         x->ent_of_iv[i] = -1;
         if (i < in->n_fixed_intervals) {
-            if (weights && sched_streamable(g, v)) {
+            if (weights && sched_streamable(g, v) && !keep[v]) {
                 x->streamed[v] = true;
                 x->ent_of_value[v] = x->n_ent;
                 x->ent_value[x->n_ent++] = v;
@@ -189,6 +195,7 @@ static sc_status ctx_init(off_ctx *x, bool weights, bool activations) {
             x->ent_value[x->n_ent++] = v;
         }
     }
+    free(keep);
     for (int s = 0; s < in->n_steps; s++) {
         sc_step_kind k = in->steps[s].kind;
         if (k != SC_STEP_RUN && k != SC_STEP_FREE)
@@ -510,11 +517,13 @@ static sc_status plan_emit(off_ctx *x, sc_plan *out) {
 }
 
 sc_status plan_offload(const sc_graph *g, const sc_plan *in, bool weights, bool activations, int window, sc_plan *out) {
-    return plan_offload_ex(g, in, weights, activations, false, window, out);
+    stream_opts so = {weights, activations, false, window, 0};
+    return plan_offload_ex(g, in, &so, out);
 }
 
-sc_status plan_offload_ex(const sc_graph *g, const sc_plan *in, bool weights, bool activations, bool host_updates,
-                          int window, sc_plan *out) {
+sc_status plan_offload_ex(const sc_graph *g, const sc_plan *in, const stream_opts *so, sc_plan *out) {
+    bool weights = so->weights, activations = so->activations;
+    int window = so->window;
     memset(out, 0, sizeof *out);
     if (window < 0) return sc_errorf("streaming: the look-ahead window must be >= 0, got %d", window);
     off_ctx x;
@@ -522,8 +531,8 @@ sc_status plan_offload_ex(const sc_graph *g, const sc_plan *in, bool weights, bo
     x.g = g;
     x.in = in;
     x.W = window;
-    x.host = host_updates && weights;
-    sc_status st = ctx_init(&x, weights, activations);
+    x.host = so->host_updates && weights;
+    sc_status st = ctx_init(&x, weights, activations, so->resident_max);
     if (x.W > x.R) x.W = x.R; /* no gap is longer; keeps the arithmetic in range */
     if (!st) st = host_reads_mark(&x);
     if (!st) st = uses_collect(&x);
@@ -544,8 +553,10 @@ sc_status plan_offload_ex(const sc_graph *g, const sc_plan *in, bool weights, bo
                    : activations          ? SC_OFFLOAD_ACTIVATIONS
                                           : SC_OFFLOAD_NONE;
     out->offload_window = window;
-    out->update_on = x.host ? SC_UPDATE_HOST : SC_UPDATE_DEVICE;
+    out->update_on = x.n_host ? SC_UPDATE_HOST : SC_UPDATE_DEVICE; /* every parameter resident: device */
     out->n_host_updates = x.n_host;
+    out->resident_max = weights ? so->resident_max : 0;
+    if (weights) plan_resident_count(g, out, &out->n_resident, &out->resident_bytes);
     return SC_OK;
 }
 
@@ -554,7 +565,7 @@ sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan)
     if (!nt) return sc_errorf("out of memory predicting a plan's time");
     for (int i = 0; i < g->n_nodes; i++) nt[i] = cost_node_time(m, g, i);
     sc_timeline tl;
-    sc_status st = plan_timeline(g, plan, nt, m->link_bandwidth, false, &tl);
+    sc_status st = plan_timeline(g, plan, nt, m, false, &tl);
     free(nt);
     SC_TRY(st);
     plan->predicted_time = tl.total;

@@ -69,8 +69,9 @@ typedef struct {
                                          host_budget; INT64_MAX when none */
 } stream_pick;
 
-/* A candidate fits when its arena fits the device budget and its host copies the host budget. */
-static void pick_offer(stream_pick *k, sc_plan *cand, int64_t budget) {
+/* A candidate fits when its arena fits the device budget and its host copies the host budget.
+ * Returns whether it fits. */
+static bool pick_offer(stream_pick *k, sc_plan *cand, int64_t budget) {
     if (cand->arena_bytes < k->smallest) k->smallest = cand->arena_bytes, k->smallest_fixed = cand->fixed_bytes;
     bool fits = budget <= 0 || cand->arena_bytes <= budget;
     cand->host_bytes = plan_host_copy_bytes(k->g, cand);
@@ -85,19 +86,22 @@ static void pick_offer(stream_pick *k, sc_plan *cand, int64_t budget) {
     } else {
         plan_free(cand);
     }
+    return fits;
 }
 
 /* The look-ahead search over one lowered plan: W = 0, 1, 2, 4, ... RUNs, widened while the plan
  * fits the budget and the predicted stalls are not zero yet (a wider window holds prefetched
- * values longer: more memory, fewer stalls). */
-static sc_status stream_search(const sc_graph *g, const sc_cost_model *m, const sc_plan *lowered, bool weights,
-                               bool activations, bool host, int64_t budget, int window_max, stream_pick *k) {
+ * values longer: more memory, fewer stalls). *fit: some window's plan fits. */
+static sc_status stream_search(const sc_graph *g, const sc_cost_model *m, const sc_plan *lowered, stream_opts so,
+                               int64_t budget, int window_max, stream_pick *k, bool *fit) {
     int R = 0;
+    *fit = false;
     for (int i = 0; i < lowered->n_steps; i++) R += lowered->steps[i].kind == SC_STEP_RUN;
     for (int W = 0;; W = W ? 2 * W : 1) {
         if (window_max > 0 && W > window_max) W = window_max;
         sc_plan cand;
-        sc_status st = plan_offload_ex(g, lowered, weights, activations, host, W, &cand);
+        so.window = W;
+        sc_status st = plan_offload_ex(g, lowered, &so, &cand);
         if (!st) st = plan_wire_assign(g, &cand);
         if (!st) st = plan_alloc(g, &cand);
         if (!st) st = plan_predict(g, m, &cand);
@@ -107,8 +111,29 @@ static sc_status stream_search(const sc_graph *g, const sc_cost_model *m, const 
         }
         bool fits = budget <= 0 || cand.arena_bytes <= budget;
         bool no_stall = cand.stall_time <= 0;
-        pick_offer(k, &cand, budget);
+        *fit |= pick_offer(k, &cand, budget);
         if (!fits || no_stall || W >= R || (window_max > 0 && W >= window_max)) break;
+    }
+    return SC_OK;
+}
+
+/* The window search under each resident set worth trying (resident.c): the one asked for, or, by
+ * default, growing from none while the plans still fit (more resident bytes never fit better).
+ * Without a budget only the latency threshold L is tried: streaming was asked for, and below L
+ * keeping a group costs less than moving it. */
+static sc_status stream_resident(const sc_graph *g, const sc_cost_model *m, const sc_plan *lowered, stream_opts so,
+                                 const sc_plan_options *opt, stream_pick *k) {
+    int64_t t[16];
+    int n = 1;
+    bool fit;
+    if (!so.weights || opt->resident_max < 0) t[0] = 0;
+    else if (opt->resident_max > 0) t[0] = opt->resident_max;
+    else n = plan_resident_thresholds(g, m, t, 16);
+    if (so.weights && opt->resident_max == 0 && opt->budget <= 0 && n > 1) t[0] = t[1], n = 1;
+    for (int i = 0; i < n; i++) {
+        so.resident_max = t[i];
+        SC_TRY(stream_search(g, m, lowered, so, opt->budget, opt->window_max, k, &fit));
+        if (!fit) break;
     }
     return SC_OK;
 }
@@ -144,8 +169,10 @@ static sc_status stream_strategy(const sc_graph *g, const sc_training_graph *tg,
     bool try_host = weights && opt->update_on != SC_UPDATE_DEVICE;
     bool try_device = !weights || opt->update_on != SC_UPDATE_HOST;
     if (!st) lowered.strategy = used;
-    if (!st && try_host) st = stream_search(g, m, &lowered, weights, activations, true, opt->budget, opt->window_max, k);
-    if (!st && try_device) st = stream_search(g, m, &lowered, weights, activations, false, opt->budget, opt->window_max, k);
+    stream_opts so = {weights, activations, true, 0, 0};
+    if (!st && try_host) st = stream_resident(g, m, &lowered, so, opt, k);
+    so.host_updates = false;
+    if (!st && try_device) st = stream_resident(g, m, &lowered, so, opt, k);
     plan_free(&lowered);
     return st;
 }

@@ -28,6 +28,7 @@
 
 #include "autodiff/autodiff.h"
 #include "graph/graph.h"
+#include "schedule/cost.h"
 #include "schedule/chain.h"
 
 typedef enum { SC_STEP_RUN, SC_STEP_FREE, SC_STEP_OFFLOAD, SC_STEP_PREFETCH, SC_STEP_WAIT, SC_STEP_HOST_RUN } sc_step_kind;
@@ -91,6 +92,9 @@ typedef struct {
                                 0 = no limit (widened while the plan fits and stalls remain) */
     int64_t host_budget;     /* host bytes the plan's copies (host_bytes) may take; 0 = unlimited. A
                                 plan over it is not chosen, as one over `budget` is not */
+    int64_t resident_max;    /* weights streaming: a parameter whose bytes with its optimizer state are at
+                                most this stays resident and updates on the device; 0 = chosen by the
+                                planner (schedule/resident.c), -1 = stream every one */
     int64_t capacity;        /* the device's free bytes, 0 = unknown (the CPU's modelled device). A budget
                                 above it is lowered to it; without a budget, a plan that does not fit
                                 it less plan_workspace_reserve is re-planned for that room with
@@ -133,6 +137,9 @@ typedef struct {
     double stall_time;     /* predicted seconds the compute waits on transfers (part of predicted_time) */
     sc_update_place update_on; /* DEVICE or HOST (never AUTO): where streamed parameters update */
     int n_host_updates;    /* HOST_RUN steps */
+    int64_t resident_max;  /* weights streaming: the threshold used (stream_opts), 0 = none resident */
+    int n_resident;        /* weights streaming: trainable parameters left resident (updated on the device) */
+    int64_t resident_bytes;/* weights streaming: bytes of the parameters and state left resident */
     double host_time;      /* predicted seconds of host updates (on the host worker, overlapping
                               the device; what is left at the end of the step is part of
                               predicted_time and stall_time) */
@@ -143,6 +150,13 @@ typedef struct {
 } sc_plan;
 
 const char *plan_update_name(sc_update_place u);
+
+/* Where each trainable parameter of a plan updates (schedule/resident.c): on the host (a HOST_RUN),
+ * on the device while resident all step (not streamed, or left resident by --resident), or on the
+ * device with the parameter and state streamed in and out for it. */
+typedef enum { SC_WHERE_NONE, SC_WHERE_HOST, SC_WHERE_DEVICE_RESIDENT, SC_WHERE_DEVICE_STREAMED } sc_update_where;
+/* where[v] for every value of g (SC_WHERE_NONE: not a trainable parameter). */
+void plan_update_places(const sc_graph *g, const sc_plan *p, sc_update_where *where);
 
 const char *plan_offload_name(sc_offload o);
 
@@ -163,9 +177,10 @@ int plan_offload_parse(const char *name);
 int plan_update_parse(const char *name);
 
 /* The timeline model of one step (schedule/timeline.c has the rules): five FIFO resources, the
- * device's compute stream, the link's two directions, the host worker and the collectives. node_time: seconds per
- * node (cost_node_time, or calibrated); with arrays, per step its track (SC_TRACK_*, -1 for steps
- * that take no time) and its start and end. */
+ * device's compute stream, the link's two directions, the host worker and the collectives.
+ * node_time: seconds per node (cost_node_time, or calibrated); m: the link's bandwidth and latency;
+ * with arrays, per step its track (SC_TRACK_*, -1 for steps that take no time) and its start and
+ * end. */
 enum { SC_TRACK_COMPUTE, SC_TRACK_H2D, SC_TRACK_D2H, SC_TRACK_HOST, SC_TRACK_COMM, SC_N_TRACKS };
 typedef struct {
     double *t0, *t1;     /* [n_steps] with arrays, else NULL */
@@ -176,7 +191,7 @@ typedef struct {
     double comm_busy;    /* seconds the collectives exchange data between ranks (data parallel) */
     int64_t bytes_h2d, bytes_d2h;
 } sc_timeline;
-sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_time, double link_bandwidth,
+sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_time, const sc_cost_model *m,
                         bool arrays, sc_timeline *tl);
 void plan_timeline_free(sc_timeline *tl);
 /* The resource with the most busy time: "device compute", "link (host to device)", "link (device

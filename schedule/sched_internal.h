@@ -112,13 +112,30 @@ sc_status plan_alloc(const sc_graph *g, sc_plan *plan);
  * staying resident to the end (the executor reads it from the host copy). `window` is the look-ahead
  * in RUN steps (>= 0). Offsets are left for plan_alloc; predictions for plan_predict. */
 sc_status plan_offload(const sc_graph *g, const sc_plan *in, bool weights, bool activations, int window, sc_plan *out);
-/* As plan_offload; with host_updates (and weights), every update node whose parameter is streamed
- * becomes a HOST_RUN (plan.h): its computed inputs (the gradient, the clip scale) are OFFLOADed
- * after their last write like output entities, the HOST_RUN follows their WAITs and the
- * parameter's last device read, and the parameter and state lose the update as a device use (so
- * the state is never prefetched, the parameter never offloaded). */
-sc_status plan_offload_ex(const sc_graph *g, const sc_plan *in, bool weights, bool activations, bool host_updates,
-                          int window, sc_plan *out);
+/* What plan_offload_ex streams. weights, activations: as plan_offload. host_updates (with
+ * weights): every update node whose parameter is streamed becomes a HOST_RUN (plan.h): its
+ * computed inputs (the gradient, the clip scale) are OFFLOADed after their last write like output
+ * entities, the HOST_RUN follows their WAITs and the parameter's last device read, and the
+ * parameter and state lose the update as a device use (so the state is never prefetched, the
+ * parameter never offloaded). resident_max (with weights): a parameter whose group (it and its
+ * optimizer state) takes at most this many bytes stays resident with its state, and updates on
+ * the device (resident.c); 0 streams every one. */
+typedef struct {
+    bool weights, activations, host_updates;
+    int window;
+    int64_t resident_max;
+} stream_opts;
+sc_status plan_offload_ex(const sc_graph *g, const sc_plan *in, const stream_opts *so, sc_plan *out);
+
+/* resident.c: resident[v] for every value: a streamable value weights streaming leaves resident
+ * under resident_max (stream_opts). */
+sc_status plan_resident_mark(const sc_graph *g, int64_t resident_max, bool *resident);
+/* Of a plan's streamable values, those in its fixed region (resident all step): how many are
+ * trainable parameters, and the bytes of all (parameters, state, frozen values). */
+void plan_resident_count(const sc_graph *g, const sc_plan *p, int *n_params, int64_t *bytes);
+/* The resident_max values worth trying under cost model m, ascending from 0, each keeping more
+ * groups resident than the one before; at most max of them. Returns how many. */
+int plan_resident_thresholds(const sc_graph *g, const sc_cost_model *m, int64_t *out, int max);
 
 /* offload.c: predicted_time (compute stream plus waits on one FIFO host<->device link, i.e. stalls),
  * stall_time, bytes_h2d and bytes_d2h of a plan's steps under cost model m. */
@@ -126,10 +143,10 @@ sc_status plan_predict(const sc_graph *g, const sc_cost_model *m, sc_plan *plan)
 /* Sets the wire type of every OFFLOAD and PREFETCH of a streaming plan (schedule/wire.c). */
 sc_status plan_wire_assign(const sc_graph *g, sc_plan *p);
 
-/* offload.c: whether node n is an optimizer update (SGDUpdate, AdamWUpdate; input 0 the parameter). */
+/* resident.c: whether node n is an optimizer update (SGDUpdate, AdamWUpdate; input 0 the parameter). */
 bool sched_is_update(const sc_node *n);
 
-/* offload.c: whether weights streaming moves value v (a PARAM or OPT_STATE with a fixed home). */
+/* resident.c: whether weights streaming may move value v (a PARAM or OPT_STATE with a fixed home). */
 bool sched_streamable(const sc_graph *g, int v);
 
 #endif

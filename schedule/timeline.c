@@ -4,9 +4,10 @@
  * Four resources, each a FIFO:
  *   - the device's compute stream runs RUN steps back to back, each for its node's time;
  *   - the link's host-to-device direction runs PREFETCHes and its device-to-host direction
- *     OFFLOADs, each starting when issued or when its direction frees up, for bytes / link
- *     bandwidth. The two directions are independent, as on a PCIe link (full duplex, one copy
- *     engine per direction on a GPU; one copy thread per direction on the CPU backend);
+ *     OFFLOADs, each starting when issued or when its direction frees up, for the link's latency
+ *     plus bytes / link bandwidth (cost_transfer_time). The two directions are independent, as on
+ *     a PCIe link (full duplex, one copy engine per direction on a GPU; one copy thread per
+ *     direction on the CPU backend);
  *   - the host worker runs HOST_RUN updates, from when they are issued (plan_exec.c), for their
  *     node's time: they overlap the device steps after them (on the CPU backend they run inline,
  *     where the prediction is short by up to host_busy).
@@ -39,7 +40,7 @@ static double collective_wait(const sc_graph *g, const sc_step *st, double *read
     return at;
 }
 
-sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_time, double link_bandwidth,
+sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_time, const sc_cost_model *m,
                         bool arrays, sc_timeline *tl) {
     int n = p->n_steps, n_tr = 0;
     *tl = (sc_timeline){0};
@@ -91,7 +92,7 @@ sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_
         case SC_STEP_OFFLOAD: {
             int d = st->kind == SC_STEP_OFFLOAD; /* 0 h2d, 1 d2h */
             int64_t b = plan_step_bytes(g, st);
-            double dur = (double)b / link_bandwidth;
+            double dur = cost_transfer_time(m, b);
             t0 = later(link[d], compute);
             link[d] = t1 = t0 + dur;
             tl->link_busy[d] += dur;

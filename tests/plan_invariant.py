@@ -174,13 +174,16 @@ def invariant(model):
           (model, checked, infeasible))
 
 
-# Optimizer updates on the host (--optimizer-on host): per optimizer, the weights of two streaming
-# plans with host updates and one with device updates must equal that optimizer's none plan, and so
-# must a host-update run stopped after step 2 (its state saved) and resumed for step 3.
+# Optimizer updates on the host (--optimizer-on host): per optimizer, the weights of three streaming
+# plans with host updates (one of them mixed: parameters whose group with their state is at most
+# 1 KiB, the normalisation scales and biases here, stay resident and update on the device) and one
+# with device updates must equal that optimizer's none plan, and so must a host-update run stopped
+# after step 2 (its state saved) and resumed for step 3.
 # (plan, share of the none peak): with clipping every gradient waits for the norm, which device
 # updates hold on the device to the end, so their point gets the whole none peak.
 HOST_PLANS = [(["dc", "--offload", "weights", "--optimizer-on", "host"], 0.6),
               (["auto", "--offload", "both", "--optimizer-on", "host"], 0.6),
+              (["dc", "--offload", "weights", "--optimizer-on", "host", "--resident", "1KiB"], 0.6),
               (["auto", "--offload", "weights", "--optimizer-on", "device"], 1.0)]
 HOST_OPTIMIZERS = [["--optimizer", "sgd"], ["--optimizer", "adamw", "--clip", "0.5"]]
 HOST_POINTS = len(HOST_OPTIMIZERS) * (len(HOST_PLANS) + 1)
@@ -199,9 +202,17 @@ def host_updates(path, model, peak0):
                 js, p = plan_json(path, model, extra)
                 if js is None:
                     fail("%s: does not plan:\n%s" % (what, p.stderr))
-                want = "host" if "host" in strat else "device"
+                # host updates unless the planner kept every parameter resident (tiny models)
+                places = list((js["param_updates"] or {}).values())
+                all_resident = places and places.count("device") == len(places)
+                want = "host" if "host" in strat and not all_resident else "device"
                 if js["update_on"] != want or (want == "host") != (js["host_updates"] > 0):
                     fail("%s: plan says update_on %s with %d host updates" % (what, js["update_on"], js["host_updates"]))
+                if places.count("host") != js["host_updates"] or places.count("device") != js["resident_params"]:
+                    fail("%s: param_updates %s disagree with %d host updates and %d resident parameters" %
+                         (what, js["param_updates"], js["host_updates"], js["resident_params"]))
+                if "--resident" in strat and js["resident_params"] == 0:
+                    fail("%s: no parameter resident" % what)
                 if check_point(path, model, extra, what, budget, peak0, ref) == "ok":
                     done += 1
             except Failed as e:

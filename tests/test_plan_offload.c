@@ -46,8 +46,8 @@
 #endif
 #include "plan_test_graphs.h"
 #include "schedule/sched_internal.h"
+#include "tests/check.h"
 
-static int failures;
 
 /* A fourth graph where parameters dominate (the plan_test_graphs ones are activation-heavy), so a
  * budget below parameters + optimizer state can be met by streaming them:
@@ -128,16 +128,6 @@ static void model_build(pt_model *m, int kind) {
     if (st) printf("building %s: %s\n", model_name(kind), sc_status_message(st));
     SC_ASSERT(!st);
 }
-
-#define CHECK(cond, ...)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
-            printf(__VA_ARGS__);                                                                           \
-            printf("\n");                                                                                  \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
 
 enum { STEPS = 3 };
 
@@ -389,6 +379,7 @@ static void test_modes(int kind, const reference *ref) {
             o.segments = strategies[j].segments ? strategies[j].segments : F;
             o.offload = modes[i];
             o.window_max = 2;
+            o.resident_max = -1; /* every parameter streamed: the checks below count on it */
             char what[96];
             snprintf(what, sizeof what, "%s/%s/%d/offload-%s", model_name(kind), plan_strategy_name(o.strategy),
                      o.segments, plan_offload_name(o.offload));
@@ -408,11 +399,12 @@ static void test_modes(int kind, const reference *ref) {
         }
 }
 
-/* With host updates every parameter's update is a HOST_RUN and neither parameters nor optimizer
- * state cross the link device -> host, nor state host -> device; without, no HOST_RUN at all. */
-static void host_updates_check(const char *what, const pt_model *m, const sc_plan *p, bool host) {
+/* With host updates every streamed parameter's update is a HOST_RUN and neither parameters nor
+ * optimizer state cross the link device -> host, nor state host -> device; without, no HOST_RUN at
+ * all. `resident` parameters stay on the device with their state: no transfer moves them. */
+static void host_updates_check(const char *what, const pt_model *m, const sc_plan *p, bool host, int resident) {
     const sc_graph *g = &m->g;
-    int runs = 0;
+    int runs = 0, want = host ? m->tg.n_params - resident : 0;
     for (int s = 0; s < p->n_steps; s++) {
         const sc_step *sp = &p->steps[s];
         runs += sp->kind == SC_STEP_HOST_RUN;
@@ -422,13 +414,31 @@ static void host_updates_check(const char *what, const pt_model *m, const sc_pla
         CHECK(sp->kind != SC_STEP_OFFLOAD || k != SC_VALUE_PARAM, "%s: parameter '%s' is offloaded", what,
               g->values[sp->value].name);
     }
-    CHECK(runs == (host ? m->tg.n_params : 0) && runs == p->n_host_updates, "%s: %d HOST_RUN steps (plan says %d), want %d",
-          what, runs, p->n_host_updates, host ? m->tg.n_params : 0);
-    CHECK(p->update_on == (host ? SC_UPDATE_HOST : SC_UPDATE_DEVICE), "%s: update_on %s", what, plan_update_name(p->update_on));
+    CHECK(runs == want && runs == p->n_host_updates, "%s: %d HOST_RUN steps (plan says %d), want %d", what, runs,
+          p->n_host_updates, want);
+    CHECK(p->update_on == (want ? SC_UPDATE_HOST : SC_UPDATE_DEVICE), "%s: update_on %s", what, plan_update_name(p->update_on));
+}
+
+/* The smallest group of a parameter and its optimizer state, in bytes (schedule/resident.c): as
+ * resident_max it keeps at least that parameter resident. */
+static int64_t smallest_group(const sc_graph *g) {
+    int64_t least = INT64_MAX;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sc_node *n = &g->nodes[i];
+        if (!sched_is_update(n)) continue;
+        int64_t b = 0;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && (k == 0 || g->values[n->in[k]].kind == SC_VALUE_OPT_STATE))
+                b += sched_value_bytes(g, n->in[k]);
+        if (b < least) least = b;
+    }
+    return least;
 }
 
 /* Every look-ahead window through plan_offload directly, on the none and sqrt plans; with weights
- * streaming, with updates on the device and on the host. */
+ * streaming, with updates on the device and on the host, with every parameter streamed and with
+ * the smallest ones resident (a mixed plan: resident ones update on the device, the rest where
+ * asked). */
 static void test_windows(int kind, const reference *ref) {
     for (int strat = 0; strat < 2; strat++)
         for (int mode = 1; mode <= 3; mode++) {
@@ -443,20 +453,22 @@ static void test_windows(int kind, const reference *ref) {
             int R = 0;
             for (int i = 0; i < lowered.n_steps; i++) R += lowered.steps[i].kind == SC_STEP_RUN;
             graph_free(&m.g);
+            for (int res = 0; res <= (mode & 1); res++)
             for (int host = 0; host <= (mode & 1); host++)
             for (int W = 0; W <= R + 1; W += W < 4 ? 1 : 3) {
                 model_build(&m, kind);
                 sc_plan p;
                 sc_cost_model cm;
                 cost_model_default(&cm, 0, NULL);
-                st = plan_offload_ex(&m.g, &lowered, mode & 1, mode & 2, host, W, &p);
+                stream_opts so = {mode & 1, mode & 2, host, W, res ? smallest_group(&m.g) : 0};
+                st = plan_offload_ex(&m.g, &lowered, &so, &p);
                 if (!st) st = plan_wire_assign(&m.g, &p);
                 if (!st) st = plan_alloc(&m.g, &p);
                 if (!st) st = plan_predict(&m.g, &cm, &p);
                 char what[96];
-                snprintf(what, sizeof what, "%s%s/%s/W=%d/%s%s", model_name(kind), model_adamw ? "-adamw" : "",
+                snprintf(what, sizeof what, "%s%s/%s/W=%d/%s%s%s", model_name(kind), model_adamw ? "-adamw" : "",
                          plan_strategy_name(o.strategy), W, mode == 1 ? "weights" : mode == 2 ? "activations" : "both",
-                         host ? "/host-updates" : "");
+                         host ? "/host-updates" : "", res ? "/resident" : "");
                 CHECK(!st, "%s: %s", what, st ? sc_status_message(st) : "");
                 if (!st) {
                     int64_t h2d = 0, d2h = 0;
@@ -464,16 +476,22 @@ static void test_windows(int kind, const reference *ref) {
                     CHECK(h2d == ref->io_h2d + p.bytes_h2d && d2h == outputs_d2h(&m.g, &p) + p.bytes_d2h,
                           "%s: moved bytes differ from the plan's", what);
                     outputs_check(what, &m, &p);
-                    if (mode & 1)
-                        CHECK(p.fixed_bytes == lowered.fixed_bytes - params_state_bytes(&m.g),
-                              "%s: fixed region %lld, expected %lld without parameters and state", what,
-                              (long long)p.fixed_bytes, (long long)(lowered.fixed_bytes - params_state_bytes(&m.g)));
+                    int n_res = 0;
+                    int64_t res_bytes = 0;
+                    plan_resident_count(&m.g, &p, &n_res, &res_bytes);
+                    if (mode & 1) {
+                        int64_t moved = params_state_bytes(&m.g) - res_bytes;
+                        CHECK(p.fixed_bytes == lowered.fixed_bytes - moved,
+                              "%s: fixed region %lld, expected %lld without the streamed parameters and state", what,
+                              (long long)p.fixed_bytes, (long long)(lowered.fixed_bytes - moved));
+                        CHECK(res ? n_res > 0 : n_res == 0, "%s: %d parameters resident", what, n_res);
+                    }
                     if (mode == 2 && W == 0)
                         CHECK(p.bytes_d2h > 0, "%s: no activation offloaded with a zero window", what);
-                    host_updates_check(what, &m, &p, host);
+                    host_updates_check(what, &m, &p, host, n_res);
                     int64_t wire[2];
                     plan_wire_bytes(&m.g, &p, wire);
-                    if (pt_low && host) /* every Gemm weight is cast: each one arrives in bf16 */
+                    if (pt_low && host && n_res == 0) /* every Gemm weight is cast: each one arrives in bf16 */
                         CHECK(wire[0] > 0 && wire[1] > 0, "%s: %lld and %lld bytes cross in bf16", what,
                               (long long)wire[0], (long long)wire[1]);
                     if (!pt_low) CHECK(wire[0] == 0 && wire[1] == 0, "%s: 16-bit transfers in an f32 graph", what);

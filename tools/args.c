@@ -31,6 +31,14 @@ void args_print_help(const arg_spec *spec) {
     printf("  %-28s %s\n", "--help, -h", "show this help");
 }
 
+bool args_done(arg_spec *spec, int argc, char **argv, int *exit_code) {
+    args_result ar = args_parse(spec, argc, argv);
+    if (ar == ARGS_OK) return false;
+    args_free(spec);
+    *exit_code = ar == ARGS_HELP ? 0 : 2;
+    return true;
+}
+
 arg_opt *args_get(arg_spec *spec, const char *name) {
     for (int i = 0; i < spec->n_opts; i++)
         if (!strcmp(spec->opts[i].name, name)) return &spec->opts[i];

@@ -28,7 +28,8 @@ typedef struct {
 } arg_opt;
 
 typedef struct {
-    const char *usage;   /* "scorch-run info MODEL.onnx [options]" */
+    const char *usage;   /* "scorch-run info MODEL.onnx [options]": the positional part; --help lists
+                            the options, so the line does not (where it did, it fell out of date) */
     const char *summary; /* one paragraph printed under the usage by --help */
     arg_opt *opts;
     int n_opts;
@@ -43,6 +44,9 @@ typedef enum { ARGS_OK = 0, ARGS_HELP = 1, ARGS_ERROR = 2 } args_result;
  * printed to stdout; on ARGS_ERROR the message to stderr. Free with args_free. */
 args_result args_parse(arg_spec *spec, int argc, char **argv);
 void args_free(arg_spec *spec);
+/* args_parse at a command's start: true when the command is to return *exit_code at once (0 after
+ * --help, 2 after a usage error), the spec freed. */
+bool args_done(arg_spec *spec, int argc, char **argv, int *exit_code);
 arg_opt *args_get(arg_spec *spec, const char *name);
 void args_print_help(const arg_spec *spec);
 /* "scorch-run: <fmt>" to stderr. */

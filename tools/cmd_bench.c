@@ -375,16 +375,12 @@ int cmd_bench(int argc, char **argv) {
         PLAN_CALIBRATE_OPT,
     };
     arg_spec spec = {
-        .usage = "scorch-run bench MODEL.onnx --batch N [--seq N] --memories a,b,c [--strategies none,sqrt,dc,optimal,evict] "
-                 "[--steps 3] [--device cpu|cuda|auto] [--tf32] [--calibrate] [--csv out.csv] [--svg out.svg]",
+        .usage = "scorch-run bench MODEL.onnx --memories a,b,c [options]",
         .summary = "Runs training steps under every (strategy, memory) plan that fits and reports the measured peak,\n"
                    "activation memory cut and step time overhead against the store-everything plan.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
-    args_result ar = args_parse(&spec, argc, argv);
-    if (ar != ARGS_OK) {
-        args_free(&spec);
-        return ar == ARGS_HELP ? 0 : 2;
-    }
+    int exit_code;
+    if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     sc_trainer_config cfg;
     sc_trainer_config_default(&cfg);
     sc_plan_options base;

@@ -62,11 +62,8 @@ static int gen_resnet_cmd(int argc, char **argv) {
                      .summary = "ResNet (He et al. 2015) as in torchvision 0.14, input 'input' f32 [batch,3,S,S],\n"
                                 "output 'logits' [batch,C]. Weights: kaiming normal (fan_out), BN 1/0.",
                      .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
-    args_result ar = args_parse(&spec, argc, argv);
-    if (ar != ARGS_OK) {
-        args_free(&spec);
-        return ar == ARGS_HELP ? 0 : 2;
-    }
+    int exit_code;
+    if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     if (!opts[N_COMMON].set) {
         args_free(&spec);
         args_error("gen resnet: --depth is required");
@@ -101,11 +98,8 @@ static int gen_dranet_cmd(int argc, char **argv) {
                      .summary = "DRANet/DANet-style segmentation net: dilated ResNet (output stride 8), position and\n"
                                 "channel attention head, bilinear upsampling; output 'output' [batch,C,S,S].",
                      .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
-    args_result ar = args_parse(&spec, argc, argv);
-    if (ar != ARGS_OK) {
-        args_free(&spec);
-        return ar == ARGS_HELP ? 0 : 2;
-    }
+    int exit_code;
+    if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     gen_dranet_opts o = {.depth = opts[N_COMMON].set ? opts[N_COMMON].i : 50,
                          .width = opts[N_COMMON + 1].set ? opts[N_COMMON + 1].i : 64,
                          .classes = opts[N_COMMON + 2].set ? opts[N_COMMON + 2].i : 19,
@@ -142,11 +136,8 @@ static int gen_gpt_cmd(int argc, char **argv) {
                      .summary = "GPT-2 (Radford et al. 2019): input 'input_ids' i64 [batch,seq], output 'logits'\n"
                                 "[batch,seq,V]. Options given with --preset override the preset's values.",
                      .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
-    args_result ar = args_parse(&spec, argc, argv);
-    if (ar != ARGS_OK) {
-        args_free(&spec);
-        return ar == ARGS_HELP ? 0 : 2;
-    }
+    int exit_code;
+    if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     gen_gpt_opts o = {.vocab = 50257, .seq = 1024, .seed = (uint64_t)opts[OPT_SEED].i};
     const char *preset = opts[N_COMMON].s;
     if (preset) {
@@ -188,11 +179,8 @@ static int gen_densenet_cmd(int argc, char **argv) {
                      .summary = "DenseNet-BC (Huang et al. 2017): dense blocks (BN-ReLU-Conv1x1-BN-ReLU-Conv3x3, Concat),\n"
                                 "transitions (BN-ReLU-Conv1x1-AveragePool); input 'input' [batch,3,S,S], output 'logits'.",
                      .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
-    args_result ar = args_parse(&spec, argc, argv);
-    if (ar != ARGS_OK) {
-        args_free(&spec);
-        return ar == ARGS_HELP ? 0 : 2;
-    }
+    int exit_code;
+    if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     int64_t v[5] = {4, 6, 12, 10, 32};
     for (int i = 0; i < 5; i++)
         if (opts[N_COMMON + i].set) v[i] = opts[N_COMMON + i].i;

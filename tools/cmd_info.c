@@ -85,11 +85,8 @@ int cmd_info(int argc, char **argv) {
                      .summary = "Prints the op histogram, parameter count and bytes, FLOPs (conv/gemm/matmul 2*MACs,\n"
                                 "others one per output element) and the bytes of all activations at the given sizes.",
                      .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
-    args_result ar = args_parse(&spec, argc, argv);
-    if (ar != ARGS_OK) {
-        args_free(&spec);
-        return ar == ARGS_HELP ? 0 : 2;
-    }
+    int exit_code;
+    if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     sc_model *m;
     int usage = 0;
     sc_status st = model_load_prepared(&spec, &m, &usage);

@@ -148,7 +148,7 @@ static sc_status plan_show(const sc_graph *g, const sc_training_graph *tg, const
     if (!have_none) SC_TRY(plan_none_peak(g, tg, po, &s->none_peak, &s->none_fixed, &s->none_time));
     SC_TRY(cheap_budget_find(g, tg, po, p, s));
     SC_TRY(plan_summary_fill(g, tg, p, &m, s));
-    if (out->json) plan_summary_json(stdout, s, p);
+    if (out->json) plan_summary_json(stdout, g, s, p);
     else plan_summary_print(stdout, s, p);
     if (out->trace) {
         SC_TRY(plan_trace_write(out->trace, g, tg, p, &m));
@@ -299,17 +299,12 @@ int cmd_plan(int argc, char **argv) {
          .help = "run the plan (CPU, 1 warm-up + N steps) and show the measured step time against the prediction"},
     };
     arg_spec spec = {
-        .usage = "scorch-run plan MODEL.onnx --batch N [--seq N] --memory SIZE [--strategy none|sqrt|dc|optimal|auto] "
-                 "[--offload auto|weights|activations|none] [--optimizer-on host|device|auto] [--optimizer sgd|adamw] [--clip X] [--ranks N] [--slots S] [--calibrate] [--measure N] [--json] [--trace plan.json] "
-                 "[--svg memory.svg] [--graph graph.json]",
+        .usage = "scorch-run plan MODEL.onnx [--memory SIZE] [options]",
         .summary = "Plans one training step (as `train` would build it) under a device memory budget and prints its\n"
                    "predicted costs. Nothing is executed unless --measure or --calibrate is given.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
-    args_result ar = args_parse(&spec, argc, argv);
-    if (ar != ARGS_OK) {
-        args_free(&spec);
-        return ar == ARGS_HELP ? 0 : 2;
-    }
+    int exit_code;
+    if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     plan_model_opts mo = {.path = spec.pos[0], .batch = 1};
     sc_plan_options po;
     plan_summary s = {.model = spec.pos[0]};

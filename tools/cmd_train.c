@@ -107,10 +107,12 @@ static void plan_report_line(const sc_trainer *t, progress *p) {
     int64_t n_params = plan_param_count(&sc_trainer_model((sc_trainer *)t)->graph); /* reads only */
     double per = n_params > 0 ? (double)n_params : 1;
     printf("moved per step: planned h2d %lld d2h %lld bytes (%.2f + %.2f B/param), measured h2d %lld d2h %lld "
-           "(feeds and outputs included); updates %s%s\n",
+           "(feeds and outputs included); updates %s%s",
            (long long)pl->bytes_h2d, (long long)pl->bytes_d2h, (double)pl->bytes_h2d / per, (double)pl->bytes_d2h / per,
            (long long)p->bytes_h2d, (long long)p->bytes_d2h, plan_update_name(pl->update_on),
            pl->update_on == SC_UPDATE_HOST ? " (streamed parameters)" : "");
+    if (pl->n_resident) printf(", %d small parameters resident on the device", pl->n_resident);
+    putchar('\n');
     if (pl->host_bytes > 0 || p->host_bytes > 0)
         printf("host copies: planned %lld measured %lld bytes (%s / %s) beside the parameters and state\n",
                (long long)pl->host_bytes, (long long)p->host_bytes, fmt_bytes(pl->host_bytes, a, sizeof a),
@@ -476,20 +478,12 @@ int cmd_train(int argc, char **argv) {
         PLAN_CALIBRATE_OPT,
     };
     arg_spec spec = {
-        .usage = "scorch-run train MODEL.onnx [-o FILE] [--batch N] [--seq N] [--steps N | --epochs N] [--lr X] "
-                 "[--optimizer sgd|adamw] [--momentum X] [--weight-decay X] [--nesterov] [--schedule constant|cosine] "
-                 "[--warmup N] [--clip X] [--seed N] [--freeze REGEX] [--loss auto|ce|mse] "
-                 "[--data X.npy --labels Y.npy | --tokens FILE [--token-dtype uint16|int32]] "
-                 "[--save-every N --state DIR] [--resume DIR] [--log FILE.csv] [--threads N] [--dump-grads DIR] "
-                 "[--device cpu|cuda|auto] [--tf32] [--rollback auto|on|off] [--shard-optimizer] [--comm-timeout S] [--memory SIZE] [--strategy none|sqrt|dc|optimal|auto] [--offload O] [--slots S] [--calibrate]",
+        .usage = "scorch-run train MODEL.onnx [-o FILE] [options]",
         .summary = "Trains the model on the CPU or an NVIDIA GPU (forward, loss, backward, optimizer update) and writes it back as ONNX.\n"
                    "Without --data or --tokens it trains on seeded synthetic data shaped for the model.",
         .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
-    args_result ar = args_parse(&spec, argc, argv);
-    if (ar != ARGS_OK) {
-        args_free(&spec);
-        return ar == ARGS_HELP ? 0 : 2;
-    }
+    int exit_code;
+    if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     sc_trainer_config cfg;
     sc_trainer_config_default(&cfg);
     const char *usage = config_from_args(&spec, &cfg);

@@ -19,7 +19,7 @@ const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *giv
     memset(o, 0, sizeof *o);
     arg_opt *mem = args_get(spec, "memory"), *strat = args_get(spec, "strategy"), *off = args_get(spec, "offload"),
             *slots = args_get(spec, "slots"), *upd = args_get(spec, "optimizer-on"),
-            *link = args_get(spec, "link-bandwidth");
+            *link = args_get(spec, "link-bandwidth"), *res = args_get(spec, "resident");
     *given = mem->set || strat->set || off->set || slots->set;
     if (mem->set && (o->budget = sc_parse_size(mem->s)) <= 0)
         return "--memory takes a positive size such as 256MiB, 1.5GiB, 500MB or a byte count";
@@ -44,6 +44,13 @@ const char *plan_options_from_args(arg_spec *spec, sc_plan_options *o, bool *giv
         if (o->offload == SC_OFFLOAD_NONE || o->offload == SC_OFFLOAD_ACTIVATIONS)
             return "--optimizer-on applies to streamed parameters: give --offload weights, both or auto";
         o->update_on = (sc_update_place)u;
+    }
+    if (res && res->set) {
+        if (o->offload == SC_OFFLOAD_NONE || o->offload == SC_OFFLOAD_ACTIVATIONS)
+            return "--resident applies to streamed parameters: give --offload weights, both or auto";
+        if (!strcmp(res->s, "none")) o->resident_max = -1;
+        else if (strcmp(res->s, "auto") && (o->resident_max = sc_parse_size(res->s)) <= 0)
+            return "--resident takes a size such as 64KiB, auto or none";
     }
     return NULL;
 }

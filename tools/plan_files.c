@@ -126,7 +126,7 @@ sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_trainin
                            const sc_cost_model *m) {
     sc_timeline tl = {0};
     double *nt = plan_node_times(g, m);
-    sc_status st = nt ? plan_timeline(g, p, nt, m->link_bandwidth, true, &tl) : sc_errorf("out of memory");
+    sc_status st = nt ? plan_timeline(g, p, nt, m, true, &tl) : sc_errorf("out of memory");
     free(nt);
     int64_t *mem[N_KINDS] = {0};
     if (!st) st = memory_by_step(g, tg, p, mem);

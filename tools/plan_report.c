@@ -47,7 +47,7 @@ double *plan_node_times(const sc_graph *g, const sc_cost_model *m) {
 static sc_status timeline_total(const sc_graph *g, const sc_plan *p, const sc_cost_model *m, const double *nt,
                                 double *seconds) {
     sc_timeline tl;
-    SC_TRY(plan_timeline(g, p, nt, m->link_bandwidth, false, &tl));
+    SC_TRY(plan_timeline(g, p, nt, m, false, &tl));
     *seconds = tl.total;
     return SC_OK;
 }
@@ -151,7 +151,7 @@ sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, cons
     }
     free(ran);
     sc_timeline tl;
-    sc_status st = plan_timeline(g, p, nt, m->link_bandwidth, false, &tl);
+    sc_status st = plan_timeline(g, p, nt, m, false, &tl);
     free(nt);
     SC_TRY(st);
     s->timeline_time = tl.total;
@@ -231,6 +231,10 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
                 s->split_params, s->split_params > 1 ? "s" : "", s->split_params > 1 ? "" : "s", s->row_blocks);
     fprintf(f, "updates        %s", p->update_on == SC_UPDATE_HOST ? "streamed parameters update on the host" : "on the device");
     if (p->n_host_updates) fprintf(f, " (%d host updates, %.4g s predicted)", p->n_host_updates, p->host_time);
+    if (p->n_resident)
+        fprintf(f, "; %d small parameter%s (%s with state, each group at most %s) stay%s resident and update%s on the "
+                   "device", p->n_resident, p->n_resident > 1 ? "s" : "", fmt_bytes(p->resident_bytes, a, sizeof a),
+                fmt_bytes(p->resident_max, b, sizeof b), p->n_resident > 1 ? "" : "s", p->n_resident > 1 ? "" : "s");
     fputc('\n', f);
     fprintf(f, "step time      %.4g s predicted%s (compute %.4g s, recompute %.4g s, waiting on transfers %.4g s)\n",
             p->predicted_time, s->calibrated ? " with calibrated node times" : s->profiled ? " by this machine's cost profile"
@@ -261,7 +265,31 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     }
 }
 
-void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
+/* "param_updates": {name: "host" | "device" | "device, streamed"} for each trainable parameter of
+ * a streaming plan (schedule/resident.c); null without streaming or past PARAM_UPDATES_MAX. */
+enum { PARAM_UPDATES_MAX = 100000 };
+static void param_updates_json(FILE *f, const sc_graph *g, const sc_plan *p) {
+    static const char *const names[] = {[SC_WHERE_HOST] = "host", [SC_WHERE_DEVICE_RESIDENT] = "device",
+                                        [SC_WHERE_DEVICE_STREAMED] = "device, streamed"};
+    sc_update_where *where = malloc(sizeof *where * ((size_t)g->n_values + 1));
+    int n = 0;
+    if (where) plan_update_places(g, p, where);
+    for (int v = 0; where && v < g->n_values; v++) n += where[v] != SC_WHERE_NONE;
+    if (!where || p->offload == SC_OFFLOAD_NONE || n > PARAM_UPDATES_MAX) {
+        fprintf(f, "\"param_updates\": null, ");
+        free(where);
+        return;
+    }
+    char m[512];
+    fprintf(f, "\"param_updates\": {");
+    for (int v = 0, k = 0; v < g->n_values; v++)
+        if (where[v] != SC_WHERE_NONE)
+            fprintf(f, "%s\"%s\": \"%s\"", k++ ? ", " : "", sb_safe(g->values[v].name, m, sizeof m), names[where[v]]);
+    fprintf(f, "}, ");
+    free(where);
+}
+
+void plan_summary_json(FILE *f, const sc_graph *g, const plan_summary *s, const sc_plan *p) {
     char m[1024];
     fprintf(f, "{\"model\": \"%s\", \"batch\": %lld, \"seq\": %lld, \"precision\": \"%s\", \"budget\": %lld, "
                "\"requested\": \"%s\", ",
@@ -290,6 +318,9 @@ void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p) {
             p->stall_time, p->predicted_time, s->timeline_time);
     fprintf(f, "\"params\": %lld, \"update_on\": \"%s\", \"host_updates\": %d, \"host_time\": %.17g, ", (long long)s->params,
             plan_update_name(p->update_on), p->n_host_updates, p->host_time);
+    fprintf(f, "\"resident_params\": %d, \"resident_bytes\": %lld, \"resident_max\": %lld, ", p->n_resident,
+            (long long)p->resident_bytes, (long long)p->resident_max);
+    param_updates_json(f, g, p);
     fprintf(f, "\"none_time\": %.17g, \"budget_cheap\": %lld, \"time_cheap\": %.17g, ", s->none_time,
             (long long)s->budget_cheap, s->time_cheap);
     fprintf(f, "\"link_time_h2d\": %.17g, \"link_time_d2h\": %.17g, \"bound\": \"%s\", \"host_bytes\": %lld, ",

@@ -36,7 +36,7 @@
         {.name = "offload", .kind = ARG_STR, .metavar = "auto|weights|activations|both|none",               \
          .help = "stream parameters/state or checkpointed activations through host memory (default none)"}, \
         {.name = "slots", .kind = ARG_INT, .metavar = "S", .help = "dc: at most S snapshot slots (binomial placement)"}, \
-        PLAN_LINK_OPT, PLAN_UPDATE_OPT
+        PLAN_LINK_OPT, PLAN_UPDATE_OPT, PLAN_RESIDENT_OPT
 #define PLAN_LINK_OPT                                                                                        \
     {.name = "link-bandwidth", .kind = ARG_STR, .metavar = "RATE",                                            \
      .help = "the host<->device link in bytes/s each way, e.g. 25GB (a PCIe 4 x16 link): the cost model "     \
@@ -45,6 +45,11 @@
     {.name = "optimizer-on", .kind = ARG_STR, .metavar = "host|device|auto",                                  \
      .help = "where streamed parameters update: on the host (the gradient goes out, the state stays home) "   \
              "or on the device (parameter and state travel); auto: the faster plan (default)"}
+#define PLAN_RESIDENT_OPT                                                                                    \
+    {.name = "resident", .kind = ARG_STR, .metavar = "SIZE|auto|none",                                        \
+     .help = "with streamed parameters, keep those whose bytes with their optimizer state are at most SIZE " \
+             "on the device, updated there; none streams every one; auto (default): the fastest that fits, " \
+             "tried from none upwards (small tensors cost more in transfer latency than in memory)"}
 
 /* --param-block of `plan`, `train` and `bench` (sc_train_options.param_block). */
 #define PARAM_BLOCK_OPT                                                                                      \
@@ -135,7 +140,7 @@ void plan_calibration_print(const sc_calibration *c, const sc_graph *g, FILE *f)
 /* Human-readable summary table. */
 void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p);
 /* The same figures as one JSON object followed by a newline. */
-void plan_summary_json(FILE *f, const plan_summary *s, const sc_plan *p);
+void plan_summary_json(FILE *f, const sc_graph *g, const plan_summary *s, const sc_plan *p);
 
 /* Chrome trace JSON ({"traceEvents": [...]}, times in microseconds). */
 sc_status plan_trace_write(const char *path, const sc_graph *g, const sc_training_graph *tg, const sc_plan *p,
