@@ -9,17 +9,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "tests/check.h"
 
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
 #define F32S(...) ((const float[]){__VA_ARGS__})

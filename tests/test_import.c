@@ -17,17 +17,9 @@
 #include "import/attrs.h"
 #include "import/onnx.h"
 #include "onnx/onnx.pb-c.h"
+#include "tests/check.h"
 
-static int failures;
 static char tmpdir[256];
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 /* ---- a tiny model, every part in one struct so a test can break any field ---- */
 
@@ -252,22 +244,22 @@ static void test_valid(void) {
     sc_model *m = load_ok(path);
     if (!m) return;
     sc_graph *g = &m->graph;
-    CHECK(g->opset == 13);
-    CHECK(g->n_nodes == 2);
-    CHECK(g->n_nodes == 2 && g->nodes[0].op == SC_OP_ADD && g->nodes[1].op == SC_OP_RELU);
-    CHECK(g->n_nodes == 2 && strcmp(g->nodes[1].name, "relu0") == 0);
+    EXPECT(g->opset == 13);
+    EXPECT(g->n_nodes == 2);
+    EXPECT(g->n_nodes == 2 && g->nodes[0].op == SC_OP_ADD && g->nodes[1].op == SC_OP_RELU);
+    EXPECT(g->n_nodes == 2 && strcmp(g->nodes[1].name, "relu0") == 0);
     int x = graph_find_value(g, "X"), w = graph_find_value(g, "W"), s = graph_find_value(g, "S"),
         y = graph_find_value(g, "Y");
-    CHECK(x >= 0 && w >= 0 && s >= 0 && y >= 0);
+    EXPECT(x >= 0 && w >= 0 && s >= 0 && y >= 0);
     if (x < 0 || w < 0 || s < 0 || y < 0) goto out;
-    CHECK(g->values[x].kind == SC_VALUE_INPUT && g->values[x].desc.rank == 2 && g->values[x].desc.dims[0] == 2 &&
+    EXPECT(g->values[x].kind == SC_VALUE_INPUT && g->values[x].desc.rank == 2 && g->values[x].desc.dims[0] == 2 &&
           g->values[x].desc.dims[1] == 3 && g->values[x].desc.dtype == SC_F32);
-    CHECK(g->values[w].kind == SC_VALUE_PARAM && g->values[w].data &&
+    EXPECT(g->values[w].kind == SC_VALUE_PARAM && g->values[w].data &&
           memcmp(g->values[w].data, W_INIT, sizeof W_INIT) == 0);
-    CHECK(g->values[s].kind == SC_VALUE_ACT && g->values[s].producer == 0 && g->values[s].n_consumers == 1);
-    CHECK(g->values[y].is_output && g->n_outputs == 1 && g->outputs[0] == y);
-    CHECK(g->n_inputs == 1 && g->inputs[0] == x);
-    CHECK(g->nodes[0].n_in == 2 && g->nodes[0].in[0] == x && g->nodes[0].in[1] == w && g->nodes[0].out[0] == s);
+    EXPECT(g->values[s].kind == SC_VALUE_ACT && g->values[s].producer == 0 && g->values[s].n_consumers == 1);
+    EXPECT(g->values[y].is_output && g->n_outputs == 1 && g->outputs[0] == y);
+    EXPECT(g->n_inputs == 1 && g->inputs[0] == x);
+    EXPECT(g->nodes[0].n_in == 2 && g->nodes[0].in[0] == x && g->nodes[0].in[1] == w && g->nodes[0].out[0] == s);
 out:
     sc_model_free(m);
 }
@@ -375,9 +367,9 @@ static void test_importer_constant_renamed(void) {
     if (!m) return;
     sc_graph *g = &m->graph;
     int out = graph_find_value(g, "drop_ratio"), ratio = graph_find_value(g, "drop_ratio_1");
-    CHECK(out >= 0 && g->values[out].kind == SC_VALUE_ACT && g->values[out].is_output);
-    CHECK(ratio >= 0 && g->values[ratio].kind == SC_VALUE_CONST && *(float *)g->values[ratio].data == 0.25f);
-    CHECK(g->n_nodes == 3 && g->nodes[1].op == SC_OP_DROPOUT && g->nodes[1].n_in >= 2 && g->nodes[1].in[1] == ratio);
+    EXPECT(out >= 0 && g->values[out].kind == SC_VALUE_ACT && g->values[out].is_output);
+    EXPECT(ratio >= 0 && g->values[ratio].kind == SC_VALUE_CONST && *(float *)g->values[ratio].data == 0.25f);
+    EXPECT(g->n_nodes == 3 && g->nodes[1].op == SC_OP_DROPOUT && g->nodes[1].n_in >= 2 && g->nodes[1].in[1] == ratio);
     sc_model_free(m);
 }
 
@@ -473,12 +465,12 @@ static void test_external_errors(void) {
     /* A symlink inside the folder that points outside it. */
     char outside[] = "/tmp/scorch_test_outside_XXXXXX";
     int fd = mkstemp(outside);
-    CHECK(fd >= 0);
+    EXPECT(fd >= 0);
     if (fd >= 0) {
-        CHECK(write(fd, W_INIT, sizeof W_INIT) == (ssize_t)sizeof W_INIT);
+        EXPECT(write(fd, W_INIT, sizeof W_INIT) == (ssize_t)sizeof W_INIT);
         close(fd);
         path_in_tmp(link, sizeof link, "escape.bin");
-        CHECK(symlink(outside, link) == 0);
+        EXPECT(symlink(outside, link) == 0);
         tiny_init(&t, 13);
         tiny_external(&t, "escape.bin");
         expect_fail(&t, "ext_symlink.onnx", "outside the model folder", "'W'");
@@ -513,7 +505,7 @@ static void test_external_ok(void) {
     sc_model *m = load_ok(path);
     if (!m) return;
     int w = graph_find_value(&m->graph, "W");
-    CHECK(w >= 0 && memcmp(m->graph.values[w].data, other, sizeof other) == 0);
+    EXPECT(w >= 0 && memcmp(m->graph.values[w].data, other, sizeof other) == 0);
     sc_model_free(m);
 }
 
@@ -566,17 +558,17 @@ static void test_features(void) {
     sc_graph *g = &m->graph;
     int x = graph_find_value(g, "X"), w = graph_find_value(g, "W"), s = graph_find_value(g, "shape"),
         c = graph_find_value(g, "C");
-    CHECK(x >= 0 && w >= 0 && s >= 0 && c >= 0);
+    EXPECT(x >= 0 && w >= 0 && s >= 0 && c >= 0);
     if (x >= 0 && w >= 0 && s >= 0 && c >= 0) {
         const sc_value *xv = &g->values[x];
-        CHECK(xv->desc.dims[0] == -1 && value_dim_name(xv, 0) && strcmp(value_dim_name(xv, 0), "batch") == 0);
-        CHECK(xv->desc.dims[1] == -1 && value_dim_name(xv, 1) && strcmp(value_dim_name(xv, 1), "?") == 0);
-        CHECK(memcmp(g->values[w].data, W_INIT, sizeof W_INIT) == 0);
-        CHECK(g->values[s].kind == SC_VALUE_CONST && g->values[s].desc.dtype == SC_I64 &&
+        EXPECT(xv->desc.dims[0] == -1 && value_dim_name(xv, 0) && strcmp(value_dim_name(xv, 0), "batch") == 0);
+        EXPECT(xv->desc.dims[1] == -1 && value_dim_name(xv, 1) && strcmp(value_dim_name(xv, 1), "?") == 0);
+        EXPECT(memcmp(g->values[w].data, W_INIT, sizeof W_INIT) == 0);
+        EXPECT(g->values[s].kind == SC_VALUE_CONST && g->values[s].desc.dtype == SC_I64 &&
               ((int64_t *)g->values[s].data)[0] == 3 && ((int64_t *)g->values[s].data)[1] == 2);
-        CHECK(g->values[c].kind == SC_VALUE_CONST && g->values[c].desc.rank == 1 && g->values[c].desc.dims[0] == 2 &&
+        EXPECT(g->values[c].kind == SC_VALUE_CONST && g->values[c].desc.rank == 1 && g->values[c].desc.dims[0] == 2 &&
               ((float *)g->values[c].data)[1] == 8.0f && g->values[c].is_output);
-        CHECK(g->n_nodes == 2);
+        EXPECT(g->n_nodes == 2);
     }
     sc_model_free(m);
 }
@@ -632,15 +624,15 @@ static void test_opset_forms(void) {
         sc_model *m = load_ok(path);
         if (!m) continue;
         sc_graph *g = &m->graph;
-        CHECK(g->n_nodes == 3);
+        EXPECT(g->n_nodes == 3);
         if (g->n_nodes == 3) {
             const sc_node *sm = &g->nodes[1], *un = &g->nodes[2];
-            CHECK(sm->op == SC_OP_SOFTMAX && sm->attrs->axis.axis == (opset < 13 ? 1 : -1) &&
+            EXPECT(sm->op == SC_OP_SOFTMAX && sm->attrs->axis.axis == (opset < 13 ? 1 : -1) &&
                   sm->attrs->axis.legacy_2d == (opset < 13));
-            CHECK(un->op == SC_OP_UNSQUEEZE && un->n_in == 2 && un->in[1] >= 0);
+            EXPECT(un->op == SC_OP_UNSQUEEZE && un->n_in == 2 && un->in[1] >= 0);
             if (un->n_in == 2 && un->in[1] >= 0) {
                 const sc_value *v = &g->values[un->in[1]];
-                CHECK(v->kind == SC_VALUE_CONST && v->desc.dtype == SC_I64 && v->desc.rank == 1 &&
+                EXPECT(v->kind == SC_VALUE_CONST && v->desc.dtype == SC_I64 && v->desc.rank == 1 &&
                       v->desc.dims[0] == 2 && ((int64_t *)v->data)[0] == 0 && ((int64_t *)v->data)[1] == 3);
             }
         }
@@ -748,7 +740,7 @@ static void test_round_trip(void) {
     sc_model *m = load_ok(path);
     if (!m) return;
     int w = graph_find_value(&m->graph, "W");
-    CHECK(w >= 0);
+    EXPECT(w >= 0);
     if (w < 0) goto out;
     float updated[6] = {10, 20, 30, 40, 50, 60};
     memcpy(m->graph.values[w].data, updated, sizeof updated);
@@ -759,29 +751,29 @@ static void test_round_trip(void) {
     path_in_tmp(out3, sizeof out3, "rt_again.onnx");
     snprintf(data2, sizeof data2, "%s.data", out2);
     sc_status st = sc_model_save(m, out1, 0);
-    CHECK(!st);
+    EXPECT(!st);
     sc_status_free(st);
-    CHECK(w_equals(out1, updated));
-    CHECK(file_contains(out1, unknown, 3));
-    CHECK(access(data2, F_OK) != 0);
+    EXPECT(w_equals(out1, updated));
+    EXPECT(file_contains(out1, unknown, 3));
+    EXPECT(access(data2, F_OK) != 0);
 
     st = sc_model_save(m, out2, 16); /* W is 24 bytes: external */
-    CHECK(!st);
+    EXPECT(!st);
     sc_status_free(st);
-    CHECK(access(data2, F_OK) == 0);
-    CHECK(w_equals(out2, updated));
-    CHECK(file_contains(out2, (const uint8_t *)"rt_external.onnx.data", 21));
-    CHECK(!file_contains(out2, (const uint8_t *)updated, sizeof updated));
-    CHECK(file_contains(data2, (const uint8_t *)updated, sizeof updated));
+    EXPECT(access(data2, F_OK) == 0);
+    EXPECT(w_equals(out2, updated));
+    EXPECT(file_contains(out2, (const uint8_t *)"rt_external.onnx.data", 21));
+    EXPECT(!file_contains(out2, (const uint8_t *)updated, sizeof updated));
+    EXPECT(file_contains(data2, (const uint8_t *)updated, sizeof updated));
 
     /* Saving a third time, after an external save, must again give a self-contained file. */
     updated[0] = -1;
     memcpy(m->graph.values[w].data, updated, sizeof updated);
     st = sc_model_save(m, out3, 0);
-    CHECK(!st);
+    EXPECT(!st);
     sc_status_free(st);
-    CHECK(w_equals(out3, updated));
-    CHECK(file_contains(out3, (const uint8_t *)updated, sizeof updated));
+    EXPECT(w_equals(out3, updated));
+    EXPECT(file_contains(out3, (const uint8_t *)updated, sizeof updated));
 
     /* A saved external model loads its data back from its own folder. */
     sc_model *m2 = load_ok(out2);
@@ -789,10 +781,10 @@ static void test_round_trip(void) {
         char out4[512];
         path_in_tmp(out4, sizeof out4, "rt_from_external.onnx");
         st = sc_model_save(m2, out4, 0);
-        CHECK(!st);
+        EXPECT(!st);
         sc_status_free(st);
         float first[6] = {10, 20, 30, 40, 50, 60};
-        CHECK(w_equals(out4, first));
+        EXPECT(w_equals(out4, first));
         sc_model_free(m2);
     }
 out:
@@ -819,12 +811,12 @@ static void test_tensor_pb(void) {
     sc_tensor t;
     char *name = NULL;
     sc_status st = sc_load_tensor_pb(path, &t, &name);
-    CHECK(!st);
+    EXPECT(!st);
     if (!st) {
-        CHECK(name && strcmp(name, "input_0") == 0);
-        CHECK(t.desc.dtype == SC_BOOL && t.desc.rank == 2 && t.desc.dims[0] == 3 && t.desc.dims[1] == 2);
+        EXPECT(name && strcmp(name, "input_0") == 0);
+        EXPECT(t.desc.dtype == SC_BOOL && t.desc.rank == 2 && t.desc.dims[0] == 3 && t.desc.dims[1] == 2);
         const uint8_t want[6] = {1, 0, 1, 1, 0, 0};
-        CHECK(memcmp(t.data, want, 6) == 0);
+        EXPECT(memcmp(t.data, want, 6) == 0);
         free(t.data);
         free(name);
     }
@@ -833,7 +825,7 @@ static void test_tensor_pb(void) {
     path_in_tmp(path, sizeof path, "input_bad.pb");
     write_bytes(path, buf, n - 3);
     st = sc_load_tensor_pb(path, &t, &name);
-    CHECK(st && strstr(sc_status_message(st), path));
+    EXPECT(st && strstr(sc_status_message(st), path));
     sc_status_free(st);
     free(buf);
 }

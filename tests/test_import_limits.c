@@ -28,17 +28,9 @@
 #include "import/onnx.h"
 #include "onnx/onnx.pb-c.h"
 #include "tools/stages.h"
+#include "tests/check.h"
 
-static int failures;
 static char tmpdir[256];
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 /* ---- a small model: X f32[2,3] -> Relu -> Y, plus one initializer W and one optional extra node ---- */
 
@@ -220,7 +212,7 @@ static void expect_load_fail(const mini *t, const char *name, const char *word1,
     mini_write(t, path);
     sc_model *m = NULL;
     sc_status st = sc_model_load(path, &m);
-    CHECK(m == NULL);
+    EXPECT(m == NULL);
     sc_model_free(m);
     expect_error(st, name, word1, word2);
 }
@@ -361,11 +353,11 @@ static void test_missing_variadic_inputs(void) {
     uint8_t *buf = malloc(n);
     onnx__model_proto__pack(&t.model, buf);
     uint8_t *at = memmem(buf, n, "relu0", 5); /* the node's name, as wire bytes */
-    CHECK(at != NULL);
+    EXPECT(at != NULL);
     if (at) at[2] = 0;
     sc_model *m = NULL;
     expect_error(sc_model_load_buffer(buf, n, "nul.onnx", NULL, &m), "nul_in_name", "NodeProto.name", "NUL byte");
-    CHECK(m == NULL);
+    EXPECT(m == NULL);
     free(buf);
 }
 
@@ -453,17 +445,17 @@ static wbuf deep_model(int depth) {
 
 static void test_deep_nesting(void) {
     /* The tag of field 20 is two bytes; fix up the hand count above if this fails. */
-    CHECK(varint_len(20 << 3) == 2);
+    EXPECT(varint_len(20 << 3) == 2);
     wbuf b = deep_model(100000);
     sc_model *m = NULL;
     sc_status st = sc_model_load_buffer(b.p, b.n, "deep.onnx", NULL, &m);
-    CHECK(m == NULL);
+    EXPECT(m == NULL);
     expect_error(st, "deep_100k", "deep.onnx", "nested more than");
     free(b.p);
     /* Shallow nesting parses and reaches the subgraph rule, showing the bytes are well formed. */
     b = deep_model(3);
     st = sc_model_load_buffer(b.p, b.n, "deep3.onnx", NULL, &m);
-    CHECK(m == NULL);
+    EXPECT(m == NULL);
     expect_error(st, "deep_3", "attribute 'g'", "subgraph");
     free(b.p);
 }
@@ -480,7 +472,7 @@ static void test_huge_string(void) {
     for (int i = 0; i < 4; i++) wb_byte(&b, 'x');
     sc_model *m = NULL;
     sc_status st = sc_model_load_buffer(b.p, b.n, "string.onnx", NULL, &m);
-    CHECK(m == NULL);
+    EXPECT(m == NULL);
     expect_error(st, "huge_string", "GraphProto.name", "4611686018427387904 bytes");
     free(b.p);
 }
@@ -503,7 +495,7 @@ static void test_external_paths(void) {
     mini_external(&t, "ok.bin");
     snprintf(path, sizeof path, "%s/model/ok.bin", tmpdir);
     write_bytes(path, w, sizeof w);
-    CHECK(!load_path((snprintf(lnk, sizeof lnk, "%s/model/ok.onnx", tmpdir), mini_write(&t, lnk), lnk)));
+    EXPECT(!load_path((snprintf(lnk, sizeof lnk, "%s/model/ok.onnx", tmpdir), mini_write(&t, lnk), lnk)));
 
     struct {
         const char *loc, *name, *word;
@@ -519,13 +511,13 @@ static void test_external_paths(void) {
         {"fifo.bin", "fifo.onnx", "not a regular file"},
     };
     snprintf(lnk, sizeof lnk, "%s/model/sub", tmpdir);
-    CHECK(symlink(outside_dir, lnk) == 0); /* model/sub -> outside: a symlinked parent folder */
+    EXPECT(symlink(outside_dir, lnk) == 0); /* model/sub -> outside: a symlinked parent folder */
     snprintf(lnk, sizeof lnk, "%s/model/hard.bin", tmpdir);
-    CHECK(link(outside_file, lnk) == 0); /* a hard link inside the folder to a file outside */
+    EXPECT(link(outside_file, lnk) == 0); /* a hard link inside the folder to a file outside */
     snprintf(lnk, sizeof lnk, "%s/model/inside_twice.bin", tmpdir);
-    CHECK(link(path, lnk) == 0); /* ok.bin now has two links: refused by the nlink rule too */
+    EXPECT(link(path, lnk) == 0); /* ok.bin now has two links: refused by the nlink rule too */
     snprintf(lnk, sizeof lnk, "%s/model/fifo.bin", tmpdir);
-    CHECK(mkfifo(lnk, 0644) == 0);
+    EXPECT(mkfifo(lnk, 0644) == 0);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         mini_external(&t, bad[i].loc ? bad[i].loc : outside_file);
         char model[512];
@@ -601,7 +593,7 @@ static void fold_model(const char *name, const char *op, const int64_t *s1, int 
     mini_write(&t, path);
     sc_model *m = NULL;
     sc_status st = sc_model_load(path, &m);
-    CHECK(!st);
+    EXPECT(!st);
     sc_status_free(st);
     if (!m) return;
     double t0 = now_s();
@@ -655,7 +647,7 @@ static void check_locations(const char *path, const char *want) {
     size_t n;
     uint8_t *buf = read_bytes(path, &n);
     Onnx__ModelProto *mp = buf ? onnx__model_proto__unpack(NULL, n, buf) : NULL;
-    CHECK(mp && mp->graph);
+    EXPECT(mp && mp->graph);
     int found = 0;
     for (size_t i = 0; mp && mp->graph && i < mp->graph->n_initializer; i++) {
         const Onnx__TensorProto *tp = mp->graph->initializer[i];
@@ -668,7 +660,7 @@ static void check_locations(const char *path, const char *want) {
             }
         }
     }
-    CHECK(want ? found == 1 : found == 0);
+    EXPECT(want ? found == 1 : found == 0);
     if (mp) onnx__model_proto__free_unpacked(mp, NULL);
     free(buf);
 }
@@ -691,20 +683,20 @@ static void test_save_confinement(void) {
     mini_write(&t, model);
     sc_model *m = NULL;
     sc_status st = sc_model_load(model, &m);
-    CHECK(!st);
+    EXPECT(!st);
     sc_status_free(st);
     if (!m) return;
     int in_before = count_entries(in_dir);
 
     /* External save: the location is the output's own data file, never the input's string. */
     snprintf(out, sizeof out, "%s/out.onnx", out_dir);
-    CHECK(!sc_model_save(m, out, 16));
+    EXPECT(!sc_model_save(m, out, 16));
     check_locations(out, "out.onnx.data");
     snprintf(path, sizeof path, "%s/out.onnx.data", out_dir);
-    CHECK(access(path, F_OK) == 0);
+    EXPECT(access(path, F_OK) == 0);
     /* Inline save: no location at all. */
     snprintf(out, sizeof out, "%s/inline.onnx", out_dir);
-    CHECK(!sc_model_save(m, out, 0));
+    EXPECT(!sc_model_save(m, out, 0));
     check_locations(out, NULL);
 
     /* Symlinks planted at the temp name, at the data file and at the target itself point outside the
@@ -712,23 +704,23 @@ static void test_save_confinement(void) {
     char tmp_link[600];
     snprintf(out, sizeof out, "%s/planted.onnx", out_dir);
     snprintf(tmp_link, sizeof tmp_link, "%s.tmp.%ld", out, (long)getpid());
-    CHECK(symlink(victim, tmp_link) == 0);
+    EXPECT(symlink(victim, tmp_link) == 0);
     snprintf(path, sizeof path, "%s.data", out);
-    CHECK(symlink(victim, path) == 0);
-    CHECK(!sc_model_save(m, out, 16));
+    EXPECT(symlink(victim, path) == 0);
+    EXPECT(!sc_model_save(m, out, 16));
     snprintf(tmp_link, sizeof tmp_link, "%s/target_link.onnx", out_dir);
-    CHECK(symlink(victim, tmp_link) == 0);
-    CHECK(!sc_model_save(m, tmp_link, 0));
+    EXPECT(symlink(victim, tmp_link) == 0);
+    EXPECT(!sc_model_save(m, tmp_link, 0));
     struct stat sb;
-    CHECK(lstat(tmp_link, &sb) == 0 && S_ISREG(sb.st_mode));
-    CHECK(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode));
+    EXPECT(lstat(tmp_link, &sb) == 0 && S_ISREG(sb.st_mode));
+    EXPECT(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode));
     size_t n = 0;
     uint8_t *v = read_bytes(victim, &n);
-    CHECK(v && n == 8 && memcmp(v, "precious", 8) == 0);
+    EXPECT(v && n == 8 && memcmp(v, "precious", 8) == 0);
     free(v);
-    CHECK(!load_path(out)); /* the planted-over save is a good model */
+    EXPECT(!load_path(out)); /* the planted-over save is a good model */
 
-    CHECK(count_entries(in_dir) == in_before); /* nothing written beside the input */
+    EXPECT(count_entries(in_dir) == in_before); /* nothing written beside the input */
     sc_model_free(m);
 }
 

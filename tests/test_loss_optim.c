@@ -18,18 +18,8 @@
 
 #include "backends/cpu/cpu.h"
 #include "core/half.h"
+#include "tests/check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
-            printf(__VA_ARGS__);                                                                           \
-            printf("\n");                                                                                  \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
 
 static uint64_t rng = 0x1234567887654321ULL;
 static double urand(void) { /* xorshift64*, uniform in [0, 1) */

@@ -6,15 +6,7 @@
 #include <unistd.h>
 
 #include "core/npy.h"
-
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "tests/check.h"
 
 /* np.save(f, np.arange(6, dtype='<f4').reshape(2, 3) * 0.5), np.array([-1,2,3,4,5], '<i8'),
  * np.array(True), np.zeros((0, 3), '<u2') with numpy 2.4. */
@@ -27,23 +19,23 @@ static void check_numpy_file(const char *what, const unsigned char *bytes, size_
                              const int64_t *dims, const void *data) {
     sc_tensor t;
     sc_status st = sc_npy_decode(bytes, size, what, &t);
-    CHECK(st == SC_OK);
+    EXPECT(st == SC_OK);
     if (st) {
         fprintf(stderr, "%s: %s\n", what, sc_status_message(st));
         sc_status_free(st);
         return;
     }
-    CHECK(t.desc.dtype == dtype && t.desc.rank == rank);
-    for (int i = 0; i < rank && i < t.desc.rank; i++) CHECK(t.desc.dims[i] == dims[i]);
+    EXPECT(t.desc.dtype == dtype && t.desc.rank == rank);
+    for (int i = 0; i < rank && i < t.desc.rank; i++) EXPECT(t.desc.dims[i] == dims[i]);
     size_t nbytes = (size_t)sc_desc_bytes(&t.desc);
-    CHECK(nbytes == 0 || memcmp(t.data, data, nbytes) == 0);
+    EXPECT(nbytes == 0 || memcmp(t.data, data, nbytes) == 0);
     /* Our encoder must reproduce numpy's bytes exactly (same header padding). */
     void *enc;
     size_t enc_size;
     st = sc_npy_encode(&t, &enc, &enc_size);
-    CHECK(st == SC_OK);
+    EXPECT(st == SC_OK);
     if (!st) {
-        CHECK(enc_size == size && memcmp(enc, bytes, size) == 0);
+        EXPECT(enc_size == size && memcmp(enc, bytes, size) == 0);
         if (enc_size != size || memcmp(enc, bytes, size)) fprintf(stderr, "%s: encoding differs from numpy's\n", what);
         free(enc);
     }
@@ -76,15 +68,15 @@ static void test_round_trip(const char *dir) {
             for (size_t i = 0; i < bytes; i++) data[i] = types[k] == SC_BOOL ? (unsigned char)(i % 2) : (unsigned char)(i * 37 + 11);
             t.data = data;
             sc_status st = sc_npy_write(path, &t);
-            CHECK(st == SC_OK);
+            EXPECT(st == SC_OK);
             sc_status_free(st);
             sc_tensor r;
             st = sc_npy_read(path, &r);
-            CHECK(st == SC_OK);
+            EXPECT(st == SC_OK);
             if (!st) {
-                CHECK(r.desc.dtype == t.desc.dtype && sc_desc_same_shape(&r.desc, &t.desc));
-                CHECK(memcmp(r.data, data, bytes) == 0);
-                CHECK(((uintptr_t)r.data & 63) == 0);
+                EXPECT(r.desc.dtype == t.desc.dtype && sc_desc_same_shape(&r.desc, &t.desc));
+                EXPECT(memcmp(r.data, data, bytes) == 0);
+                EXPECT(((uintptr_t)r.data & 63) == 0);
                 free(r.data);
             } else {
                 fprintf(stderr, "round trip %s rank %d: %s\n", sc_dtype_name(types[k]), ranks[s], sc_status_message(st));
@@ -96,7 +88,7 @@ static void test_round_trip(const char *dir) {
     /* Types .npy cannot hold are refused. */
     sc_tensor bad = {.desc = sc_desc_make(SC_BF16, 1, (const int64_t[]){1}), .data = (void *)"ab"};
     sc_status st = sc_npy_write(path, &bad);
-    CHECK(st && strstr(sc_status_message(st), path));
+    EXPECT(st && strstr(sc_status_message(st), path));
     sc_status_free(st);
 }
 
@@ -119,8 +111,8 @@ static unsigned char *make_npy(const char *dict, const void *data, size_t size, 
 static void expect_error(const char *what, const unsigned char *bytes, size_t size, const char *needle) {
     sc_tensor t;
     sc_status st = sc_npy_decode(bytes, size, what, &t);
-    CHECK(st != SC_OK);
-    CHECK(t.data == NULL);
+    EXPECT(st != SC_OK);
+    EXPECT(t.data == NULL);
     if (st) {
         const char *msg = sc_status_message(st);
         if (!strstr(msg, what) || !strstr(msg, needle)) {
@@ -169,17 +161,17 @@ static void test_malformed(const char *dir) {
     free(b);
     b = make_npy("{'descr': '>i8', 'fortran_order': False, 'shape': (2,), }", four, 16, 1, &n);
     FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(b, 1, n, f) == n);
+    EXPECT(f && fwrite(b, 1, n, f) == n);
     if (f) fclose(f);
     free(b);
     sc_tensor t;
     sc_status st = sc_npy_read(path, &t);
-    CHECK(st && strstr(sc_status_message(st), path) && strstr(sc_status_message(st), "big-endian"));
+    EXPECT(st && strstr(sc_status_message(st), path) && strstr(sc_status_message(st), "big-endian"));
     sc_status_free(st);
     unlink(path);
     snprintf(path, sizeof path, "%s/missing.npy", dir);
     st = sc_npy_read(path, &t);
-    CHECK(st && strstr(sc_status_message(st), path));
+    EXPECT(st && strstr(sc_status_message(st), path));
     sc_status_free(st);
 }
 
@@ -190,8 +182,8 @@ static void test_version2(void) {
     unsigned char *b = make_npy("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", v, 12, 2, &n);
     sc_tensor t;
     sc_status st = sc_npy_decode(b, n, "v2", &t);
-    CHECK(st == SC_OK && t.desc.dtype == SC_I32 && t.desc.rank == 1 && t.desc.dims[0] == 3);
-    if (!st) CHECK(memcmp(t.data, v, 12) == 0);
+    EXPECT(st == SC_OK && t.desc.dtype == SC_I32 && t.desc.rank == 1 && t.desc.dims[0] == 3);
+    if (!st) EXPECT(memcmp(t.data, v, 12) == 0);
     sc_status_free(st);
     if (!st) free(t.data);
     free(b);

@@ -27,19 +27,9 @@
 #include "schedule/plan.h"
 #include "schedule/sched_internal.h"
 #include "schedule/segment.h"
+#include "tests/check.h"
 
-static int failures;
 static int takers; /* interval pairs that share a block (plan_alloc's in-place outputs), checked */
-
-#define CHECK(cond, ...)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
-            printf(__VA_ARGS__);                                                                           \
-            printf("\n");                                                                                  \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
 
 static int64_t al(int64_t elems) { return (elems * 4 + 63) / 64 * 64; }
 

@@ -19,18 +19,8 @@
 #include "core/clock.h"
 #include "backends/plan_exec.h"
 #include "plan_test_graphs.h"
+#include "tests/check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
-            printf(__VA_ARGS__);                                                                           \
-            printf("\n");                                                                                  \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
 
 enum { STEPS = 3 };
 

@@ -10,18 +10,8 @@
 #include <stdio.h>
 
 #include "backends/thread_governor.h"
+#include "tests/check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
-            printf(__VA_ARGS__);                                                                           \
-            printf("\n");                                                                                  \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
 
 /* Seconds of a step with `threads` threads while the machine is busy or not; the first step of a
  * thread count costs 10x (primitive creation), which the governor must not count. A small

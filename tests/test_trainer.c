@@ -16,17 +16,7 @@
 #include "core/npy.h"
 #include "onnx/onnx.pb-c.h"
 #include "train/trainer.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                                                           \
-    do {                                                                                                           \
-        if (!(cond)) {                                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                   \
-            fprintf(stderr, __VA_ARGS__);                                                                          \
-            fputc('\n', stderr);                                                                                   \
-            failures++;                                                                                            \
-        }                                                                                                          \
-    } while (0)
+#include "tests/check.h"
 
 static char dir[256];
 

@@ -23,18 +23,8 @@
 #include "tests/ref_executor.h"
 #include "graph/passes.h"
 #include "graph/shape.h"
+#include "tests/check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
-            printf(__VA_ARGS__);                                                                           \
-            printf("\n");                                                                                  \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
 
 static bool close_to(double got, double want, double rtol, double atol) {
     return fabs(got - want) <= atol + rtol * fabs(want) && !isnan(got);

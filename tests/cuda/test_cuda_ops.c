@@ -44,17 +44,7 @@
 #include "backends/plan_exec.h"
 #include "graph/shape.h"
 #include "plan_test_graphs.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
-            printf(__VA_ARGS__);                                                                           \
-            printf("\n");                                                                                  \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
+#include "tests/check.h"
 
 enum { K_RAND, K_POS, K_INTS, K_F32V, K_LABELS, K_BOOL, K_ABSENT };
 
