@@ -20,6 +20,11 @@
 
 typedef enum { SC_AUTO_PAD_NOTSET, SC_AUTO_PAD_SAME_UPPER, SC_AUTO_PAD_SAME_LOWER, SC_AUTO_PAD_VALID } sc_auto_pad;
 
+/* An activation a Conv applies to its output (sc_window_attrs.fused_act; after the sum when there
+ * is one): relu max(y, 0) (capped by fused_relu_max), sigmoid 1 / (1 + e^-y), swish (SiLU)
+ * y sigmoid(y), hard swish y max(0, min(1, y / 6 + 1/2)) (ONNX HardSwish). */
+typedef enum { SC_FUSED_NONE, SC_FUSED_RELU, SC_FUSED_SIGMOID, SC_FUSED_SWISH, SC_FUSED_HARD_SWISH } sc_fused_act;
+
 /* Conv, MaxPool, AveragePool. n_spatial comes from kernel_shape when given, else from the weight's
  * rank (Conv) at shape inference. pads is [x1_begin, x2_begin, ..., x1_end, x2_end, ...] as in ONNX.
  * has_kernel_shape is false for Conv without the attribute (taken from the weight). */
@@ -35,12 +40,12 @@ typedef struct {
     bool ceil_mode;         /* pools only */
     bool count_include_pad; /* AveragePool only */
     int64_t storage_order;  /* MaxPool's optional Indices output; 0 = row major */
-    bool fused_relu;        /* added (perf helper): Conv only, Relu applied to the output; set by
-                               graph_fuse_inference (graph/pass_fuse.c), never by import */
-    float fused_relu_max;   /* with fused_relu: > 0 also caps the output there (a fused Clip(0, max),
-                               MobileNet's ReLU6); 0: no cap */
-    bool fused_sum;         /* Conv only: input 3 (S, Y's shape) is added before the fused Relu,
-                               Y = relu?(conv(X) + S); set by graph_fuse_inference, never by import */
+    sc_fused_act fused_act; /* added (perf helper): Conv only, an activation applied to the output;
+                               set by graph_fuse_inference (graph/pass_fuse.c), never by import */
+    float fused_relu_max;   /* with SC_FUSED_RELU: > 0 also caps the output there (a fused Clip(0,
+                               max), MobileNet's ReLU6); 0: no cap */
+    bool fused_sum;         /* Conv only: input 3 (S, Y's shape) is added before the fused activation,
+                               Y = act(conv(X) + S); set by graph_fuse_inference, never by import */
     bool nhwc_in, nhwc_out; /* Conv, MaxPool (both or neither), GlobalAveragePool (nhwc_in only,
                                its attrs are otherwise empty): X / Y (and a Conv's S) are stored
                                channels-last, (N, D1.., C), in the buffers; set by

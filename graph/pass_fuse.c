@@ -22,9 +22,11 @@
  *      the same shape becomes one Conv with S as input 3 (sc_window_attrs.fused_sum), applied as a
  *      oneDNN sum post-op. The fused Conv takes the Add's place in the node order, where S and
  *      the Conv's own inputs are all computed. With both operands such Convs, the later one fuses.
- *   4. Relu after a Conv that is its only consumer: the Conv applies it as a oneDNN post-op
- *      (sc_window_attrs.fused_relu), after the sum when there is one (ResNet's Add + Relu). So does
- *      Clip(0, max) with constant bounds (ReLU6), capped at fused_relu_max (a clip post-op).
+ *   4. An activation after a Conv: the Conv applies it as a oneDNN post-op (sc_window_attrs.fused_act),
+ *      after the sum when there is one (ResNet's Add + Relu): Relu, Clip(0, max) with constant
+ *      bounds (ReLU6, capped at fused_relu_max), Sigmoid and HardSwish where the Conv's output is
+ *      read by them alone, and SiLU, Mul(t, Sigmoid(t)) with t read by those two only
+ *      (EfficientNet's 49 activations, MobileNetV3's hard swishes, the SE blocks' gates).
  *   5. GELU written as ops becomes one Gelu node: graph_fuse_gelu (graph/pass_gelu.c), which
  *      graph_prepare runs for training graphs too.
  *   6. Channels-last values: an f32 value made by a Conv or a MaxPool and read only by Convs (as X
@@ -287,7 +289,7 @@ static int sum_conv_of(const sc_graph *g, const bool *keep, const sc_node *add, 
     int p = g->values[c].producer;
     if (p < 0 || !keep[p]) return -1;
     const sc_node *conv = &g->nodes[p];
-    if (conv->op != SC_OP_CONV || conv->n_out != 1 || conv->attrs->window.fused_relu || conv->attrs->window.fused_sum)
+    if (conv->op != SC_OP_CONV || conv->n_out != 1 || conv->attrs->window.fused_act || conv->attrs->window.fused_sum)
         return -1;
     const sc_desc *y = &g->values[add->out[0]].desc;
     if (!sc_desc_same_shape(&g->values[c].desc, y) || !sc_desc_same_shape(&g->values[s].desc, y)) return -1;
@@ -328,7 +330,7 @@ static sc_status fuse_conv_sum(sc_graph *g, bool *keep, int *count) {
     return SC_OK;
 }
 
-/* ---- 4. Conv + Relu ---- */
+/* ---- 4. Conv + activation ---- */
 
 /* The cap of Clip(x, 0, max) with constant f32 scalar bounds and max > 0, else 0 (not a ReLU6). */
 static float relu_clip_max(const sc_graph *g, const sc_node *n) {
@@ -340,19 +342,63 @@ static float relu_clip_max(const sc_graph *g, const sc_node *n) {
     return lo == 0.0f && hi > 0.0f && hi < INFINITY ? hi : 0;
 }
 
-static sc_status fuse_conv_relu(sc_graph *g, bool *keep, int *count) {
+/* x sigmoid(x) as exported (SiLU, Swish): Mul(t, Sigmoid(t)) in either operand order, where the
+ * Sigmoid's output is read by that Mul alone. The Mul node's index, or -1. */
+static int swish_mul_of(const sc_graph *g, const bool *keep, int t, int sig) {
+    const sc_node *s = &g->nodes[sig];
+    if (!keep[sig] || s->op != SC_OP_SIGMOID || s->in[0] != t) return -1;
+    int m = only_consumer(g, s->out[0]);
+    if (m < 0 || !keep[m]) return -1;
+    const sc_node *mul = &g->nodes[m];
+    bool pair = mul->op == SC_OP_MUL && mul->n_in == 2 &&
+                ((mul->in[0] == t && mul->in[1] == s->out[0]) || (mul->in[1] == t && mul->in[0] == s->out[0]));
+    return pair && value_is_f32(g, mul->out[0]) ? m : -1;
+}
+
+/* The activation Conv output t feeds into that the Conv can apply itself, the node whose output
+ * becomes the Conv's (*last) and the nodes it replaces (drop[0..*n_drop)). */
+static sc_fused_act act_after(const sc_graph *g, const bool *keep, int t, int *last, int drop[2], int *n_drop,
+                              float *cap) {
+    const sc_value *v = &g->values[t];
+    *cap = 0;
+    *n_drop = 0;
+    if (v->is_output) return SC_FUSED_NONE;
+    if (v->n_consumers == 2) { /* SiLU: t is read by the Sigmoid and the Mul */
+        for (int k = 0; k < 2; k++) {
+            int m = swish_mul_of(g, keep, t, v->consumers[k]);
+            if (m >= 0 && v->consumers[1 - k] == m) {
+                drop[0] = v->consumers[k], drop[1] = m, *n_drop = 2, *last = m;
+                return SC_FUSED_SWISH;
+            }
+        }
+        return SC_FUSED_NONE;
+    }
+    int j = only_consumer(g, t);
+    if (j < 0 || !keep[j]) return SC_FUSED_NONE;
+    const sc_node *n = &g->nodes[j];
+    *cap = relu_clip_max(g, n);
+    sc_fused_act act = n->op == SC_OP_RELU || *cap > 0 ? SC_FUSED_RELU
+                       : n->op == SC_OP_SIGMOID        ? SC_FUSED_SIGMOID
+                       : n->op == SC_OP_HARD_SWISH     ? SC_FUSED_HARD_SWISH
+                                                       : SC_FUSED_NONE;
+    if (act != SC_FUSED_NONE) drop[0] = j, *n_drop = 1, *last = j;
+    return act;
+}
+
+static sc_status fuse_conv_act(sc_graph *g, bool *keep, int *count) {
     for (int i = 0; i < g->n_nodes; i++) {
         sc_node *c = &g->nodes[i];
-        if (!keep[i] || c->op != SC_OP_CONV || c->attrs->window.fused_relu || !value_is_f32(g, c->out[0])) continue;
-        int j = only_consumer(g, c->out[0]);
-        float cap = j >= 0 ? relu_clip_max(g, &g->nodes[j]) : 0;
-        if (j < 0 || !keep[j] || (g->nodes[j].op != SC_OP_RELU && cap == 0)) continue;
-        c->out[0] = g->nodes[j].out[0];
+        if (!keep[i] || c->op != SC_OP_CONV || c->attrs->window.fused_act || !value_is_f32(g, c->out[0])) continue;
+        int last = -1, drop[2], n_drop;
+        float cap;
+        sc_fused_act act = act_after(g, keep, c->out[0], &last, drop, &n_drop, &cap);
+        if (act == SC_FUSED_NONE) continue;
+        c->out[0] = g->nodes[last].out[0];
         sc_attrs a = *c->attrs;
-        a.window.fused_relu = true;
+        a.window.fused_act = act;
         a.window.fused_relu_max = cap;
         SC_TRY(graph_node_set_attrs(g, c, &a));
-        keep[j] = false;
+        for (int k = 0; k < n_drop; k++) keep[drop[k]] = false;
         (*count)++;
     }
     return SC_OK;
@@ -439,7 +485,7 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     bool *keep = malloc(sizeof *keep * (size_t)(g->n_nodes + 1));
     if (!keep) return sc_errorf("out of memory fusing the graph");
     for (int i = 0; i < g->n_nodes; i++) keep[i] = true;
-    int folded = 0, bn = 0, crop = 0, sum = 0, relu = 0, cl = 0;
+    int folded = 0, bn = 0, crop = 0, sum = 0, act = 0, cl = 0;
     sc_status st = fuse_fold_params(g, eval, keep, &folded);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_bn(g, keep, &bn);
@@ -447,15 +493,15 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     if (!st) st = fuse_crop_kernels(g, keep, &crop);
     if (!st) st = fuse_conv_sum(g, keep, &sum);
     if (!st) st = fuse_compact(g, keep);
-    if (!st) st = fuse_conv_relu(g, keep, &relu);
+    if (!st) st = fuse_conv_act(g, keep, &act);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_channels_last(g, &cl);
     free(keep);
     if (!st)
         sc_log(SC_LOG_DEBUG,
                "inference fusion: %d nodes folded, %d BatchNormalization into Conv, %d Conv kernels cropped, %d Add "
-               "into Conv, %d Relu into Conv, %d Conv/pool nodes with channels-last activations",
-               folded, bn, crop, sum, relu, cl);
+               "into Conv, %d activations into Conv, %d Conv/pool nodes with channels-last activations",
+               folded, bn, crop, sum, act, cl);
     return st;
 }
 

@@ -163,7 +163,7 @@ static void conv_dims(const conv_spec *p, int64_t *out, int64_t *pb) {
     }
 }
 
-/* sum, relu: the inference fusions, Y = relu?(conv + S) with S as input 3 (fused_sum, fused_relu). */
+/* sum, relu: the inference fusions, Y = relu?(conv + S) with S as input 3 (fused_sum, fused_act). */
 static void conv_case_fused(const char *name, const conv_spec *p, bool with_sum, bool relu) {
     nn_case c = case_new(name, SC_OP_CONV);
     sc_window_attrs *w = &c.attrs.window;
@@ -187,7 +187,7 @@ static void conv_case_fused(const char *name, const conv_spec *p, bool with_sum,
         sum = case_in(&c, r, yd);
     }
     w->fused_sum = with_sum;
-    w->fused_relu = relu;
+    w->fused_act = relu ? SC_FUSED_RELU : SC_FUSED_NONE;
     double *y = case_out(&c, r, yd);
     int64_t I[3] = {1, 1, 1}, O[3] = {1, 1, 1}, K[3] = {1, 1, 1}, S[3] = {1, 1, 1}, D[3] = {1, 1, 1}, P[3] = {0, 0, 0};
     for (int i = 0; i < p->ns; i++) I[i] = p->in[i], O[i] = out[i], K[i] = p->k[i], S[i] = p->s[i], D[i] = p->d[i], P[i] = pb[i];
@@ -290,7 +290,7 @@ static void conv_sum_in_place(const char *name, sc_dtype t, int64_t k) {
     node.n_out = 1;
     node_attrs.window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1},
                                           .pads = {k / 2, k / 2, k / 2, k / 2}, .group = 1, .fused_sum = true,
-                                          .fused_relu = true};
+                                          .fused_act = SC_FUSED_RELU};
     char *x = malloc((size_t)n * es), *w = malloc((size_t)nw * es), *s = malloc((size_t)n * es);
     char *y = malloc((size_t)n * es);
     for (int64_t i = 0; i < n + nw + n; i++) {
@@ -386,7 +386,7 @@ static void conv_channels_last_case(int64_t k, bool with_sum) {
     node.n_out = 1;
     node_attrs.window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1},
                                           .pads = {k / 2, k / 2, k / 2, k / 2}, .group = 1, .fused_sum = with_sum,
-                                          .fused_relu = true};
+                                          .fused_act = SC_FUSED_RELU};
     sc_tensor in[4] = {{sc_desc_make(SC_F32, 4, xd), x}, {sc_desc_make(SC_F32, 4, wd), w}, {sc_desc_make(SC_F32, 1, bd), b},
                        {sc_desc_make(SC_F32, 4, yd), sum}};
     sc_tensor out = {sc_desc_make(SC_F32, 4, yd), ref};

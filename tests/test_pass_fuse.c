@@ -219,6 +219,31 @@ static void build_input_residual(sc_graph *g) { build_residual(g, 3); }
 static void build_late_residual(sc_graph *g) { build_residual(g, 4); }
 static void build_channels_last_block(sc_graph *g) { build_residual(g, 5); }
 
+/* Activations a Conv absorbs (rewrite 4), each between two Convs so the values can go
+ * channels-last too: kind 0 SiLU as Mul(t, Sigmoid(t)), kind 1 as Mul(Sigmoid(t), t), kind 2
+ * HardSwish, kind 3 Sigmoid (an SE block's gate, then multiplied into the stem's output). */
+static void build_conv_act(sc_graph *g, int kind) {
+    rng = 41 + (uint64_t)kind;
+    graph_init(g);
+    int64_t xd[] = {1, 8, 8, 8};
+    int x = add_value(g, "x", SC_VALUE_INPUT, 4, xd, 0, 0);
+    int stem = add_conv(g, "stem", x, 8, 8, 3);
+    int t = add_conv(g, "c1", stem, 8, 8, 3), y;
+    if (kind <= 1) {
+        int sg = add_unary(g, SC_OP_SIGMOID, "sig", t);
+        y = kind ? add_binary(g, SC_OP_MUL, "silu", sg, t) : add_binary(g, SC_OP_MUL, "silu", t, sg);
+    } else if (kind == 2) {
+        y = add_unary(g, SC_OP_HARD_SWISH, "hswish", t);
+    } else {
+        y = add_binary(g, SC_OP_MUL, "gated", stem, add_unary(g, SC_OP_SIGMOID, "gate", t));
+    }
+    mark_io(g, x, add_conv(g, "head", y, 8, 4, 1));
+}
+static void build_conv_silu(sc_graph *g) { build_conv_act(g, 0); }
+static void build_conv_silu_swapped(sc_graph *g) { build_conv_act(g, 1); }
+static void build_conv_hard_swish(sc_graph *g) { build_conv_act(g, 2); }
+static void build_conv_gate(sc_graph *g) { build_conv_act(g, 3); }
+
 static int count_op(const sc_graph *g, sc_op op) {
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].op == op;
@@ -419,6 +444,11 @@ int main(void) {
                   SC_OP_CONV, 512, 3, 3);
     check_case_cl("identity block: channels-last between its two Convs", build_identity_block, SC_OP_ADD, SC_OP_CONV,
                   512, 1, 1);
+    check_case_cl("Conv + SiLU, Mul(t, Sigmoid(t)) (swish post-op)", build_conv_silu, SC_OP_SIGMOID, SC_OP_CONV, 512, 1, 1);
+    check_case("Conv + SiLU, Mul(t, Sigmoid(t)) (the Mul goes too)", build_conv_silu, SC_OP_MUL, SC_OP_CONV, 512);
+    check_case("Conv + SiLU, Mul(Sigmoid(t), t)", build_conv_silu_swapped, SC_OP_SIGMOID, SC_OP_CONV, 512);
+    check_case_cl("Conv + HardSwish (hardswish post-op)", build_conv_hard_swish, SC_OP_HARD_SWISH, SC_OP_CONV, 512, 1, 1);
+    check_case("Conv + Sigmoid gate (logistic post-op)", build_conv_gate, SC_OP_SIGMOID, SC_OP_CONV, 512);
     if (failures) printf("%d failure(s)\n", failures);
     else printf("test_pass_fuse: all passed\n");
     return failures ? 1 : 0;

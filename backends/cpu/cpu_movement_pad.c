@@ -71,8 +71,15 @@ sc_status cpu_pad(const sc_kernel_call *c) {
             else off += j * xs[i];
         }
         char *o = dst + row * inner * (int64_t)es;
+        int64_t b0 = r ? begin[r - 1] : 0, xd = r ? x->dims[r - 1] : 1;
+        /* output [lo, hi) reads input [lo - b0, hi - b0) in one run; only the edges need the mode */
+        int64_t lo = constant_row ? inner : b0 < 0 ? 0 : b0 > inner ? inner : b0;
+        int64_t hi = constant_row ? inner : b0 + xd < lo ? lo : b0 + xd > inner ? inner : b0 + xd;
+        if (hi > lo) memcpy(o + lo * (int64_t)es, src + (off + lo - b0) * (int64_t)es, (size_t)((hi - lo) * (int64_t)es));
         for (int64_t i = 0; i < inner; i++) {
-            int64_t j = r ? sc_pad_source(i, begin[r - 1], x->dims[r - 1], mode) : 0;
+            if (i == lo) i = hi; /* past the run */
+            if (i >= inner) break;
+            int64_t j = r ? sc_pad_source(i, b0, xd, mode) : 0;
             const void *from = constant_row || j < 0 ? (const void *)value : (const void *)(src + (off + j) * (int64_t)es);
             memcpy(o + i * (int64_t)es, from, es);
         }

@@ -3,8 +3,9 @@
  *   Y[n, m, o] = B[m] + sum_{c in group(m), t} X[n, c, o * stride - pad_begin + t * dil] * W[m, c, t]
  *
  * Inference fusions (graph/pass_fuse.c, never from import): with fused_sum, input 3 S (Y's shape) is
- * added, Y = conv + S; with fused_relu, Y = max(Y, 0) last. Both are oneDNN post-ops (sum, then
- * eltwise relu), so the sum reads S from the destination: S is copied into Y first unless the
+ * added, Y = conv + S; with fused_act, an activation last (relu or a clip to [0, fused_relu_max],
+ * sigmoid, swish, hard swish). Both are oneDNN post-ops (sum, then eltwise), so the sum reads S from
+ * the destination: S is copied into Y first unless the
  * executor already gave Y S's buffer (backends/executor.c, when this node is S's last reader).
  * With nhwc_in / nhwc_out, X / Y (and S, which always shares Y's layout) are stored channels-last,
  * (N, D1.., C), between Convs that pass them on without a reorder (pass_fuse.c); f32 only.
@@ -14,8 +15,9 @@
  * (cached per shape, weights reordered once and cached per weight pointer, see cpu_dnnl.h); f64 runs
  * plain reference loops for the gradient checks.
  */
-#include <stdlib.h>
+#include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_dnnl.h"
@@ -131,9 +133,9 @@ typedef struct {
     int has_bias;
     int layout;         /* CONV_PRIM_* */
     int src_cl, dst_cl; /* user X / Y (and S) channels-last */
-    int relu; /* sc_window_attrs.fused_relu: eltwise relu post-op (after the sum) */
+    int act;  /* sc_window_attrs.fused_act: eltwise post-op (after the sum) */
     int sum;  /* sc_window_attrs.fused_sum: sum post-op, dst holds S when the primitive starts */
-    float relu_max; /* sc_window_attrs.fused_relu_max: > 0 makes the relu a clip to [0, relu_max] */
+    float relu_max; /* sc_window_attrs.fused_relu_max: > 0 makes a relu a clip to [0, relu_max] */
     int threads;    /* omp_get_max_threads() at creation: oneDNN fixes a primitive's thread count
                        then, so a primitive made for 2 threads would run on 2 after a switch to 1 */
 } conv_key;
@@ -264,6 +266,22 @@ static dnnl_format_tag_t prim_tag(const conv_key *k, dnnl_format_tag_t user) {
     return k->layout == CONV_PRIM_USER ? user : k->layout == CONV_PRIM_CL ? channels_last_tag(k->nd) : dnnl_format_tag_any;
 }
 
+/* The eltwise post-op of k->act: relu, or clip to [0, relu_max]; logistic; swish with alpha 1,
+ * y sigmoid(y); hardswish, y relu6(y + 3) / 6 (oneDNN 2.x has no alpha/beta for it; ONNX HardSwish's
+ * y max(0, min(1, y / 6 + 1/2)) is the same function). */
+static dnnl_status_t act_post_op(dnnl_post_ops_t po, const conv_key *k) {
+    switch ((sc_fused_act)k->act) {
+    case SC_FUSED_RELU:
+        return k->relu_max > 0 ? dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, 0.0f, k->relu_max)
+                               : dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+    case SC_FUSED_SIGMOID: return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f);
+    case SC_FUSED_SWISH: return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f);
+    case SC_FUSED_HARD_SWISH: return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f);
+    case SC_FUSED_NONE: break;
+    }
+    return dnnl_invalid_arguments;
+}
+
 static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, const conv_key *k,
                                   conv_entry *e) {
     int nd = k->nd, wnd = k->group > 1 ? nd + 1 : nd;
@@ -293,18 +311,16 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
     if (s != dnnl_success) return cpu_dnnl_error(call, "convolution descriptor", s);
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
-    if (k->relu || k->sum) {
+    if (k->act || k->sum) {
         s = dnnl_primitive_attr_create(&attr);
         if (s == dnnl_success) s = dnnl_post_ops_create(&po);
         if (s == dnnl_success && k->sum) s = dnnl_post_ops_append_sum(po, 1.0f);
-        if (s == dnnl_success && k->relu)
-            s = k->relu_max > 0 ? dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, 0.0f, k->relu_max)
-                                : dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+        if (s == dnnl_success && k->act) s = act_post_op(po, k);
         if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
         if (po) dnnl_post_ops_destroy(po);
         if (s != dnnl_success) {
             if (attr) dnnl_primitive_attr_destroy(attr);
-            return cpu_dnnl_error(call, "sum/relu post-ops", s);
+            return cpu_dnnl_error(call, "sum/activation post-ops", s);
         }
     }
     dnnl_primitive_desc_t pd;
@@ -467,6 +483,18 @@ static sc_status conv_sum_check(const sc_kernel_call *call, const sc_desc *y, co
 
 /* f64: the reference loops, then + S and relu as the f32 post-ops do. S is copied first when it
  * shares Y's buffer, since the loops overwrite Y. */
+/* The fused activation in f64 (sc_fused_act), for the reference path. */
+static double act_f64(sc_fused_act act, double cap, double v) {
+    switch (act) {
+    case SC_FUSED_RELU: v = v > 0.0 ? v : 0.0; return cap > 0 && v > cap ? cap : v;
+    case SC_FUSED_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case SC_FUSED_SWISH: return v / (1.0 + exp(-v));
+    case SC_FUSED_HARD_SWISH: return v * fmax(0.0, fmin(1.0, v / 6.0 + 0.5));
+    case SC_FUSED_NONE: break;
+    }
+    return v;
+}
+
 static sc_status conv_f64(const sc_kernel_call *call, const cpu_window *w, int64_t G, const sc_tensor *sum) {
     const sc_desc *x = &call->in[0].desc, *y = &call->out[0].desc;
     int64_t n = sc_desc_numel(y);
@@ -480,13 +508,9 @@ static sc_status conv_f64(const sc_kernel_call *call, const cpu_window *w, int64
     }
     conv_ref_f64(w, x->dims[0], x->dims[1], call->in[1].desc.dims[0], G, call->in[0].data, call->in[1].data,
                  call->n_in > 2 ? call->in[2].data : NULL, yd);
-    bool relu = call->node->attrs->window.fused_relu;
+    sc_fused_act act = call->node->attrs->window.fused_act;
     double cap = call->node->attrs->window.fused_relu_max;
-    for (int64_t i = 0; i < n; i++) {
-        double v = yd[i] + (sd ? sd[i] : 0.0);
-        v = relu && !(v > 0.0) ? 0.0 : v;
-        yd[i] = relu && cap > 0 && v > cap ? cap : v;
-    }
+    for (int64_t i = 0; i < n; i++) yd[i] = act_f64(act, cap, yd[i] + (sd ? sd[i] : 0.0));
     free(copy);
     return SC_OK;
 }
@@ -539,8 +563,8 @@ sc_status cpu_conv(const sc_kernel_call *call) {
     }
     k.group = G;
     k.has_bias = bias != NULL;
-    k.relu = wa->fused_relu;
-    k.relu_max = wa->fused_relu ? wa->fused_relu_max : 0;
+    k.act = wa->fused_act;
+    k.relu_max = wa->fused_act == SC_FUSED_RELU ? wa->fused_relu_max : 0;
     k.sum = sum != NULL;
     k.src_cl = wa->nhwc_in;
     k.dst_cl = wa->nhwc_out;

@@ -46,9 +46,10 @@ sc_status cu_conv_gemm_fwd(const cu_call *c, const cu_window *w, int64_t N, int6
 sc_status cu_conv_gemm_bwd(const cu_call *c, const cu_window *w, int64_t N, int64_t C, int64_t M, int64_t G,
                            sc_dtype t, const void *dy, const void *x, const void *wt, void *dx, void *dw, void *db);
 /* The inference fusions of a Conv (graph/pass_fuse.c), after the convolution wrote y (n elements):
- * y += s when s (fused_sum's input 3), then y = max(y, 0) when relu (fused_relu), capped at cap when
- * cap > 0 (fused_relu_max) (cu_nn_conv_gemm.cu). */
-sc_status cu_conv_epilogue(const cu_call *c, sc_dtype t, void *y, const void *s, int64_t n, bool relu, double cap);
+ * y += s when s (fused_sum's input 3), then the activation act (fused_act: relu capped at cap when
+ * cap > 0, sigmoid, swish, hard swish; graph/attrs.h) (cu_nn_conv_gemm.cu). */
+sc_status cu_conv_epilogue(const cu_call *c, sc_dtype t, void *y, const void *s, int64_t n, sc_fused_act act,
+                           double cap);
 /* db[m] = sum over n and spatial of dy[n, m, :]: shared by both convolution paths. */
 sc_status cu_bias_grad(const cu_call *c, sc_dtype t, const void *dy, int64_t N, int64_t M, int64_t S, void *db);
 

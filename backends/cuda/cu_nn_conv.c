@@ -2,7 +2,7 @@
  * auto_pad and the checks are the same), then cuDNN when this build has it and the pads are
  * symmetric (cuDNN takes one pad per dim), else im2col + cuBLAS (cu_nn_conv_gemm.cu).
  *   Conv (X [N, C, D...], W [M, C/group, k...][, B [M][, S]]) -> Y [N, M, O...]; with the inference
- *     fusions (graph/pass_fuse.c) Y += S (fused_sum), then Y = max(Y, 0) (fused_relu), as on the CPU.
+ *     fusions (graph/pass_fuse.c) Y += S (fused_sum), then the activation (fused_act), as on the CPU.
  *   ConvGrad (dY, X, W) -> (dX, dW, dB), each optional.
  */
 #include "backends/cpu/cpu_kernels.h"
@@ -76,7 +76,7 @@ sc_status cu_conv(const cu_call *c) {
         st = cu_conv_gemm_fwd(c, &w, x->dims[0], x->dims[1], wd->dims[0], G, x->dtype, c->in[0].data, c->in[1].data, b, c->out[0].data);
     (void)use_cudnn;
     SC_TRY(st);
-    return cu_conv_epilogue(c, x->dtype, c->out[0].data, sum, sc_desc_numel(y), c->node->attrs->window.fused_relu,
+    return cu_conv_epilogue(c, x->dtype, c->out[0].data, sum, sc_desc_numel(y), c->node->attrs->window.fused_act,
                             c->node->attrs->window.fused_relu_max);
 }
 

@@ -92,19 +92,34 @@ template <typename T> __global__ void k_bias_grad(const double *part, int64_t M,
     }
 }
 
-template <typename T> __global__ void k_conv_epilogue(T *y, const T *s, int64_t n, bool relu, T cap) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        T v = s ? y[i] + s[i] : y[i];
-        v = relu && v < (T)0 ? (T)0 : v;
-        y[i] = relu && cap > (T)0 && v > cap ? cap : v;
+static __device__ float act_exp(float v) { return expf(v); }
+static __device__ double act_exp(double v) { return exp(v); }
+
+/* sc_fused_act (graph/attrs.h) on one element, as the CPU's post-ops compute it. */
+template <typename T> static __device__ T act_apply(int act, T cap, T v) {
+    switch (act) {
+    case SC_FUSED_RELU: v = v < (T)0 ? (T)0 : v; return cap > (T)0 && v > cap ? cap : v;
+    case SC_FUSED_SIGMOID: return (T)1 / ((T)1 + act_exp(-v));
+    case SC_FUSED_SWISH: return v / ((T)1 + act_exp(-v));
+    case SC_FUSED_HARD_SWISH: {
+        T h = v / (T)6 + (T)0.5;
+        return v * (h < (T)0 ? (T)0 : h > (T)1 ? (T)1 : h);
+    }
+    default: return v;
     }
 }
 
-extern "C" sc_status cu_conv_epilogue(const cu_call *c, sc_dtype t, void *y, const void *s, int64_t n, bool relu, double cap) {
-    if (n == 0 || (!s && !relu)) return SC_OK;
+template <typename T> __global__ void k_conv_epilogue(T *y, const T *s, int64_t n, int act, T cap) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = act_apply(act, cap, s ? y[i] + s[i] : y[i]);
+}
+
+extern "C" sc_status cu_conv_epilogue(const cu_call *c, sc_dtype t, void *y, const void *s, int64_t n, sc_fused_act act,
+                                      double cap) {
+    if (n == 0 || (!s && act == SC_FUSED_NONE)) return SC_OK;
     cudaStream_t st = c->ctx->stream;
-    if (t == SC_F32) k_conv_epilogue<float><<<cu_grid(n), CU_BLOCK, 0, st>>>((float *)y, (const float *)s, n, relu, (float)cap);
-    else k_conv_epilogue<double><<<cu_grid(n), CU_BLOCK, 0, st>>>((double *)y, (const double *)s, n, relu, cap);
+    if (t == SC_F32) k_conv_epilogue<float><<<cu_grid(n), CU_BLOCK, 0, st>>>((float *)y, (const float *)s, n, (int)act, (float)cap);
+    else k_conv_epilogue<double><<<cu_grid(n), CU_BLOCK, 0, st>>>((double *)y, (const double *)s, n, (int)act, cap);
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

@@ -97,13 +97,17 @@ static void a_conv(sc_attrs *a) {
 /* the inference fusions of graph/pass_fuse.c: Y = relu(conv + S) */
 static void a_conv_fused(sc_attrs *a) {
     a_conv(a);
-    a->window.fused_sum = a->window.fused_relu = true;
+    a->window.fused_sum = true, a->window.fused_act = SC_FUSED_RELU;
 }
 static void a_conv_relu6(sc_attrs *a) { /* a fused Clip(0, 0.3): ReLU6's form, capped low enough to bite */
     a_conv(a);
-    a->window.fused_relu = true;
+    a->window.fused_act = SC_FUSED_RELU;
     a->window.fused_relu_max = 0.3f;
 }
+/* the other fused activations: the SE gate's sigmoid, EfficientNet's SiLU, MobileNetV3's hard swish */
+static void a_conv_sigmoid(sc_attrs *a) { a_conv(a), a->window.fused_act = SC_FUSED_SIGMOID; }
+static void a_conv_swish(sc_attrs *a) { a_conv(a), a->window.fused_sum = true, a->window.fused_act = SC_FUSED_SWISH; }
+static void a_conv_hard_swish(sc_attrs *a) { a_conv(a), a->window.fused_act = SC_FUSED_HARD_SWISH; }
 static void a_conv_1x1(sc_attrs *a) {
     a->window = (sc_window_attrs){.n_spatial = 2, .strides = {1, 1}, .dilations = {1, 1}, .group = 1};
 }
@@ -112,7 +116,7 @@ static void a_conv_asym(sc_attrs *a) {
 }
 static void a_conv_asym_fused(sc_attrs *a) {
     a_conv_asym(a);
-    a->window.fused_sum = a->window.fused_relu = true;
+    a->window.fused_sum = true, a->window.fused_act = SC_FUSED_RELU;
 }
 static void a_pool(sc_attrs *a) {
     a->window = (sc_window_attrs){.n_spatial = 2, .has_kernel_shape = true, .kernel_shape = {3, 3}, .strides = {2, 2},
@@ -207,6 +211,9 @@ static const op_case cases[] = {
     {SC_OP_CONV, "conv_asym_group", 2, 1, {F32(2, 4, 8, 8), F32(6, 2, 2, 3)}, a_conv_asym, 2e-4},
     {SC_OP_CONV, "conv_fused_relu6", 3, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4)}, a_conv_relu6, 2e-4},
     {SC_OP_CONV, "conv_fused_sum_relu", 4, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4), F32(2, 4, 5, 9)}, a_conv_fused, 2e-4},
+    {SC_OP_CONV, "conv_fused_sigmoid", 3, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4)}, a_conv_sigmoid, 2e-4},
+    {SC_OP_CONV, "conv_fused_sum_swish", 4, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4), F32(2, 4, 5, 9)}, a_conv_swish, 2e-4},
+    {SC_OP_CONV, "conv_fused_hard_swish", 3, 1, {F32(2, 3, 9, 9), F32(4, 3, 3, 3), F32(4)}, a_conv_hard_swish, 2e-4},
     {SC_OP_CONV, "conv_asym_fused", 4, 1, {F32(2, 4, 8, 8), F32(6, 2, 2, 3), ABSENT, F32(2, 6, 8, 7)}, a_conv_asym_fused, 2e-4},
     {SC_OP_CONV_GRAD, "conv_grad", 3, 3, {F32(2, 4, 5, 9), F32(2, 3, 9, 9), F32(4, 3, 3, 3)}, a_conv, 2e-4},
     /* 10,240 positions per output channel: the bias gradient sums several chunks (ch_parts) */
