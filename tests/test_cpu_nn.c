@@ -672,9 +672,11 @@ static void pool_case(const char *name, sc_op op, const pool_spec *p, bool indic
     case_check(&c);
 }
 
-/* 2-D f32 MaxPool without Indices takes the separable path (cpu_nn_pool_2d.c), with Indices the
- * generic scan; both must give the same bits, including NaN (only a window's first tap's NaN
- * propagates), -inf and the sign of tied zeros. */
+/* 2-D f32 MaxPool without Indices takes the separable path (cpu_nn_pool_2d.c) on rows of at least
+ * POOL_PLANES_MAX_OW outputs and blocks of 16 planes through the channels-last loop
+ * (pool_max_planes_f32) on narrower ones, with Indices the generic scan; all must give the same
+ * bits, including NaN (only a window's first tap's NaN propagates), -inf and the sign of tied
+ * zeros. */
 static void maxpool_paths_agree(const char *name, const pool_spec *p) {
     sc_node node;
     sc_attrs node_attrs;
@@ -731,6 +733,10 @@ static void test_pools(void) {
     maxpool_paths_agree("maxpool separable == generic scan bit for bit (NaN, -inf, +-0)", &stem);
     maxpool_paths_agree("maxpool separable == generic scan, ceil_mode asymmetric pads", &p2);
     maxpool_paths_agree("maxpool separable == generic scan, dilations and wide pads", &big_pad);
+    pool_spec wide = {2, 1, 3, {9, 40}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, true, false, 0}; /* 20 outputs a row */
+    maxpool_paths_agree("maxpool separable (wide rows) == generic scan", &wide);
+    pool_spec planes = {2, 3, 7, {14, 14}, {3, 3}, {2, 2}, {1, 1}, {0, 0, 0, 0}, true, false, 0}; /* 21 planes: 16 + 5 */
+    maxpool_paths_agree("maxpool 16-plane blocks (SqueezeNet's 14x14, ceil_mode) == generic scan", &planes);
     pool_spec p3 = {2, 1, 2, {11, 9}, {3, 2}, {1, 2}, {2, 3}, {2, 1, 2, 1}, false, false, 0};
     pool_case("maxpool dilations", SC_OP_MAX_POOL, &p3, false);
     pool_spec p4 = {1, 2, 3, {17}, {4}, {3}, {1}, {2, 1}, true, false, 0};

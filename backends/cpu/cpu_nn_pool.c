@@ -7,7 +7,9 @@
  * storage_order 0, and i1 + i2 * D1 + ... (column-major spatial part) for storage_order 1.
  * AveragePool of a window that reads nothing is NaN. Output dims come from shape inference.
  * Loops run in parallel over N * C planes; 2-D f32 windows take the separable passes of
- * cpu_nn_pool_2d.c (not MaxPool with Indices, whose argmax stays here). Channels-last f32 inputs
+ * cpu_nn_pool_2d.c (not MaxPool with Indices, whose argmax stays here), except f32 MaxPools whose
+ * rows hold fewer than POOL_PLANES_MAX_OW outputs, which pool 16 planes at a time as vectors
+ * (pool_max_planes_f32, cpu_nn_pool_cl.c). Channels-last f32 inputs
  * (nhwc_in, set for inference by graph/pass_fuse.c) run in cpu_nn_pool_cl.c.
  */
 #include <math.h>
@@ -130,6 +132,11 @@ sc_status cpu_max_pool(const sc_kernel_call *call) {
         if (wa->nhwc_in != wa->nhwc_out || ind || x->dtype != SC_F32)
             return cpu_errorf(call, "channels-last MaxPool needs f32, no Indices, and both sides channels-last");
         pool_max_channels_last_f32(&w, x->dims[0], x->dims[1], call->in[0].data, call->out[0].data);
+        return SC_OK;
+    }
+    if (x->dtype == SC_F32 && !ind && w.out[w.n_spatial - 1] < POOL_PLANES_MAX_OW && NC > 1) {
+        if (!pool_max_planes_f32(&w, NC, call->in[0].data, call->out[0].data))
+            return cpu_errorf(call, "out of memory for the pool blocks");
         return SC_OK;
     }
     if (x->dtype == SC_F32 && !ind && pool_2d_fast_applies(&w)) {

@@ -14,34 +14,63 @@
 
 #include "backends/cpu/cpu_nn_pool_geom.h"
 
+/* Output row (o0, o1) of one image xn, C channels contiguous per position. */
+static void max_cl_row(const cpu_window *w, int64_t C, const float *xn, int64_t o0, int64_t o1, float *restrict yr) {
+    pool_taps a = pool_taps_of(w, 0, o0), b = pool_taps_of(w, 1, o1);
+    for (int64_t o2 = 0; o2 < w->out[2]; o2++) {
+        pool_taps c = pool_taps_of(w, 2, o2);
+        float *restrict yp = yr + o2 * C;
+        bool seeded = false;
+        POOL_FOR_TAPS(w, &a, &b, &c, p) {
+            const float *xp = xn + p * C;
+            if (!seeded) {
+                for (int64_t ch = 0; ch < C; ch++) yp[ch] = xp[ch];
+                seeded = true;
+                continue;
+            }
+#pragma omp simd
+            for (int64_t ch = 0; ch < C; ch++) yp[ch] = xp[ch] > yp[ch] ? xp[ch] : yp[ch];
+        }
+        if (!seeded)
+            for (int64_t ch = 0; ch < C; ch++) yp[ch] = -INFINITY;
+    }
+}
+
 void pool_max_channels_last_f32(const cpu_window *w, int64_t N, int64_t C, const float *x, float *y) {
     int64_t in_sp = w->in[0] * w->in[1] * w->in[2], O0 = w->out[0], O1 = w->out[1], O2 = w->out[2];
 #pragma omp parallel for collapse(2)
     for (int64_t n = 0; n < N; n++)
-        for (int64_t o0 = 0; o0 < O0; o0++) {
-            pool_taps a = pool_taps_of(w, 0, o0);
-            const float *xn = x + n * in_sp * C;
-            for (int64_t o1 = 0; o1 < O1; o1++) {
-                pool_taps b = pool_taps_of(w, 1, o1);
-                for (int64_t o2 = 0; o2 < O2; o2++) {
-                    pool_taps c = pool_taps_of(w, 2, o2);
-                    float *restrict yp = y + (((n * O0 + o0) * O1 + o1) * O2 + o2) * C;
-                    bool seeded = false;
-                    POOL_FOR_TAPS(w, &a, &b, &c, p) {
-                        const float *xp = xn + p * C;
-                        if (!seeded) {
-                            for (int64_t ch = 0; ch < C; ch++) yp[ch] = xp[ch];
-                            seeded = true;
-                            continue;
-                        }
-#pragma omp simd
-                        for (int64_t ch = 0; ch < C; ch++) yp[ch] = xp[ch] > yp[ch] ? xp[ch] : yp[ch];
-                    }
-                    if (!seeded)
-                        for (int64_t ch = 0; ch < C; ch++) yp[ch] = -INFINITY;
-                }
-            }
+        for (int64_t o0 = 0; o0 < O0; o0++)
+            for (int64_t o1 = 0; o1 < O1; o1++)
+                max_cl_row(w, C, x + n * in_sp * C, o0, o1, y + (((n * O0 + o0) * O1 + o1) * O2) * C);
+}
+
+bool pool_max_planes_f32(const cpu_window *w, int64_t NC, const float *x, float *y) {
+    enum { CB = 16 }; /* planes per block: one AVX-512 vector of floats */
+    int64_t in_sp = w->in[0] * w->in[1] * w->in[2], out_sp = w->out[0] * w->out[1] * w->out[2];
+    bool ok = true;
+#pragma omp parallel
+    {
+        float *xs = malloc(sizeof(float) * (size_t)((in_sp + out_sp) * CB + 1)), *ys = xs ? xs + in_sp * CB : NULL;
+        if (!xs) {
+#pragma omp atomic write
+            ok = false;
         }
+#pragma omp for
+        for (int64_t c0 = 0; c0 < NC; c0 += CB) {
+            if (!xs) continue;
+            int64_t cb = NC - c0 < CB ? NC - c0 : CB;
+            for (int64_t ch = 0; ch < cb; ch++)
+                for (int64_t p = 0; p < in_sp; p++) xs[p * cb + ch] = x[(c0 + ch) * in_sp + p];
+            for (int64_t o0 = 0; o0 < w->out[0]; o0++)
+                for (int64_t o1 = 0; o1 < w->out[1]; o1++)
+                    max_cl_row(w, cb, xs, o0, o1, ys + (o0 * w->out[1] + o1) * w->out[2] * cb);
+            for (int64_t ch = 0; ch < cb; ch++)
+                for (int64_t q = 0; q < out_sp; q++) y[(c0 + ch) * out_sp + q] = ys[q * cb + ch];
+        }
+        free(xs);
+    }
+    return ok;
 }
 
 void pool_global_avg_channels_last_f32(int64_t N, int64_t C, int64_t sp, const float *x, float *y) {
