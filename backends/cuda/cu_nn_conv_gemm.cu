@@ -7,6 +7,7 @@
  * col2im gathers (each dX element sums the taps that read it), so it is deterministic.
  * One image at a time: the column buffer is Cg K O elements of the scratch workspace.
  */
+#include <math.h>
 #include <stdint.h>
 
 #include "backends/cuda/cu_block.cuh"
