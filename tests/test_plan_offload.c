@@ -602,6 +602,7 @@ static void test_inflight_assert(void) {
     sc_plan_options o = {0};
     o.offload = SC_OFFLOAD_WEIGHTS;
     o.window_max = 1;
+    o.resident_max = -1; /* stream every parameter: by default this small graph's stay resident */
     sc_plan p;
     sc_status st = plan_build(&m.g, &m.tg, &o, &p);
     SC_ASSERT(!st);
