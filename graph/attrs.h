@@ -46,10 +46,10 @@ typedef struct {
                                max), MobileNet's ReLU6); 0: no cap */
     bool fused_sum;         /* Conv only: input 3 (S, Y's shape) is added before the fused activation,
                                Y = act(conv(X) + S); set by graph_fuse_inference, never by import */
-    bool nhwc_in, nhwc_out; /* Conv, MaxPool (both or neither), GlobalAveragePool (nhwc_in only,
-                               its attrs are otherwise empty): X / Y (and a Conv's S) are stored
-                               channels-last, (N, D1.., C), in the buffers; set by
-                               graph_fuse_inference for f32 values passed between those ops only,
+    bool nhwc_in, nhwc_out; /* Conv, MaxPool and AveragePool (both or neither), GlobalAveragePool
+                               (nhwc_in only, its attrs are otherwise empty): X / Y (and a Conv's S)
+                               are stored channels-last, (N, D1.., C), in the buffers; set by
+                               graph_fuse_inference for f32 values passed between such ops only,
                                never by import */
 } sc_window_attrs;
 
@@ -57,6 +57,8 @@ typedef struct {
     float epsilon;  /* default 1e-5 */
     float momentum; /* default 0.9 */
     bool training_mode;
+    bool nhwc; /* inference only: X and Y stored channels-last, (N, D1.., C); set by
+                  graph_fuse_inference, never by import */
 } sc_batch_norm_attrs;
 
 typedef struct {
@@ -75,6 +77,9 @@ typedef struct {
     int64_t num_outputs;
     int data_rank;
     int64_t data_dims[SC_MAX_RANK];
+    bool nhwc; /* Concat only: every input and the output stored channels-last, (N, D1.., C), in the
+                  buffers (the axis still names the logical dim); set by graph_fuse_inference,
+                  never by import */
 } sc_axis_attrs;
 
 typedef struct {

@@ -1,6 +1,6 @@
 /* graph_fuse_inference (graph/passes.h): rewrites for a graph that will only run forward, with its
  * parameters frozen. graph_prepare runs it when sc_bind_options.inference is set (scorch-run run and
- * info); the trainer never sets it, since rewrites 1-4 and 6 treat parameters as constants or remove
+ * info); the trainer never sets it, since rewrites 1-4 treat parameters as constants or remove
  * a node that training differentiates (BatchNormalization must train on batch statistics).
  *
  *   1. Parameter folding: a node whose inputs are all parameters or constants runs once now and
@@ -29,13 +29,16 @@
  *      (EfficientNet's 49 activations, MobileNetV3's hard swishes, the SE blocks' gates).
  *   5. GELU written as ops becomes one Gelu node: graph_fuse_gelu (graph/pass_gelu.c), which
  *      graph_prepare runs for training graphs too.
- *   6. Channels-last values: an f32 value made by a Conv or a MaxPool and read only by Convs (as X
- *      or as the summand S), MaxPools and GlobalAveragePools is stored (N, D1.., C)
- *      (sc_window_attrs.nhwc_in / nhwc_out), the layout oneDNN's AVX-512 kernels compute in, so a
- *      chain of Convs runs without reordering from and to NCHW on every call. A summand shares its
- *      Conv's output layout (the sum post-op reads it from the output buffer) and a MaxPool's
- *      output its input's; where they disagree both stay NCHW. No other op sees such a value.
- * Only f32 values are rewritten in 2-6. Intermediate values that a rewrite removes must have a
+ *   6. Zero padding before an AveragePool: Pad(x, constant 0, spatial pads p) read only by an
+ *      AveragePool without pads of its own (ceil_mode off) becomes AveragePool(x) with pads p and
+ *      count_include_pad, which divides by the whole window as the padded pool did (PyTorch
+ *      exports avg_pool2d(padding=1) this way: Inception's 9 branch pools, DenseNet's
+ *      transitions). The sums differ only by the padded zeros, so the output is the same.
+ *   7. Channels-last values (graph/pass_layout.c): f32 activations passed between Convs, pools,
+ *      Concats, BatchNormalizations and unary elementwise ops are stored (N, D1.., C), the layout
+ *      oneDNN's AVX-512 kernels compute in, so a chain of Convs runs without reordering from and to
+ *      NCHW on every call.
+ * Only f32 values are rewritten in 2-7. Intermediate values that a rewrite removes must have a
  * single consumer and must not be graph outputs.
  */
 #include <math.h>
@@ -404,71 +407,59 @@ static sc_status fuse_conv_act(sc_graph *g, bool *keep, int *count) {
     return SC_OK;
 }
 
-/* ---- 6. channels-last values between Convs ---- */
+/* ---- 6. Pad + AveragePool ---- */
 
-static bool max_pool_values_only(const sc_node *n) {
-    return n->op == SC_OP_MAX_POOL && (n->n_out < 2 || n->out[1] < 0);
-}
-
-/* Ops with a channels-last kernel for input j (backends/cpu: cpu_nn_conv.c, cpu_nn_pool_cl.c). */
-static bool reads_channels_last(const sc_node *n, int j) {
-    if (n->op == SC_OP_CONV) return j == 0 || j == 3;
-    return j == 0 && (max_pool_values_only(n) || n->op == SC_OP_GLOBAL_AVERAGE_POOL);
-}
-
-/* v may live channels-last: an f32 activation of rank 3..5, made by a Conv or a values-only
- * MaxPool, not a graph output, every read of it by an op that reads channels-last there. */
-static bool channels_last_ok(const sc_graph *g, int v) {
-    const sc_value *val = &g->values[v];
-    if (val->is_output || val->producer < 0 || val->n_consumers == 0 || val->desc.dtype != SC_F32 ||
-        val->desc.rank < 3 || val->desc.rank > 5)
+/* The spatial pads (begin..., end...) of a Pad that adds zeros to the spatial dims of x only; false
+ * when it does anything else (other modes or values, negative pads, axes given, N or C padded). */
+static bool zero_spatial_pads(const sc_graph *g, const sc_node *pad, int64_t *pads) {
+    if (pad->op != SC_OP_PAD || pad->attrs->pad.mode != SC_PAD_CONSTANT || pad->n_in < 2 ||
+        (pad->n_in > 3 && pad->in[3] >= 0) || !value_is_fixed(g, pad->in[1]))
         return false;
-    const sc_node *p = &g->nodes[val->producer];
-    if (p->op != SC_OP_CONV && !max_pool_values_only(p)) return false;
-    for (int k = 0; k < val->n_consumers; k++) {
-        const sc_node *c = &g->nodes[val->consumers[k]];
-        for (int j = 0; j < c->n_in; j++)
-            if (c->in[j] == v && !reads_channels_last(c, j)) return false;
+    if (pad->n_in > 2 && pad->in[2] >= 0) {
+        int cv = pad->in[2];
+        if (!value_is_fixed(g, cv) || !value_is_f32(g, cv) || sc_desc_numel(&g->values[cv].desc) != 1 ||
+            *(const float *)g->values[cv].data != 0.0f)
+            return false;
     }
-    return true;
-}
-
-/* Values whose layouts must agree: a Conv's summand and output, a MaxPool's input and output. */
-static bool tied_values(const sc_node *n, int *a, int *b) {
-    if (n->op == SC_OP_CONV && n->attrs->window.fused_sum) *a = n->in[3];
-    else if (max_pool_values_only(n)) *a = n->in[0];
-    else return false;
-    *b = n->out[0];
-    return true;
-}
-
-static sc_status fuse_channels_last(sc_graph *g, int *count) {
-    bool *cl = calloc((size_t)g->n_values + 1, sizeof *cl);
-    if (!cl) return sc_errorf("out of memory choosing activation layouts");
-    for (int v = 0; v < g->n_values; v++) cl[v] = channels_last_ok(g, v);
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int i = 0; i < g->n_nodes; i++) {
-            int a, b;
-            if (!tied_values(&g->nodes[i], &a, &b) || cl[a] == cl[b]) continue;
-            cl[a] = cl[b] = false;
-            changed = true;
+    const sc_value *p = &g->values[pad->in[1]];
+    int rank = g->values[pad->in[0]].desc.rank, ns = rank - 2;
+    if (p->desc.dtype != SC_I64 || sc_desc_numel(&p->desc) != 2 * rank || ns < 1 || ns > SC_MAX_SPATIAL) return false;
+    const int64_t *pv = p->data;
+    for (int side = 0; side < 2; side++) {
+        if (pv[side * rank] != 0 || pv[side * rank + 1] != 0) return false;
+        for (int i = 0; i < ns; i++) {
+            int64_t v = pv[side * rank + 2 + i];
+            if (v < 0) return false;
+            pads[side * ns + i] = v;
         }
     }
+    return true;
+}
+
+static bool pool_without_pads(const sc_node *n) {
+    const sc_window_attrs *w = &n->attrs->window;
+    if (n->op != SC_OP_AVERAGE_POOL || w->ceil_mode || w->auto_pad != SC_AUTO_PAD_NOTSET) return false;
+    for (int i = 0; i < 2 * w->n_spatial; i++)
+        if (w->pads[i]) return false;
+    return true;
+}
+
+static sc_status fuse_pad_pool(sc_graph *g, bool *keep, int *count) {
     for (int i = 0; i < g->n_nodes; i++) {
-        sc_node *n = &g->nodes[i];
-        if (n->op != SC_OP_CONV && !max_pool_values_only(n) && n->op != SC_OP_GLOBAL_AVERAGE_POOL) continue;
-        sc_attrs a = *n->attrs;
-        a.window.nhwc_in = cl[n->in[0]];
-        a.window.nhwc_out = n->op != SC_OP_GLOBAL_AVERAGE_POOL && cl[n->out[0]];
-        sc_status st = graph_node_set_attrs(g, n, &a);
-        if (st) {
-            free(cl);
-            return st;
-        }
-        *count += a.window.nhwc_in || a.window.nhwc_out;
+        const sc_node *pad = &g->nodes[i];
+        int64_t pads[2 * SC_MAX_SPATIAL];
+        if (!keep[i] || !value_is_f32(g, pad->out[0]) || !zero_spatial_pads(g, pad, pads)) continue;
+        int j = only_consumer(g, pad->out[0]);
+        if (j < 0 || !keep[j] || !pool_without_pads(&g->nodes[j])) continue;
+        sc_node *pool = &g->nodes[j];
+        sc_attrs a = *pool->attrs;
+        for (int k = 0; k < 2 * a.window.n_spatial; k++) a.window.pads[k] = pads[k];
+        a.window.count_include_pad = true;
+        SC_TRY(graph_node_set_attrs(g, pool, &a));
+        pool->in[0] = pad->in[0];
+        keep[i] = false;
+        (*count)++;
     }
-    free(cl);
     return SC_OK;
 }
 
@@ -485,7 +476,7 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     bool *keep = malloc(sizeof *keep * (size_t)(g->n_nodes + 1));
     if (!keep) return sc_errorf("out of memory fusing the graph");
     for (int i = 0; i < g->n_nodes; i++) keep[i] = true;
-    int folded = 0, bn = 0, crop = 0, sum = 0, act = 0, cl = 0;
+    int folded = 0, bn = 0, crop = 0, sum = 0, act = 0, pool = 0, cl = 0;
     sc_status st = fuse_fold_params(g, eval, keep, &folded);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_bn(g, keep, &bn);
@@ -494,14 +485,15 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     if (!st) st = fuse_conv_sum(g, keep, &sum);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_act(g, keep, &act);
+    if (!st) st = fuse_pad_pool(g, keep, &pool);
     if (!st) st = fuse_compact(g, keep);
-    if (!st) st = fuse_channels_last(g, &cl);
+    if (!st) st = graph_fuse_channels_last(g, &cl);
     free(keep);
     if (!st)
         sc_log(SC_LOG_DEBUG,
                "inference fusion: %d nodes folded, %d BatchNormalization into Conv, %d Conv kernels cropped, %d Add "
-               "into Conv, %d activations into Conv, %d Conv/pool nodes with channels-last activations",
-               folded, bn, crop, sum, act, cl);
+               "into Conv, %d activations into Conv, %d Pad into AveragePool, %d nodes with channels-last activations",
+               folded, bn, crop, sum, act, pool, cl);
     return st;
 }
 

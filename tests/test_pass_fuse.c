@@ -244,6 +244,85 @@ static void build_conv_silu_swapped(sc_graph *g) { build_conv_act(g, 1); }
 static void build_conv_hard_swish(sc_graph *g) { build_conv_act(g, 2); }
 static void build_conv_gate(sc_graph *g) { build_conv_act(g, 3); }
 
+/* An I64 constant of n values (Pad's pads). */
+static int add_ints(sc_graph *g, const char *name, const int64_t *v, int64_t n) {
+    sc_status st = SC_OK;
+    sc_desc d = sc_desc_make(SC_I64, 1, &n);
+    int id = graph_add_value(g, name, SC_VALUE_CONST, &d, &st);
+    SC_ASSERT(id >= 0 && !st && !graph_alloc_data(g, id));
+    memcpy(g->values[id].data, v, sizeof(int64_t) * (size_t)n);
+    return id;
+}
+
+/* A k x k pool, stride s, no pads of its own; zero_pad > 0 first pads x with zero_pad zeros on
+ * each spatial side by a Pad node (as PyTorch exports avg_pool2d(padding=...)), and zero_pad == 0
+ * with an all-zero Pad (DenseNet's transitions). */
+static int add_pool(sc_graph *g, sc_op op, const char *name, int x, int64_t k, int64_t s, int64_t zero_pad) {
+    if (op == SC_OP_AVERAGE_POOL) {
+        int64_t pads[8] = {0, 0, zero_pad, zero_pad, 0, 0, zero_pad, zero_pad};
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s.pads", name);
+        int p = add_ints(g, buf, pads, 8);
+        snprintf(buf, sizeof buf, "%s.padded", name);
+        int y = add_value(g, buf, SC_VALUE_ACT, 4, g->values[x].desc.dims, 0, 0);
+        add_node(g, SC_OP_PAD, buf, (int[]){x, p}, 2, y);
+        x = y;
+    }
+    int y = add_value(g, name, SC_VALUE_ACT, 4, g->values[x].desc.dims, 0, 0);
+    add_node(g, op, name, &x, 1, y);
+    sc_window_attrs *wa = &graph_node_attrs_mut(g, &g->nodes[g->n_nodes - 1])->window;
+    wa->n_spatial = 2;
+    wa->has_kernel_shape = true;
+    for (int i = 0; i < 2; i++) wa->kernel_shape[i] = k, wa->strides[i] = s, wa->dilations[i] = 1;
+    if (op == SC_OP_MAX_POOL) wa->pads[0] = wa->pads[1] = wa->pads[2] = wa->pads[3] = k / 2;
+    return y;
+}
+
+/* An Inception block and a DenseNet layer: four branches joined by a Concat (1x1; 1x1 then 3x3;
+ * MaxPool then 1x1; zero Pad + AveragePool then 1x1), BatchNormalization + Relu + 1x1 on the join,
+ * a second Concat of the join and that, a DenseNet transition (all-zero Pad + 2x2 AveragePool) and
+ * a 1x1 head. Every value between the stem and the head can live channels-last. */
+static void build_inception_dense(sc_graph *g) {
+    rng = 61;
+    graph_init(g);
+    int64_t xd[] = {1, 8, 8, 8}, cd[] = {16};
+    int x = add_value(g, "x", SC_VALUE_INPUT, 4, xd, 0, 0);
+    int stem = add_unary(g, SC_OP_RELU, "stem", add_conv(g, "c0", x, 8, 8, 3));
+    int b1 = add_conv(g, "b1", stem, 8, 4, 1);
+    int b2 = add_conv(g, "b2", add_conv(g, "b2a", stem, 8, 4, 1), 4, 6, 3);
+    int b3 = add_conv(g, "b3", add_pool(g, SC_OP_MAX_POOL, "b3p", stem, 3, 1, 0), 8, 3, 1);
+    int b4 = add_conv(g, "b4", add_pool(g, SC_OP_AVERAGE_POOL, "b4p", stem, 3, 1, 1), 8, 3, 1);
+    int64_t jd[] = {1, 16, 8, 8};
+    int join = add_value(g, "join", SC_VALUE_ACT, 4, jd, 0, 0);
+    add_node(g, SC_OP_CONCAT, "join", (int[]){b1, b2, b3, b4}, 4, join);
+    graph_node_attrs_mut(g, &g->nodes[g->n_nodes - 1])->axis.axis = 1;
+    int sc = add_value(g, "bn.scale", SC_VALUE_PARAM, 1, cd, 0.5f, 1.5f), bb = add_value(g, "bn.B", SC_VALUE_PARAM, 1, cd, -0.3f, 0.3f);
+    int mean = add_value(g, "bn.mean", SC_VALUE_PARAM, 1, cd, -0.2f, 0.2f), var = add_value(g, "bn.var", SC_VALUE_PARAM, 1, cd, 0.3f, 2.0f);
+    int bn = add_value(g, "bn", SC_VALUE_ACT, 4, jd, 0, 0);
+    add_node(g, SC_OP_BATCH_NORM, "bn", (int[]){join, sc, bb, mean, var}, 5, bn);
+    graph_node_attrs_mut(g, &g->nodes[g->n_nodes - 1])->batch_norm.epsilon = 1e-5f;
+    int grow = add_conv(g, "grow", add_unary(g, SC_OP_RELU, "bn.relu", bn), 16, 4, 1);
+    int64_t dd[] = {1, 20, 8, 8};
+    int dense = add_value(g, "dense", SC_VALUE_ACT, 4, dd, 0, 0);
+    add_node(g, SC_OP_CONCAT, "dense", (int[]){join, grow}, 2, dense);
+    graph_node_attrs_mut(g, &g->nodes[g->n_nodes - 1])->axis.axis = -3;
+    int down = add_pool(g, SC_OP_AVERAGE_POOL, "transition", dense, 2, 2, 0);
+    mark_io(g, x, add_conv(g, "head", down, 20, 4, 1));
+}
+
+/* Nodes of op whose layout flag says channels-last (graph/pass_layout.c). */
+static int count_flagged(const sc_graph *g, sc_op op) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sc_node *nd = &g->nodes[i];
+        if (nd->op != op) continue;
+        n += op == SC_OP_CONCAT ? nd->attrs->axis.nhwc
+             : op == SC_OP_BATCH_NORM ? nd->attrs->batch_norm.nhwc
+                                      : nd->attrs->window.nhwc_in && nd->attrs->window.nhwc_out;
+    }
+    return n;
+}
+
 static int count_op(const sc_graph *g, sc_op op) {
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].op == op;
@@ -419,6 +498,29 @@ static void check_gelu_trains(void) {
     graph_free(&g);
 }
 
+/* The Inception/DenseNet graph: both Pads go into their AveragePools, every Concat, the
+ * BatchNormalization, both pools and all Convs but the stem's input side pass channels-last
+ * values, and the output matches the graph as written. */
+static void check_inception_dense(void) {
+    const char *what = "Inception block + DenseNet layer: Pad into AveragePool, channels-last Concat/BN/pools";
+    check_case_cl(what, build_inception_dense, SC_OP_PAD, SC_OP_AVERAGE_POOL, 512, 7, 7);
+    sc_graph g;
+    build_inception_dense(&g);
+    sc_bind_options opt = {.batch = 0, .inference = true, .eval = cpu_evaluator()};
+    sc_status st = graph_prepare(&g, &opt);
+    int cat = count_flagged(&g, SC_OP_CONCAT), bn = count_flagged(&g, SC_OP_BATCH_NORM);
+    int avg = count_flagged(&g, SC_OP_AVERAGE_POOL), mx = count_flagged(&g, SC_OP_MAX_POOL);
+    if (st || cat != 2 || bn != 1 || avg != 2 || mx != 1) {
+        fprintf(stderr, "FAIL %s: %s; channels-last Concat %d of 2, BatchNormalization %d of 1, AveragePool %d of 2, "
+                        "MaxPool %d of 1\n", what, st ? sc_status_message(st) : "prepared", cat, bn, avg, mx);
+        failures++;
+    } else {
+        printf("ok   %s: layout flags\n", what);
+    }
+    sc_status_free(st);
+    graph_free(&g);
+}
+
 int main(void) {
     check_gelu_trains();
     check_crop("dilated Conv cropped along H (centre tap alone reads the input)", 4, 2, 1, 1, 3);
@@ -449,6 +551,7 @@ int main(void) {
     check_case("Conv + SiLU, Mul(Sigmoid(t), t)", build_conv_silu_swapped, SC_OP_SIGMOID, SC_OP_CONV, 512);
     check_case_cl("Conv + HardSwish (hardswish post-op)", build_conv_hard_swish, SC_OP_HARD_SWISH, SC_OP_CONV, 512, 1, 1);
     check_case("Conv + Sigmoid gate (logistic post-op)", build_conv_gate, SC_OP_SIGMOID, SC_OP_CONV, 512);
+    check_inception_dense();
     if (failures) printf("%d failure(s)\n", failures);
     else printf("test_pass_fuse: all passed\n");
     return failures ? 1 : 0;

@@ -78,7 +78,7 @@ static int bn_add(sc_graph *g, int x, int c, int l) {
     }
     sc_attrs a;
     memset(&a, 0, sizeof a);
-    a.batch_norm = (sc_batch_norm_attrs){1e-5f, 0.9f, false};
+    a.batch_norm = (sc_batch_norm_attrs){.epsilon = 1e-5f, .momentum = 0.9f};
     snprintf(name, sizeof name, "bn%d", l);
     return pt_node(g, SC_OP_BATCH_NORM, &a, in, 5, name);
 }

@@ -617,7 +617,7 @@ static void test_bn_dropout(void) {
     a.gemm = (sc_gemm_attrs){1.0f, 1.0f, false, true};
     int z = add_node(&g, SC_OP_GEMM, &a, (const int[]){x, w}, 2, "z");
     memset(&a, 0, sizeof a);
-    a.batch_norm = (sc_batch_norm_attrs){1e-5f, 0.9f, false};
+    a.batch_norm = (sc_batch_norm_attrs){.epsilon = 1e-5f, .momentum = 0.9f};
     int y = add_node(&g, SC_OP_BATCH_NORM, &a, (const int[]){z, scale, bias, mean, var}, 5, "bn");
     sc_status st = SC_OK;
     sc_desc rd = sc_desc_make(SC_F32, 0, NULL);

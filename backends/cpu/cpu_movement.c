@@ -8,6 +8,7 @@
  * innermost axis and the input's innermost axis are walked in 32x32 tiles so both the reads and
  * the writes stay within a few cache lines.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_broadcast.h"
@@ -231,10 +232,34 @@ static sc_status pieces_check(const sc_kernel_call *c, const sc_tensor *whole, c
     return SC_OK;
 }
 
+/* The buffer's own shape for a channels-last tensor: (N, D1.., C) from its desc (N, C, D1..). */
+static void channels_last_shape(sc_tensor *t) {
+    sc_desc *d = &t->desc;
+    int64_t channels = d->dims[1];
+    for (int i = 1; i + 1 < d->rank; i++) d->dims[i] = d->dims[i + 1];
+    d->dims[d->rank - 1] = channels;
+}
+
+/* With attrs.axis.nhwc (graph/pass_layout.c) every buffer is channels-last, so the pieces join
+ * along the buffer dim that holds the logical axis: the last one for the channels (axis 1). */
 sc_status cpu_concat(const sc_kernel_call *c) {
     int axis;
     SC_TRY(pieces_check(c, &c->out[0], c->in, c->n_in, c->node->attrs->axis.axis, &axis));
-    pieces_move(&c->out[0], c->in, c->n_in, axis, true);
+    if (!c->node->attrs->axis.nhwc) {
+        pieces_move(&c->out[0], c->in, c->n_in, axis, true);
+        return SC_OK;
+    }
+    int rank = c->out[0].desc.rank;
+    if (rank < 3) return cpu_errorf(c, "a channels-last Concat needs rank 3 to 5, got %d", rank);
+    sc_tensor whole = c->out[0], *pieces = malloc(sizeof *pieces * (size_t)c->n_in);
+    if (!pieces) return cpu_errorf(c, "out of memory for %d pieces", c->n_in);
+    channels_last_shape(&whole);
+    for (int k = 0; k < c->n_in; k++) {
+        pieces[k] = c->in[k];
+        channels_last_shape(&pieces[k]);
+    }
+    pieces_move(&whole, pieces, c->n_in, axis == 0 ? 0 : axis == 1 ? rank - 1 : axis - 1, true);
+    free(pieces);
     return SC_OK;
 }
 

@@ -71,6 +71,24 @@ BN_STATS_IMPL(double, bn_stats_f64)
 BN_APPLY_IMPL(float, bn_apply_f32)
 BN_APPLY_IMPL(double, bn_apply_f64)
 
+/* The same map on a channels-last X (N, S, C) (attrs.batch_norm.nhwc, inference only, set by
+ * graph/pass_layout.c): C contiguous channels per position. */
+static bool bn_apply_cl_f32(const float *x, int64_t N, int64_t C, int64_t S, const double *a, const double *b, float *y) {
+    float *ab = malloc(sizeof(float) * (size_t)(2 * C + 1));
+    if (!ab) return false;
+    for (int64_t c = 0; c < C; c++) ab[c] = (float)a[c], ab[C + c] = (float)b[c];
+    const float *af = ab, *bf = ab + C;
+#pragma omp parallel for
+    for (int64_t p = 0; p < N * S; p++) {
+        const float *xp = x + p * C;
+        float *yp = y + p * C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; c++) yp[c] = xp[c] * af[c] + bf[c];
+    }
+    free(ab);
+    return true;
+}
+
 static double load(const void *p, sc_dtype t, int64_t i) {
     return t == SC_F64 ? ((const double *)p)[i] : ((const float *)p)[i];
 }
@@ -110,6 +128,11 @@ sc_status cpu_batch_norm(const sc_kernel_call *call) {
     for (int64_t c = 0; c < C; c++) {
         a[c] = load(call->in[1].data, t, c) / sqrt(var[c] + ba->epsilon);
         b[c] = load(call->in[2].data, t, c) - mean[c] * a[c];
+    }
+    if (ba->nhwc) {
+        bool ok = !ba->training_mode && t == SC_F32 && bn_apply_cl_f32(call->in[0].data, N, C, S, a, b, call->out[0].data);
+        free(buf);
+        return ok ? SC_OK : cpu_errorf(call, ba->training_mode || t != SC_F32 ? "channels-last needs f32 inference" : "out of memory");
     }
     if (t == SC_F32) bn_apply_f32(call->in[0].data, N, C, S, a, b, call->out[0].data);
     else bn_apply_f64(call->in[0].data, N, C, S, a, b, call->out[0].data);

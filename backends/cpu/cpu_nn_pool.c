@@ -156,9 +156,14 @@ sc_status cpu_average_pool(const sc_kernel_call *call) {
     cpu_window w;
     SC_TRY(pool_window(call, &w));
     const sc_desc *x = &call->in[0].desc;
-    bool inc = call->node->attrs->window.count_include_pad;
+    const sc_window_attrs *wa = &call->node->attrs->window;
+    bool inc = wa->count_include_pad;
     int64_t NC = x->dims[0] * x->dims[1];
-    if (x->dtype == SC_F32 && pool_2d_fast_applies(&w)) {
+    if (wa->nhwc_in || wa->nhwc_out) {
+        if (wa->nhwc_in != wa->nhwc_out || x->dtype != SC_F32)
+            return cpu_errorf(call, "channels-last AveragePool needs f32 and both sides channels-last");
+        pool_avg_channels_last_f32(&w, x->dims[0], x->dims[1], call->in[0].data, call->out[0].data, inc);
+    } else if (x->dtype == SC_F32 && pool_2d_fast_applies(&w)) {
         if (!pool_2d_f32(&w, NC, call->in[0].data, call->out[0].data, false, inc))
             return cpu_errorf(call, "out of memory for the pool rows");
     } else if (x->dtype == SC_F32) avg_pool_f32(&w, NC, call->in[0].data, call->out[0].data, inc);

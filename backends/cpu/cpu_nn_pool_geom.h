@@ -125,6 +125,8 @@ bool pool_2d_f32(const cpu_window *w, int64_t NC, const float *x, float *y, bool
  * pool_max_channels_last_f32: MaxPool values, bit for bit the generic scan's per channel.
  * pool_global_avg_channels_last_f32: y (N, C) = mean over the sp positions of each channel. */
 void pool_max_channels_last_f32(const cpu_window *w, int64_t N, int64_t C, const float *x, float *y);
+/* pool_avg_channels_last_f32: AveragePool, bit for bit the generic loop's (avg_pool_f32). */
+void pool_avg_channels_last_f32(const cpu_window *w, int64_t N, int64_t C, const float *x, float *y, bool include_pad);
 /* MaxPool values of NC NCHW planes through the channels-last loop, 16 planes at a time (the same
  * bits); false when out of memory. For planes whose rows are narrow (pool_planes_applies). */
 bool pool_max_planes_f32(const cpu_window *w, int64_t NC, const float *x, float *y);
