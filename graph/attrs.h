@@ -57,8 +57,10 @@ typedef struct {
     float epsilon;  /* default 1e-5 */
     float momentum; /* default 0.9 */
     bool training_mode;
-    bool nhwc; /* inference only: X and Y stored channels-last, (N, D1.., C); set by
-                  graph_fuse_inference, never by import */
+    bool nhwc;       /* inference only: X and Y stored channels-last, (N, D1.., C); set by
+                        graph_fuse_inference, never by import */
+    bool fused_relu; /* inference only: Y = Relu(the normalised X), a Relu that read it alone; set by
+                        graph_fuse_inference, never by import */
 } sc_batch_norm_attrs;
 
 typedef struct {

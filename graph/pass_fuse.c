@@ -26,7 +26,9 @@
  *      after the sum when there is one (ResNet's Add + Relu): Relu, Clip(0, max) with constant
  *      bounds (ReLU6, capped at fused_relu_max), Sigmoid and HardSwish where the Conv's output is
  *      read by them alone, and SiLU, Mul(t, Sigmoid(t)) with t read by those two only
- *      (EfficientNet's 49 activations, MobileNetV3's hard swishes, the SE blocks' gates).
+ *      (EfficientNet's 49 activations, MobileNetV3's hard swishes, the SE blocks' gates). A Relu
+ *      after an inference BatchNormalization that a Conv could not absorb joins it the same way
+ *      (sc_batch_norm_attrs.fused_relu: DenseNet's 62 pre-activations).
  *   5. GELU written as ops becomes one Gelu node: graph_fuse_gelu (graph/pass_gelu.c), which
  *      graph_prepare runs for training graphs too.
  *   6. Zero padding before an AveragePool: Pad(x, constant 0, spatial pads p) read only by an
@@ -407,6 +409,28 @@ static sc_status fuse_conv_act(sc_graph *g, bool *keep, int *count) {
     return SC_OK;
 }
 
+/* A Relu that alone reads an inference BatchNormalization's output (DenseNet's pre-activation
+ * BN + Relu before each Conv) becomes part of it (sc_batch_norm_attrs.fused_relu). */
+static sc_status fuse_bn_relu(sc_graph *g, bool *keep, int *count) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        sc_node *bn = &g->nodes[i];
+        if (!keep[i] || bn->op != SC_OP_BATCH_NORM || bn->attrs->batch_norm.training_mode ||
+            bn->attrs->batch_norm.fused_relu || !value_is_f32(g, bn->out[0]))
+            continue;
+        bool extra = false;
+        for (int k = 1; k < bn->n_out; k++) extra = extra || bn->out[k] >= 0;
+        int j = only_consumer(g, bn->out[0]);
+        if (extra || j < 0 || !keep[j] || g->nodes[j].op != SC_OP_RELU) continue;
+        sc_attrs a = *bn->attrs;
+        a.batch_norm.fused_relu = true;
+        SC_TRY(graph_node_set_attrs(g, bn, &a));
+        bn->out[0] = g->nodes[j].out[0];
+        keep[j] = false;
+        (*count)++;
+    }
+    return SC_OK;
+}
+
 /* ---- 6. Pad + AveragePool ---- */
 
 /* The spatial pads (begin..., end...) of a Pad that adds zeros to the spatial dims of x only; false
@@ -485,6 +509,8 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     if (!st) st = fuse_conv_sum(g, keep, &sum);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_act(g, keep, &act);
+    if (!st) st = fuse_compact(g, keep);
+    if (!st) st = fuse_bn_relu(g, keep, &act);
     if (!st) st = fuse_pad_pool(g, keep, &pool);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = graph_fuse_channels_last(g, &cl);
@@ -492,7 +518,8 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     if (!st)
         sc_log(SC_LOG_DEBUG,
                "inference fusion: %d nodes folded, %d BatchNormalization into Conv, %d Conv kernels cropped, %d Add "
-               "into Conv, %d activations into Conv, %d Pad into AveragePool, %d nodes with channels-last activations",
+               "into Conv, %d activations into Conv or BatchNormalization, %d Pad into AveragePool, %d nodes with "
+               "channels-last activations",
                folded, bn, crop, sum, act, pool, cl);
     return st;
 }

@@ -122,8 +122,8 @@ static void concat_case(int rank, int64_t axis) {
     case_free(&t);
 }
 
-/* Inference BatchNormalization on rank-`rank` values, C = 19. */
-static void batch_norm_case(int rank) {
+/* Inference BatchNormalization on rank-`rank` values, C = 19, with or without its fused Relu. */
+static void batch_norm_case(int rank, bool relu) {
     int64_t dims[5] = {2, 19, 5, 6, 3}, c = 19;
     layout_case t;
     case_init(&t, SC_OP_BATCH_NORM, "batch norm", 5);
@@ -135,13 +135,14 @@ static void batch_norm_case(int rank) {
         t.in[k].data = random_buffer(&t.in[k].desc);
     }
     for (int64_t i = 0; i < c; i++) ((float *)t.in[4].data)[i] += 1.5f; /* variances > 0 */
-    t.plain.batch_norm = (sc_batch_norm_attrs){.epsilon = 1e-5f, .momentum = 0.9f};
+    t.plain.batch_norm = (sc_batch_norm_attrs){.epsilon = 1e-5f, .momentum = 0.9f, .fused_relu = relu};
     t.cl = t.plain;
     t.cl.batch_norm.nhwc = true;
     double worst;
     bool same;
     case_run(&t, "batch norm", &worst, &same);
-    CHECK(same, "channels-last BatchNormalization, rank %d: not the NCHW bits (worst %.3g)", rank, worst);
+    CHECK(same, "channels-last BatchNormalization%s, rank %d: not the NCHW bits (worst %.3g)", relu ? " + Relu" : "", rank,
+          worst);
     case_free(&t);
 }
 
@@ -182,7 +183,8 @@ int main(void) {
         concat_case(rank, 0);
         concat_case(rank, 2);
         concat_case(rank, -1);
-        batch_norm_case(rank);
+        batch_norm_case(rank, false);
+        batch_norm_case(rank, true);
     }
     concat_case(4, -3);
     average_pool_case(2, 3, 1, 1, false, true);  /* Inception's fused Pad + AveragePool */

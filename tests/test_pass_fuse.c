@@ -552,6 +552,7 @@ int main(void) {
     check_case_cl("Conv + HardSwish (hardswish post-op)", build_conv_hard_swish, SC_OP_HARD_SWISH, SC_OP_CONV, 512, 1, 1);
     check_case("Conv + Sigmoid gate (logistic post-op)", build_conv_gate, SC_OP_SIGMOID, SC_OP_CONV, 512);
     check_inception_dense();
+    check_case("DenseNet's BatchNormalization + Relu (fused_relu)", build_inception_dense, SC_OP_RELU, SC_OP_BATCH_NORM, 512);
     if (failures) printf("%d failure(s)\n", failures);
     else printf("test_pass_fuse: all passed\n");
     return failures ? 1 : 0;
