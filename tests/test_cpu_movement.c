@@ -378,6 +378,13 @@ static void test_resize(void) {
                      9.333333f, 9.405797f, 11.07246f, 11.14493f, 12.81159f, 12.88406f, 14.55072f, 13.66667f, 15.33333f));
     resize_case("linear tf_crop_and_resize", SC_RESIZE_LINEAR, SC_CT_TF_CROP_AND_RESIZE, RPF, &x44, NULL, I64S(1, 1, 3, 3),
                 F32S(0, 0, 0.4f, 0.6f, 1, 1, 1.2f, 1.7f), 4, DIMS(1, 1, 3, 3), F32S(7.6f, 10, 10, 12.4f, 10, 10, 10, 10, 10));
+    /* An inf read with weight 0 must not turn into NaN (0 x inf): asymmetric x2 reads row 1 and
+     * column 1 with weight 0 for the even outputs, so row 0 and column 0 stay finite. */
+    sc_tensor x22inf = tmake(SC_F32, 4, DIMS(1, 1, 2, 2), F32S(1, 2, 3, INFINITY));
+    resize_case("linear asymmetric x2, an inf behind zero weights", SC_RESIZE_LINEAR, SC_CT_ASYMMETRIC, RPF, &x22inf,
+                F32S(1, 1, 2, 2), NULL, NULL, 4, DIMS(1, 1, 4, 4),
+                F32S(1, 1.5f, 2, 2, 2, INFINITY, INFINITY, INFINITY, 3, INFINITY, INFINITY, INFINITY, 3, INFINITY, INFINITY,
+                     INFINITY));
     sc_attrs a = attrs0();
     a.resize.mode = SC_RESIZE_CUBIC;
     sc_tensor in[4] = {x22, NONE, tmake(SC_F32, 1, DIMS(4), F32S(1, 1, 2, 2)), NONE};
