@@ -181,6 +181,14 @@ typedef struct {
     int ranks, bucket, owner;
 } sc_all_reduce_attrs;
 
+/* Add, Sub, Mul (their attrs are otherwise empty): nhwc set by graph_fuse_inference, never by
+ * import, when the output and every input of the output's shape are stored channels-last,
+ * (N, D1.., C); any other input broadcasts with C == 1 or every spatial dim 1, whose bytes are the
+ * same in either layout. */
+typedef struct {
+    bool nhwc;
+} sc_binary_attrs;
+
 typedef union {
     sc_window_attrs window;         /* Conv, MaxPool, AveragePool (GlobalAveragePool: nhwc_in) */
     sc_batch_norm_attrs batch_norm; /* BatchNormalization */
@@ -208,6 +216,7 @@ typedef union {
     sc_sgd_attrs sgd;               /* SGDUpdate */
     sc_adamw_attrs adamw;           /* AdamWUpdate */
     sc_all_reduce_attrs all_reduce; /* AllReduce */
+    sc_binary_attrs binary;         /* Add, Sub, Mul (set by graph_fuse_inference only) */
 } sc_attrs;
 
 /* All zero: the attributes of every node whose op has none (a node holds a pointer, graph.h). */

@@ -1,8 +1,8 @@
 /* Channels-last kernels of the ops graph/pass_layout.c lets pass such values on: Concat
- * (sc_axis_attrs.nhwc), BatchNormalization in inference form (sc_batch_norm_attrs.nhwc) and
- * AveragePool (sc_window_attrs.nhwc_in / nhwc_out). Each runs twice on the CPU backend: on NCHW
+ * (sc_axis_attrs.nhwc), BatchNormalization in inference form (sc_batch_norm_attrs.nhwc),
+ * AveragePool (sc_window_attrs.nhwc_in / nhwc_out) and Add, Sub, Mul (sc_binary_attrs.nhwc). Each runs twice on the CPU backend: on NCHW
  * buffers, and on the same values permuted to (N, D.., C) with its flag set, the output permuted
- * back. Concat and BatchNormalization must give the NCHW bits exactly; AveragePool the generic
+ * back. Concat, BatchNormalization and the binary ops must give the NCHW bits exactly; AveragePool the generic
  * loop's bits, which the NCHW run takes for 3-D windows, and within rounding of the separable 2-D
  * path otherwise. The NCHW kernels themselves are checked against references in test_cpu_nn.c and
  * test_cpu_movement.c, and the whole rewrite against the unfused graph in test_pass_fuse.c. */
@@ -177,6 +177,29 @@ static void average_pool_case(int ns, int64_t k, int64_t s, int64_t p, bool ceil
     case_free(&t);
 }
 
+/* Add, Sub or Mul of a (2, 19, 5, 6) value and b: b of the same shape (both channels-last) or a
+ * per-channel gate (2, 19, 1, 1) / (19, 1, 1), a per-position map (2, 1, 5, 6) or a scalar, which
+ * read the same in either layout. */
+static void binary_case(sc_op op, int b_rank, const int64_t *b_dims) {
+    int64_t xd[4] = {2, 19, 5, 6};
+    layout_case t;
+    case_init(&t, op, "binary", 2);
+    t.in[0].desc = t.out.desc = sc_desc_make(SC_F32, 4, xd);
+    t.in[0].data = random_buffer(&t.in[0].desc);
+    t.in[1].desc = sc_desc_make(SC_F32, b_rank, b_dims);
+    t.in[1].data = random_buffer(&t.in[1].desc);
+    t.layout_in[0] = true;
+    t.layout_in[1] = sc_desc_numel(&t.in[1].desc) == sc_desc_numel(&t.in[0].desc);
+    t.cl.binary.nhwc = true;
+    double worst;
+    bool same;
+    case_run(&t, "binary", &worst, &same);
+    char d[96];
+    CHECK(same, "channels-last %s with %s: not the NCHW bits (worst %.3g)", sc_op_name(op),
+          sc_desc_str(&t.in[1].desc, d, sizeof d), worst);
+    case_free(&t);
+}
+
 int main(void) {
     for (int rank = 3; rank <= 5; rank++) {
         concat_case(rank, 1);
@@ -187,6 +210,11 @@ int main(void) {
         batch_norm_case(rank, true);
     }
     concat_case(4, -3);
+    binary_case(SC_OP_MUL, 4, (const int64_t[]){2, 19, 1, 1});
+    binary_case(SC_OP_MUL, 3, (const int64_t[]){19, 1, 1});
+    binary_case(SC_OP_ADD, 4, (const int64_t[]){2, 19, 5, 6});
+    binary_case(SC_OP_SUB, 4, (const int64_t[]){2, 1, 5, 6});
+    binary_case(SC_OP_MUL, 0, NULL);
     average_pool_case(2, 3, 1, 1, false, true);  /* Inception's fused Pad + AveragePool */
     average_pool_case(2, 2, 2, 0, false, false); /* DenseNet's transition */
     average_pool_case(2, 3, 2, 1, true, false);

@@ -310,14 +310,33 @@ static void build_inception_dense(sc_graph *g) {
     mark_io(g, x, add_conv(g, "head", down, 20, 4, 1));
 }
 
+/* A squeeze-and-excitation block between Convs: y = t * sigmoid(fc2(relu(fc1(pool(t))))), pool a
+ * GlobalAveragePool and fc1/fc2 1x1 Convs on (1, 8, 1, 1), then a residual Add of t and a 1x1
+ * head. The gate broadcasts over H and W, so the Mul can read t channels-last. */
+static void build_squeeze_excite(sc_graph *g) {
+    rng = 71;
+    graph_init(g);
+    int64_t xd[] = {1, 8, 8, 8}, pd[] = {1, 8, 1, 1};
+    int x = add_value(g, "x", SC_VALUE_INPUT, 4, xd, 0, 0);
+    int t = add_conv(g, "stem", x, 8, 8, 3);
+    int pooled = add_value(g, "pool", SC_VALUE_ACT, 4, pd, 0, 0);
+    add_node(g, SC_OP_GLOBAL_AVERAGE_POOL, "pool", &t, 1, pooled);
+    int fc1 = add_unary(g, SC_OP_RELU, "fc1.relu", add_conv(g, "fc1", pooled, 8, 4, 1));
+    int gate = add_unary(g, SC_OP_SIGMOID, "gate", add_conv(g, "fc2", fc1, 4, 8, 1));
+    int scaled = add_binary(g, SC_OP_MUL, "scaled", t, gate);
+    int sum = add_binary(g, SC_OP_ADD, "sum", scaled, t);
+    mark_io(g, x, add_conv(g, "head", add_unary(g, SC_OP_TANH, "act", sum), 8, 4, 1));
+}
+
 /* Nodes of op whose layout flag says channels-last (graph/pass_layout.c). */
 static int count_flagged(const sc_graph *g, sc_op op) {
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const sc_node *nd = &g->nodes[i];
         if (nd->op != op) continue;
-        n += op == SC_OP_CONCAT ? nd->attrs->axis.nhwc
-             : op == SC_OP_BATCH_NORM ? nd->attrs->batch_norm.nhwc
+        n += op == SC_OP_CONCAT                                          ? nd->attrs->axis.nhwc
+             : op == SC_OP_BATCH_NORM                                    ? nd->attrs->batch_norm.nhwc
+             : op == SC_OP_MUL || op == SC_OP_ADD || op == SC_OP_SUB ? nd->attrs->binary.nhwc
                                       : nd->attrs->window.nhwc_in && nd->attrs->window.nhwc_out;
     }
     return n;
@@ -521,6 +540,26 @@ static void check_inception_dense(void) {
     graph_free(&g);
 }
 
+/* The SE block: its Mul and the residual Add run channels-last, and the output matches. */
+static void check_squeeze_excite(void) {
+    const char *what = "squeeze-and-excitation gate and residual Add on channels-last values";
+    check_case_cl(what, build_squeeze_excite, SC_OP_RELU, SC_OP_CONV, 512, 2, 1);
+    sc_graph g;
+    build_squeeze_excite(&g);
+    sc_bind_options opt = {.batch = 0, .inference = true, .eval = cpu_evaluator()};
+    sc_status st = graph_prepare(&g, &opt);
+    int mul = count_flagged(&g, SC_OP_MUL), add = count_flagged(&g, SC_OP_ADD);
+    if (st || mul != 1 || add != 1) {
+        fprintf(stderr, "FAIL %s: %s; channels-last Mul %d of 1, Add %d of 1\n", what,
+                st ? sc_status_message(st) : "prepared", mul, add);
+        failures++;
+    } else {
+        printf("ok   %s: layout flags\n", what);
+    }
+    sc_status_free(st);
+    graph_free(&g);
+}
+
 int main(void) {
     check_gelu_trains();
     check_crop("dilated Conv cropped along H (centre tap alone reads the input)", 4, 2, 1, 1, 3);
@@ -552,6 +591,7 @@ int main(void) {
     check_case_cl("Conv + HardSwish (hardswish post-op)", build_conv_hard_swish, SC_OP_HARD_SWISH, SC_OP_CONV, 512, 1, 1);
     check_case("Conv + Sigmoid gate (logistic post-op)", build_conv_gate, SC_OP_SIGMOID, SC_OP_CONV, 512);
     check_inception_dense();
+    check_squeeze_excite();
     check_case("DenseNet's BatchNormalization + Relu (fused_relu)", build_inception_dense, SC_OP_RELU, SC_OP_BATCH_NORM, 512);
     if (failures) printf("%d failure(s)\n", failures);
     else printf("test_pass_fuse: all passed\n");
