@@ -517,47 +517,42 @@ static void check_gelu_trains(void) {
     graph_free(&g);
 }
 
+/* Prepares build's graph for inference and checks how many nodes of each ops[k] carry the
+ * channels-last flag: want[k]. */
+static void check_layout_flags(const char *what, void (*build)(sc_graph *), const sc_op *ops, const int *want, int n) {
+    sc_graph g;
+    build(&g);
+    sc_bind_options opt = {.batch = 0, .inference = true, .eval = cpu_evaluator()};
+    sc_status st = graph_prepare(&g, &opt);
+    bool ok = !st;
+    for (int k = 0; k < n && !st; k++) {
+        int got = count_flagged(&g, ops[k]);
+        if (got != want[k]) fprintf(stderr, "FAIL %s: channels-last %s %d of %d\n", what, sc_op_name(ops[k]), got, want[k]);
+        ok = ok && got == want[k];
+    }
+    if (st) fprintf(stderr, "FAIL %s: %s\n", what, sc_status_message(st));
+    if (ok) printf("ok   %s: layout flags\n", what);
+    failures += !ok;
+    sc_status_free(st);
+    graph_free(&g);
+}
+
 /* The Inception/DenseNet graph: both Pads go into their AveragePools, every Concat, the
  * BatchNormalization, both pools and all Convs but the stem's input side pass channels-last
  * values, and the output matches the graph as written. */
 static void check_inception_dense(void) {
     const char *what = "Inception block + DenseNet layer: Pad into AveragePool, channels-last Concat/BN/pools";
     check_case_cl(what, build_inception_dense, SC_OP_PAD, SC_OP_AVERAGE_POOL, 512, 7, 7);
-    sc_graph g;
-    build_inception_dense(&g);
-    sc_bind_options opt = {.batch = 0, .inference = true, .eval = cpu_evaluator()};
-    sc_status st = graph_prepare(&g, &opt);
-    int cat = count_flagged(&g, SC_OP_CONCAT), bn = count_flagged(&g, SC_OP_BATCH_NORM);
-    int avg = count_flagged(&g, SC_OP_AVERAGE_POOL), mx = count_flagged(&g, SC_OP_MAX_POOL);
-    if (st || cat != 2 || bn != 1 || avg != 2 || mx != 1) {
-        fprintf(stderr, "FAIL %s: %s; channels-last Concat %d of 2, BatchNormalization %d of 1, AveragePool %d of 2, "
-                        "MaxPool %d of 1\n", what, st ? sc_status_message(st) : "prepared", cat, bn, avg, mx);
-        failures++;
-    } else {
-        printf("ok   %s: layout flags\n", what);
-    }
-    sc_status_free(st);
-    graph_free(&g);
+    check_layout_flags(what, build_inception_dense,
+                       (const sc_op[]){SC_OP_CONCAT, SC_OP_BATCH_NORM, SC_OP_AVERAGE_POOL, SC_OP_MAX_POOL},
+                       (const int[]){2, 1, 2, 1}, 4);
 }
 
 /* The SE block: its Mul and the residual Add run channels-last, and the output matches. */
 static void check_squeeze_excite(void) {
     const char *what = "squeeze-and-excitation gate and residual Add on channels-last values";
     check_case_cl(what, build_squeeze_excite, SC_OP_RELU, SC_OP_CONV, 512, 2, 1);
-    sc_graph g;
-    build_squeeze_excite(&g);
-    sc_bind_options opt = {.batch = 0, .inference = true, .eval = cpu_evaluator()};
-    sc_status st = graph_prepare(&g, &opt);
-    int mul = count_flagged(&g, SC_OP_MUL), add = count_flagged(&g, SC_OP_ADD);
-    if (st || mul != 1 || add != 1) {
-        fprintf(stderr, "FAIL %s: %s; channels-last Mul %d of 1, Add %d of 1\n", what,
-                st ? sc_status_message(st) : "prepared", mul, add);
-        failures++;
-    } else {
-        printf("ok   %s: layout flags\n", what);
-    }
-    sc_status_free(st);
-    graph_free(&g);
+    check_layout_flags(what, build_squeeze_excite, (const sc_op[]){SC_OP_MUL, SC_OP_ADD}, (const int[]){1, 1}, 2);
 }
 
 int main(void) {

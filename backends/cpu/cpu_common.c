@@ -1,5 +1,6 @@
 /* State and helpers every CPU kernel file shares (cpu.h, cpu_kernels.h): the parameter epoch that
- * caches of weights check, the thread count, and kernel errors naming the node. Apart from the
+ * caches of weights check, the thread count, kernel errors naming the node and the channels-last
+ * view of a desc. Apart from the
  * kernel table (kernels.c), so that kernel files depend on these and the table on them, not both
  * ways. */
 #include <omp.h>
@@ -28,4 +29,16 @@ sc_status cpu_errorf(const sc_kernel_call *call, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return sc_errorf("node '%s' (%s): %s", call->node->name, sc_op_name(call->node->op), msg);
+}
+
+bool cpu_channels_last_view(sc_desc *d, int r) {
+    if (d->rank > r || r < 3) return false;
+    int64_t dims[SC_MAX_RANK];
+    int lead = r - d->rank;
+    for (int i = 0; i < r; i++) dims[i] = i < lead ? 1 : d->dims[i - lead];
+    d->dims[0] = dims[0];
+    for (int i = 1; i + 1 < r; i++) d->dims[i] = dims[i + 1];
+    d->dims[r - 1] = dims[1];
+    d->rank = r;
+    return true;
 }

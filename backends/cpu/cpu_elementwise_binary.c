@@ -150,20 +150,6 @@ static sc_status bcast2(const sc_kernel_call *c, cpu_bcast_row_fn fn, const sc_t
     return SC_OK;
 }
 
-/* d right-aligned to rank r (leading 1s) with dim 1 moved last: the buffer's shape when it is
- * stored channels-last, and the same bytes as before when C == 1 or every spatial dim is 1. */
-static bool channels_last_view(sc_desc *d, int r) {
-    if (d->rank > r || r < 3) return false;
-    int64_t dims[SC_MAX_RANK];
-    int lead = r - d->rank;
-    for (int i = 0; i < r; i++) dims[i] = i < lead ? 1 : d->dims[i - lead];
-    d->dims[r - 1] = dims[1];
-    d->dims[0] = dims[0];
-    for (int i = 1; i + 1 < r; i++) d->dims[i] = dims[i + 1];
-    d->rank = r;
-    return true;
-}
-
 /* Add, Sub and Mul with attrs.binary.nhwc (graph/pass_layout.c; other ops' attrs share the union,
  * so only these read the flag): the output and its full-shape inputs are stored channels-last and
  * any other input is the same bytes in either layout, so broadcasting over the channels-last views
@@ -182,7 +168,8 @@ static sc_status binary_run(const sc_kernel_call *c, const cpu_bcast_row_fn *tab
     if (!binary_channels_last(c)) return bcast2(c, fn, &c->in[0], &c->in[1], &c->out[0]);
     sc_tensor a = c->in[0], b = c->in[1], o = c->out[0];
     int r = o.desc.rank;
-    if (!channels_last_view(&a.desc, r) || !channels_last_view(&b.desc, r) || !channels_last_view(&o.desc, r))
+    if (!cpu_channels_last_view(&a.desc, r) || !cpu_channels_last_view(&b.desc, r) ||
+        !cpu_channels_last_view(&o.desc, r))
         return cpu_errorf(c, "a channels-last elementwise op needs an output of rank 3 to 5 and inputs of at most its rank");
     return bcast2(c, fn, &a, &b, &o);
 }

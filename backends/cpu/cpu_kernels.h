@@ -23,6 +23,12 @@ sc_status cpu_check_grad_pair(const sc_kernel_call *call);
  * whenever parameter values change in place (training steps, reloading weights). */
 void cpu_dnnl_cache_clear(void);
 
+/* The buffer shape of a channels-last value (graph/pass_layout.c): d right-aligned to rank r with
+ * leading 1s, then dim 1 (C) moved last, (N, D1.., C). An operand with C == 1 or every spatial dim
+ * 1 has the same bytes in both layouts, so its view describes it either way. False when d has more
+ * than r dims or r < 3 (cpu_common.c). */
+bool cpu_channels_last_view(sc_desc *d, int r);
+
 /* Resolved geometry of a Conv/pool window, padded to 3 spatial dims (missing dims: size 1, no pad).
  * pads are the effective ones after auto_pad (ONNX: SAME_UPPER puts the odd pad at the end,
  * SAME_LOWER at the beginning, VALID pads nothing). ext = (k - 1) * dil + 1. */

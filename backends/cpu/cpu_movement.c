@@ -232,14 +232,6 @@ static sc_status pieces_check(const sc_kernel_call *c, const sc_tensor *whole, c
     return SC_OK;
 }
 
-/* The buffer's own shape for a channels-last tensor: (N, D1.., C) from its desc (N, C, D1..). */
-static void channels_last_shape(sc_tensor *t) {
-    sc_desc *d = &t->desc;
-    int64_t channels = d->dims[1];
-    for (int i = 1; i + 1 < d->rank; i++) d->dims[i] = d->dims[i + 1];
-    d->dims[d->rank - 1] = channels;
-}
-
 /* With attrs.axis.nhwc (graph/pass_layout.c) every buffer is channels-last, so the pieces join
  * along the buffer dim that holds the logical axis: the last one for the channels (axis 1). */
 sc_status cpu_concat(const sc_kernel_call *c) {
@@ -253,10 +245,10 @@ sc_status cpu_concat(const sc_kernel_call *c) {
     if (rank < 3) return cpu_errorf(c, "a channels-last Concat needs rank 3 to 5, got %d", rank);
     sc_tensor whole = c->out[0], *pieces = malloc(sizeof *pieces * (size_t)c->n_in);
     if (!pieces) return cpu_errorf(c, "out of memory for %d pieces", c->n_in);
-    channels_last_shape(&whole);
+    cpu_channels_last_view(&whole.desc, rank);
     for (int k = 0; k < c->n_in; k++) {
         pieces[k] = c->in[k];
-        channels_last_shape(&pieces[k]);
+        cpu_channels_last_view(&pieces[k].desc, rank);
     }
     pieces_move(&whole, pieces, c->n_in, axis == 0 ? 0 : axis == 1 ? rank - 1 : axis - 1, true);
     free(pieces);
