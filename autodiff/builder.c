@@ -243,12 +243,10 @@ int ad_where(sc_grad_ctx *c, int cond, int a, int b) {
 
 void ad_fail(sc_grad_ctx *c, const char *fmt, ...) {
     if (c->st) return;
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    c->st = sc_op_verrorf("gradient of node", c->fwd.name, c->fwd.op, fmt, ap);
     va_end(ap);
-    c->st = sc_errorf("gradient of node '%s' (%s): %s", c->fwd.name, sc_op_name(c->fwd.op), msg);
 }
 
 bool ad_const_ints(sc_grad_ctx *c, int v, int64_t *dst, int max, int *count) {

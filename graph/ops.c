@@ -1,5 +1,6 @@
 #include "graph/ops.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const sc_op_info sc_op_infos[SC_OP_COUNT] = {
@@ -12,6 +13,12 @@ const sc_op_info sc_op_infos[SC_OP_COUNT] = {
 #include "graph/ops_train.def"
 #undef SC_OP
 };
+
+sc_status sc_op_verrorf(const char *what, const char *name, sc_op op, const char *fmt, va_list ap) {
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    return sc_errorf("%s '%s' (%s): %s", what, name, sc_op_name(op), msg);
+}
 
 sc_op sc_op_from_onnx_name(const char *name) {
     for (int i = 0; i < SC_OP_PUBLIC_COUNT; i++)

@@ -2,7 +2,10 @@
 #ifndef SC_OPS_H
 #define SC_OPS_H
 
+#include <stdarg.h>
 #include <stdbool.h>
+
+#include "core/status.h"
 
 /* Any number of inputs or outputs (ops.def's arity columns). */
 #define SC_MANY 2147483647
@@ -31,6 +34,9 @@ typedef struct {
 extern const sc_op_info sc_op_infos[SC_OP_COUNT];
 
 static inline const char *sc_op_name(sc_op op) { return sc_op_infos[op].onnx_name; }
+/* "<what> '<name>' (<Op>): <message>": the error of one node, as every stage words it (what: "node",
+ * "gradient of node"). */
+sc_status sc_op_verrorf(const char *what, const char *name, sc_op op, const char *fmt, va_list ap);
 /* SC_OP_COUNT when the ONNX op type is not one of ours. Internal ops (ops_train.def) are never
  * returned: they cannot come from a file. */
 sc_op sc_op_from_onnx_name(const char *name);

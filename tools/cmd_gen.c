@@ -47,71 +47,55 @@ static sc_status build_dranet(onnxb *b, const void *o) { return gen_dranet(b, o)
 static sc_status build_gpt(onnxb *b, const void *o) { return gen_gpt(b, o); }
 static sc_status build_densenet(onnxb *b, const void *o) { return gen_densenet(b, o); }
 
-static int gen_resnet_cmd(int argc, char **argv) {
-    arg_opt opts[] = {
-        COMMON_OPTS,
-        OPT("depth", 0, ARG_INT, "D",
-         "18, 34, 50, 101, 152: torchvision's ResNet; any other D >= 1: stem + D basic blocks at constant width"),
-        OPT("width", 0, ARG_INT, "W", "base channels (default 64)"),
-        OPT("classes", 0, ARG_INT, "C", "output classes (default 1000)"),
-        OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S] (default 224)"),
-        OPT("zero-init-residual", 0, ARG_INT, "0|1",
-            "start each block's last BN gamma at 0 (default: 1 for generic depths, 0 for standard ones)"),
-    };
-    arg_spec spec = {.usage = "scorch-run gen resnet --depth D [options] -o FILE.onnx",
-                     .summary = "ResNet (He et al. 2015) as in torchvision 0.14, input 'input' f32 [batch,3,S,S],\n"
-                                "output 'logits' [batch,C]. Weights: kaiming normal (fan_out), BN 1/0.",
-                     .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
-    int exit_code;
-    if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
-    if (!opts[N_COMMON].set) {
-        args_free(&spec);
+/* One `gen MODEL`: its options after the common ones, and configure(), which turns the parsed
+ * options (opts[0] is the model's first) into the generator's options and the model's label; it
+ * returns 0, or 2 after printing what is wrong. */
+#define GEN_MAX_OPTS 8
+typedef union {
+    gen_resnet_opts resnet;
+    gen_dranet_opts dranet;
+    gen_gpt_opts gpt;
+    gen_densenet_opts densenet;
+} gen_any_opts;
+
+typedef struct {
+    const char *name, *usage, *summary;
+    arg_opt opts[GEN_MAX_OPTS];
+    int n_opts;
+    int (*configure)(const arg_opt *opts, uint64_t seed, gen_any_opts *o, char *what, size_t what_size);
+    sc_status (*build)(onnxb *b, const void *opts);
+} gen_model;
+
+/* The option's integer when given, else def. */
+static int64_t opt_int(const arg_opt *o, int64_t def) { return o->set ? o->i : def; }
+
+static int configure_resnet(const arg_opt *opts, uint64_t seed, gen_any_opts *any, char *what, size_t what_size) {
+    if (!opts[0].set) {
         args_error("gen resnet: --depth is required");
         return 2;
     }
-    gen_resnet_opts o = {.depth = opts[N_COMMON].i,
-                         .width = opts[N_COMMON + 1].set ? opts[N_COMMON + 1].i : 64,
-                         .classes = opts[N_COMMON + 2].set ? opts[N_COMMON + 2].i : 1000,
-                         .image = opts[N_COMMON + 3].set ? opts[N_COMMON + 3].i : 224,
-                         .zero_init_residual = opts[N_COMMON + 4].set ? (opts[N_COMMON + 4].i != 0) : -1,
-                         .seed = (uint64_t)opts[OPT_SEED].i};
-    char what[64];
-    snprintf(what, sizeof what, "resnet%lld", (long long)o.depth);
-    int rc = gen_finish(&spec, what, build_resnet, &o);
-    args_free(&spec);
-    return rc;
+    gen_resnet_opts *o = &any->resnet;
+    *o = (gen_resnet_opts){.depth = opts[0].i,
+                           .width = opt_int(&opts[1], 64),
+                           .classes = opt_int(&opts[2], 1000),
+                           .image = opt_int(&opts[3], 224),
+                           .zero_init_residual = opts[4].set ? (opts[4].i != 0) : -1,
+                           .seed = seed};
+    snprintf(what, what_size, "resnet%lld", (long long)o->depth);
+    return 0;
 }
 
-static int gen_dranet_cmd(int argc, char **argv) {
-    arg_opt opts[] = {
-        COMMON_OPTS,
-        OPT("depth", 0, ARG_INT, "D", "backbone ResNet depth, 50 or 101 (default 50)"),
-        OPT("width", 0, ARG_INT, "W", "backbone base channels (default 64)"),
-        OPT("classes", 0, ARG_INT, "C", "segmentation classes (default 19)"),
-        OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S], S a multiple of 8 (default 512)"),
-        OPT("gamma", 0, ARG_FLOAT, "G", "initial attention gammas (default 0, as DANet)"),
-        OPT("residual-gamma", 0, ARG_FLOAT, "G",
-            "initial gamma of each backbone block's last BN (default 1; 0 = zero-init residual, Goyal et al. "
-            "2017; below 1 the untrained net is better conditioned)"),
-    };
-    arg_spec spec = {.usage = "scorch-run gen dranet [options] -o FILE.onnx",
-                     .summary = "DRANet/DANet-style segmentation net: dilated ResNet (output stride 8), position and\n"
-                                "channel attention head, bilinear upsampling; output 'output' [batch,C,S,S].",
-                     .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
-    int exit_code;
-    if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
-    gen_dranet_opts o = {.depth = opts[N_COMMON].set ? opts[N_COMMON].i : 50,
-                         .width = opts[N_COMMON + 1].set ? opts[N_COMMON + 1].i : 64,
-                         .classes = opts[N_COMMON + 2].set ? opts[N_COMMON + 2].i : 19,
-                         .image = opts[N_COMMON + 3].set ? opts[N_COMMON + 3].i : 512,
-                         .gamma = opts[N_COMMON + 4].set ? opts[N_COMMON + 4].f : 0.0,
-                         .residual_gamma = opts[N_COMMON + 5].set ? opts[N_COMMON + 5].f : 1.0,
-                         .seed = (uint64_t)opts[OPT_SEED].i};
-    char what[64];
-    snprintf(what, sizeof what, "dranet%lld", (long long)o.depth);
-    int rc = gen_finish(&spec, what, build_dranet, &o);
-    args_free(&spec);
-    return rc;
+static int configure_dranet(const arg_opt *opts, uint64_t seed, gen_any_opts *any, char *what, size_t what_size) {
+    gen_dranet_opts *o = &any->dranet;
+    *o = (gen_dranet_opts){.depth = opt_int(&opts[0], 50),
+                           .width = opt_int(&opts[1], 64),
+                           .classes = opt_int(&opts[2], 19),
+                           .image = opt_int(&opts[3], 512),
+                           .gamma = opts[4].set ? opts[4].f : 0.0,
+                           .residual_gamma = opts[5].set ? opts[5].f : 1.0,
+                           .seed = seed};
+    snprintf(what, what_size, "dranet%lld", (long long)o->depth);
+    return 0;
 }
 
 typedef struct {
@@ -122,73 +106,97 @@ typedef struct {
 static const gpt_preset gpt_presets[] = {
     {"small", 12, 12, 768}, {"medium", 24, 16, 1024}, {"large", 36, 20, 1280}, {"xl", 48, 25, 1600}};
 
-static int gen_gpt_cmd(int argc, char **argv) {
-    arg_opt opts[] = {
-        COMMON_OPTS,
-        OPT("preset", 0, ARG_STR, "NAME", "small 12/12/768, medium 24/16/1024, large 36/20/1280, xl 48/25/1600"),
-        OPT("layers", 0, ARG_INT, "L", "transformer blocks"),
-        OPT("heads", 0, ARG_INT, "H", "attention heads"),
-        OPT("dim", 0, ARG_INT, "D", "model width"),
-        OPT("vocab", 0, ARG_INT, "V", "vocabulary size (default 50257)"),
-        OPT("seq", 0, ARG_INT, "T", "maximum sequence length (default 1024)"),
-    };
-    arg_spec spec = {.usage = "scorch-run gen gpt (--preset NAME | --layers L --heads H --dim D) [options] -o FILE.onnx",
-                     .summary = "GPT-2 (Radford et al. 2019): input 'input_ids' i64 [batch,seq], output 'logits'\n"
-                                "[batch,seq,V]. Options given with --preset override the preset's values.",
-                     .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
-    int exit_code;
-    if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
-    gen_gpt_opts o = {.vocab = 50257, .seq = 1024, .seed = (uint64_t)opts[OPT_SEED].i};
-    const char *preset = opts[N_COMMON].s;
+static int configure_gpt(const arg_opt *opts, uint64_t seed, gen_any_opts *any, char *what, size_t what_size) {
+    gen_gpt_opts *o = &any->gpt;
+    *o = (gen_gpt_opts){.vocab = 50257, .seq = 1024, .seed = seed};
+    const char *preset = opts[0].s;
     if (preset) {
         const gpt_preset *p = NULL;
         for (size_t i = 0; i < sizeof gpt_presets / sizeof gpt_presets[0]; i++)
             if (!strcmp(gpt_presets[i].name, preset)) p = &gpt_presets[i];
         if (!p) {
-            args_free(&spec);
             args_error("gen gpt: unknown preset '%s' (small, medium, large, xl)", preset);
             return 2;
         }
-        o.layers = p->layers, o.heads = p->heads, o.dim = p->dim;
+        o->layers = p->layers, o->heads = p->heads, o->dim = p->dim;
     }
-    int64_t *fields[5] = {&o.layers, &o.heads, &o.dim, &o.vocab, &o.seq};
-    for (int i = 0; i < 5; i++)
-        if (opts[N_COMMON + 1 + i].set) *fields[i] = opts[N_COMMON + 1 + i].i;
-    if (!o.layers || !o.heads || !o.dim) {
-        args_free(&spec);
+    int64_t *fields[5] = {&o->layers, &o->heads, &o->dim, &o->vocab, &o->seq};
+    for (int i = 0; i < 5; i++) *fields[i] = opt_int(&opts[1 + i], *fields[i]);
+    if (!o->layers || !o->heads || !o->dim) {
         args_error("gen gpt: give --preset or all of --layers, --heads and --dim");
         return 2;
     }
-    char what[96];
-    snprintf(what, sizeof what, "gpt2-L%lld-H%lld-D%lld", (long long)o.layers, (long long)o.heads, (long long)o.dim);
-    int rc = gen_finish(&spec, what, build_gpt, &o);
-    args_free(&spec);
-    return rc;
+    snprintf(what, what_size, "gpt2-L%lld-H%lld-D%lld", (long long)o->layers, (long long)o->heads, (long long)o->dim);
+    return 0;
 }
 
-static int gen_densenet_cmd(int argc, char **argv) {
-    arg_opt opts[] = {
-        COMMON_OPTS,
-        OPT("blocks", 0, ARG_INT, "B", "dense blocks (default 4)"),
-        OPT("layers-per-block", 0, ARG_INT, "L", "dense layers per block (default 6)"),
-        OPT("growth", 0, ARG_INT, "K", "growth rate: channels each layer adds (default 12)"),
-        OPT("classes", 0, ARG_INT, "C", "output classes (default 10)"),
-        OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S] (default 32)"),
-    };
-    arg_spec spec = {.usage = "scorch-run gen densenet [--blocks B] [--layers-per-block L] [--growth K] [options] -o FILE.onnx",
-                     .summary = "DenseNet-BC (Huang et al. 2017): dense blocks (BN-ReLU-Conv1x1-BN-ReLU-Conv3x3, Concat),\n"
-                                "transitions (BN-ReLU-Conv1x1-AveragePool); input 'input' [batch,3,S,S], output 'logits'.",
-                     .opts = opts, .n_opts = sizeof opts / sizeof opts[0]};
+static int configure_densenet(const arg_opt *opts, uint64_t seed, gen_any_opts *any, char *what, size_t what_size) {
+    gen_densenet_opts *o = &any->densenet;
+    *o = (gen_densenet_opts){.blocks = opt_int(&opts[0], 4),
+                             .layers = opt_int(&opts[1], 6),
+                             .growth = opt_int(&opts[2], 12),
+                             .classes = opt_int(&opts[3], 10),
+                             .image = opt_int(&opts[4], 32),
+                             .seed = seed};
+    snprintf(what, what_size, "densenet-B%lld-L%lld-K%lld", (long long)o->blocks, (long long)o->layers,
+             (long long)o->growth);
+    return 0;
+}
+
+static const gen_model gen_models[] = {
+    {"resnet", "scorch-run gen resnet --depth D [options] -o FILE.onnx",
+     "ResNet (He et al. 2015) as in torchvision 0.14, input 'input' f32 [batch,3,S,S],\n"
+     "output 'logits' [batch,C]. Weights: kaiming normal (fan_out), BN 1/0.",
+     {OPT("depth", 0, ARG_INT, "D",
+          "18, 34, 50, 101, 152: torchvision's ResNet; any other D >= 1: stem + D basic blocks at constant width"),
+      OPT("width", 0, ARG_INT, "W", "base channels (default 64)"),
+      OPT("classes", 0, ARG_INT, "C", "output classes (default 1000)"),
+      OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S] (default 224)"),
+      OPT("zero-init-residual", 0, ARG_INT, "0|1",
+          "start each block's last BN gamma at 0 (default: 1 for generic depths, 0 for standard ones)")},
+     5, configure_resnet, build_resnet},
+    {"dranet", "scorch-run gen dranet [options] -o FILE.onnx",
+     "DRANet/DANet-style segmentation net: dilated ResNet (output stride 8), position and\n"
+     "channel attention head, bilinear upsampling; output 'output' [batch,C,S,S].",
+     {OPT("depth", 0, ARG_INT, "D", "backbone ResNet depth, 50 or 101 (default 50)"),
+      OPT("width", 0, ARG_INT, "W", "backbone base channels (default 64)"),
+      OPT("classes", 0, ARG_INT, "C", "segmentation classes (default 19)"),
+      OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S], S a multiple of 8 (default 512)"),
+      OPT("gamma", 0, ARG_FLOAT, "G", "initial attention gammas (default 0, as DANet)"),
+      OPT("residual-gamma", 0, ARG_FLOAT, "G",
+          "initial gamma of each backbone block's last BN (default 1; 0 = zero-init residual, Goyal et al. "
+          "2017; below 1 the untrained net is better conditioned)")},
+     6, configure_dranet, build_dranet},
+    {"gpt", "scorch-run gen gpt (--preset NAME | --layers L --heads H --dim D) [options] -o FILE.onnx",
+     "GPT-2 (Radford et al. 2019): input 'input_ids' i64 [batch,seq], output 'logits'\n"
+     "[batch,seq,V]. Options given with --preset override the preset's values.",
+     {OPT("preset", 0, ARG_STR, "NAME", "small 12/12/768, medium 24/16/1024, large 36/20/1280, xl 48/25/1600"),
+      OPT("layers", 0, ARG_INT, "L", "transformer blocks"), OPT("heads", 0, ARG_INT, "H", "attention heads"),
+      OPT("dim", 0, ARG_INT, "D", "model width"), OPT("vocab", 0, ARG_INT, "V", "vocabulary size (default 50257)"),
+      OPT("seq", 0, ARG_INT, "T", "maximum sequence length (default 1024)")},
+     6, configure_gpt, build_gpt},
+    {"densenet", "scorch-run gen densenet [--blocks B] [--layers-per-block L] [--growth K] [options] -o FILE.onnx",
+     "DenseNet-BC (Huang et al. 2017): dense blocks (BN-ReLU-Conv1x1-BN-ReLU-Conv3x3, Concat),\n"
+     "transitions (BN-ReLU-Conv1x1-AveragePool); input 'input' [batch,3,S,S], output 'logits'.",
+     {OPT("blocks", 0, ARG_INT, "B", "dense blocks (default 4)"),
+      OPT("layers-per-block", 0, ARG_INT, "L", "dense layers per block (default 6)"),
+      OPT("growth", 0, ARG_INT, "K", "growth rate: channels each layer adds (default 12)"),
+      OPT("classes", 0, ARG_INT, "C", "output classes (default 10)"),
+      OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S] (default 32)")},
+     5, configure_densenet, build_densenet},
+};
+
+static int gen_model_cmd(const gen_model *m, int argc, char **argv) {
+    arg_opt opts[N_COMMON + GEN_MAX_OPTS] = {COMMON_OPTS};
+    memcpy(opts + N_COMMON, m->opts, sizeof *opts * (size_t)m->n_opts);
+    arg_spec spec = {.usage = m->usage, .summary = m->summary, .opts = opts, .n_opts = N_COMMON + m->n_opts};
     int exit_code;
     if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
-    int64_t v[5] = {4, 6, 12, 10, 32};
-    for (int i = 0; i < 5; i++)
-        if (opts[N_COMMON + i].set) v[i] = opts[N_COMMON + i].i;
-    gen_densenet_opts o = {.blocks = v[0], .layers = v[1], .growth = v[2], .classes = v[3], .image = v[4],
-                           .seed = (uint64_t)opts[OPT_SEED].i};
+    gen_any_opts o;
+    memset(&o, 0, sizeof o);
     char what[96];
-    snprintf(what, sizeof what, "densenet-B%lld-L%lld-K%lld", (long long)o.blocks, (long long)o.layers, (long long)o.growth);
-    int rc = gen_finish(&spec, what, build_densenet, &o);
+    int rc = m->configure(opts + N_COMMON, (uint64_t)opts[OPT_SEED].i, &o, what, sizeof what);
+    if (!rc) rc = gen_finish(&spec, what, m->build, &o);
     args_free(&spec);
     return rc;
 }
@@ -209,10 +217,8 @@ int cmd_gen(int argc, char **argv) {
         fputs(help, stdout);
         return 0;
     }
-    if (!strcmp(argv[0], "resnet")) return gen_resnet_cmd(argc - 1, argv + 1);
-    if (!strcmp(argv[0], "dranet")) return gen_dranet_cmd(argc - 1, argv + 1);
-    if (!strcmp(argv[0], "gpt")) return gen_gpt_cmd(argc - 1, argv + 1);
-    if (!strcmp(argv[0], "densenet")) return gen_densenet_cmd(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof gen_models / sizeof gen_models[0]; i++)
+        if (!strcmp(argv[0], gen_models[i].name)) return gen_model_cmd(&gen_models[i], argc - 1, argv + 1);
     args_error("gen: unknown model '%s' (resnet, dranet, gpt, densenet)", argv[0]);
     return 2;
 }

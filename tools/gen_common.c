@@ -130,3 +130,24 @@ const char *gen_conv_bn_gamma(onnxb *b, gen_rng *r, const char *conv_name, const
     if (relu) y = gen_op1(b, "Relu", y, onnxb_name(b, "%s.relu", bn_name));
     return y;
 }
+
+void gen_classifier_head(onnxb *b, gen_rng *r, const char *fc, const char *x, int64_t c, int64_t classes) {
+    const char *y = gen_op1(b, "GlobalAveragePool", x, "avgpool");
+    y = gen_op1(b, "Flatten", y, "flatten");
+    int64_t wd[2] = {classes, c}, bd[1] = {classes};
+    double bound = 1.0 / sqrt((double)c);
+    const char *in[3] = {y, gen_param_uniform(b, r, onnxb_name(b, "%s.weight", fc), 2, wd, bound),
+                         gen_param_uniform(b, r, onnxb_name(b, "%s.bias", fc), 1, bd, bound)};
+    const char *out[1] = {"logits"};
+    Onnx__NodeProto *n = onnxb_node(b, "Gemm", fc, in, 3, out, 1);
+    onnxb_attr_int(b, n, "transB", 1);
+    int64_t out_dims[2] = {-1, classes};
+    const char *out_names[2] = {"batch"};
+    onnxb_output(b, "logits", SC_F32, 2, out_dims, out_names);
+}
+
+void gen_image_input(onnxb *b, int64_t image) {
+    int64_t dims[4] = {-1, 3, image, image};
+    const char *names[4] = {"batch"};
+    onnxb_input(b, "input", SC_F32, 4, dims, names);
+}

@@ -48,5 +48,11 @@ const char *gen_conv_bn(onnxb *b, gen_rng *r, const char *conv_name, const char 
 /* The same with the BN's gamma given. */
 const char *gen_conv_bn_gamma(onnxb *b, gen_rng *r, const char *conv_name, const char *bn_name, const char *x,
                               int64_t cin, int64_t cout, int k, int stride, int dilation, int relu, float gamma);
+/* The graph input 'input' f32 [batch, 3, image, image] of the vision models. */
+void gen_image_input(onnxb *b, int64_t image);
+/* The classifier head of torchvision's CNNs: GlobalAveragePool -> Flatten -> Gemm (transB) named
+ * <fc>, weight and bias uniform(+-1/sqrt(c)) as torch's Linear, into the graph output 'logits'
+ * [batch, classes]. */
+void gen_classifier_head(onnxb *b, gen_rng *r, const char *fc, const char *x, int64_t c, int64_t classes);
 
 #endif

@@ -59,9 +59,7 @@ sc_status gen_densenet(onnxb *b, const gen_densenet_opts *o) {
         return sc_errorf("densenet: --blocks, --layers-per-block, --growth, --classes and --image must be positive");
     gen_rng r;
     gen_rng_seed(&r, o->seed);
-    int64_t in_dims[4] = {-1, 3, o->image, o->image}, out_dims[2] = {-1, o->classes};
-    const char *in_names[4] = {"batch"}, *out_names[2] = {"batch"};
-    onnxb_input(b, "input", SC_F32, 4, in_dims, in_names);
+    gen_image_input(b, o->image);
     int64_t c = 2 * o->growth, side = o->image;
     const char *y = gen_conv(b, &r, "features.conv0", "input", 3, c, 3, 1, 1, 0);
     for (int64_t blk = 1; blk <= o->blocks && !onnxb_error(b); blk++) {
@@ -78,15 +76,6 @@ sc_status gen_densenet(onnxb *b, const gen_densenet_opts *o) {
         }
     }
     y = bn_relu(b, "features.norm5", y, c);
-    y = gen_op1(b, "GlobalAveragePool", y, "avgpool");
-    y = gen_op1(b, "Flatten", y, "flatten");
-    int64_t wd[2] = {o->classes, c}, bd[1] = {o->classes};
-    double bound = 1.0 / sqrt((double)c);
-    const char *in[3] = {y, gen_param_uniform(b, &r, "classifier.weight", 2, wd, bound),
-                         gen_param_uniform(b, &r, "classifier.bias", 1, bd, bound)};
-    const char *out[1] = {"logits"};
-    Onnx__NodeProto *n = onnxb_node(b, "Gemm", "classifier", in, 3, out, 1);
-    onnxb_attr_int(b, n, "transB", 1);
-    onnxb_output(b, "logits", SC_F32, 2, out_dims, out_names);
+    gen_classifier_head(b, &r, "classifier", y, c, o->classes);
     return SC_OK;
 }

@@ -98,9 +98,9 @@ sc_status gen_dranet(onnxb *b, const gen_dranet_opts *o) {
     if (o->width < 1 || o->classes < 1) return sc_errorf("dranet: --width and --classes must be positive");
     gen_rng r;
     gen_rng_seed(&r, o->seed);
-    int64_t in_dims[4] = {-1, 3, o->image, o->image}, out_dims[4] = {-1, o->classes, o->image, o->image};
+    int64_t out_dims[4] = {-1, o->classes, o->image, o->image};
     const char *dn[4] = {"batch"};
-    onnxb_input(b, "input", SC_F32, 4, in_dims, dn);
+    gen_image_input(b, o->image);
     int64_t cb;
     const char *x = gen_resnet_trunk(b, &r, o->depth, o->width, true, (float)o->residual_gamma, "input", &cb);
     int64_t c = cb / 4, f = o->image / 8, hw = f * f;

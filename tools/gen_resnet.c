@@ -119,24 +119,13 @@ sc_status gen_resnet(onnxb *b, const gen_resnet_opts *o) {
         return sc_errorf("resnet: --width, --classes and --image must be positive");
     gen_rng r;
     gen_rng_seed(&r, o->seed);
-    int64_t in_dims[4] = {-1, 3, o->image, o->image}, out_dims[2] = {-1, o->classes};
-    const char *in_names[4] = {"batch"}, *out_names[2] = {"batch"};
-    onnxb_input(b, "input", SC_F32, 4, in_dims, in_names);
+    gen_image_input(b, o->image);
     int64_t c = o->width;
     bool standard = gen_resnet_is_standard(o->depth);
     bool zero_res = o->zero_init_residual >= 0 ? o->zero_init_residual > 0 : !standard;
     float last_gamma = zero_res ? 0.0f : 1.0f;
     const char *y = standard ? gen_resnet_trunk(b, &r, o->depth, o->width, false, last_gamma, "input", &c)
                              : generic_trunk(b, &r, o->depth, o->width, last_gamma, "input");
-    y = gen_op1(b, "GlobalAveragePool", y, "avgpool");
-    y = gen_op1(b, "Flatten", y, "flatten");
-    int64_t wd[2] = {o->classes, c}, bd[1] = {o->classes};
-    double bound = 1.0 / sqrt((double)c);
-    const char *in[3] = {y, gen_param_uniform(b, &r, "fc.weight", 2, wd, bound),
-                         gen_param_uniform(b, &r, "fc.bias", 1, bd, bound)};
-    const char *out[1] = {"logits"};
-    Onnx__NodeProto *n = onnxb_node(b, "Gemm", "fc", in, 3, out, 1);
-    onnxb_attr_int(b, n, "transB", 1);
-    onnxb_output(b, "logits", SC_F32, 2, out_dims, out_names);
+    gen_classifier_head(b, &r, "fc", y, c, o->classes);
     return SC_OK;
 }

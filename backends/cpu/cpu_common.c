@@ -23,12 +23,11 @@ void cpu_set_num_threads(int n) {
 int cpu_num_threads(void) { return omp_get_max_threads(); }
 
 sc_status cpu_errorf(const sc_kernel_call *call, const char *fmt, ...) {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    sc_status st = sc_op_verrorf("node", call->node->name, call->node->op, fmt, ap);
     va_end(ap);
-    return sc_errorf("node '%s' (%s): %s", call->node->name, sc_op_name(call->node->op), msg);
+    return st;
 }
 
 bool cpu_channels_last_view(sc_desc *d, int r) {

@@ -32,28 +32,19 @@ sc_status cpu_dnnl_error(const sc_kernel_call *call, const char *what, dnnl_stat
     return cpu_errorf(call, "oneDNN %s failed: %s", what, dnnl_status_name(s));
 }
 
-dnnl_engine_t cpu_dnnl_engine(sc_status *st) {
-    if (!dnnl_eng) {
-        dnnl_status_t s = dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0);
-        if (s != dnnl_success) {
-            dnnl_eng = NULL;
-            *st = sc_errorf("oneDNN engine creation failed: %s", dnnl_status_name(s));
-        }
+sc_status cpu_dnnl_context(dnnl_engine_t *eng, dnnl_stream_t *strm) {
+    dnnl_status_t s;
+    if (!dnnl_eng && (s = dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0)) != dnnl_success) {
+        dnnl_eng = NULL;
+        return sc_errorf("oneDNN engine creation failed: %s", dnnl_status_name(s));
     }
-    return dnnl_eng;
-}
-
-dnnl_stream_t cpu_dnnl_stream(sc_status *st) {
-    if (!dnnl_strm) {
-        dnnl_engine_t e = cpu_dnnl_engine(st);
-        if (!e) return NULL;
-        dnnl_status_t s = dnnl_stream_create(&dnnl_strm, e, dnnl_stream_default_flags);
-        if (s != dnnl_success) {
-            dnnl_strm = NULL;
-            *st = sc_errorf("oneDNN stream creation failed: %s", dnnl_status_name(s));
-        }
+    if (!dnnl_strm && (s = dnnl_stream_create(&dnnl_strm, dnnl_eng, dnnl_stream_default_flags)) != dnnl_success) {
+        dnnl_strm = NULL;
+        return sc_errorf("oneDNN stream creation failed: %s", dnnl_status_name(s));
     }
-    return dnnl_strm;
+    *eng = dnnl_eng;
+    *strm = dnnl_strm;
+    return SC_OK;
 }
 
 void cpu_dnnl_lock(void) { pthread_mutex_lock(&dnnl_mutex); }
@@ -88,4 +79,22 @@ bool cpu_prim_list_add(cpu_prim_list *l, void *item) {
     }
     l->items[l->n++] = item;
     return true;
+}
+
+sc_status cpu_prim_list_get(const sc_kernel_call *call, dnnl_engine_t eng, cpu_prim_list *l, const void *key,
+                            size_t key_size, size_t entry_size, cpu_prim_build_fn build, void (*release)(void *entry),
+                            void **out) {
+    *out = cpu_prim_list_find(l, key, key_size);
+    if (*out) return SC_OK;
+    void *e = calloc(1, entry_size);
+    if (!e) return cpu_errorf(call, "out of memory for the primitive cache");
+    memcpy(e, key, key_size);
+    sc_status st = build(call, eng, e);
+    if (!st && !cpu_prim_list_add(l, e)) st = cpu_errorf(call, "out of memory for the primitive cache");
+    if (st) {
+        release(e);
+        return st;
+    }
+    *out = e;
+    return SC_OK;
 }

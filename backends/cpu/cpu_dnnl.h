@@ -16,9 +16,9 @@
 
 #include "backends/cpu/cpu.h"
 
-/* Lazily created engine/stream; NULL with *st set when oneDNN fails. Call with the lock held. */
-dnnl_engine_t cpu_dnnl_engine(sc_status *st);
-dnnl_stream_t cpu_dnnl_stream(sc_status *st);
+/* The process's engine and stream, created on first use; an error when oneDNN fails. Call with the
+ * lock held. */
+sc_status cpu_dnnl_context(dnnl_engine_t *eng, dnnl_stream_t *strm);
 
 void cpu_dnnl_lock(void);
 void cpu_dnnl_unlock(void);
@@ -59,5 +59,12 @@ typedef struct {
 void *cpu_prim_list_find(const cpu_prim_list *l, const void *key, size_t key_size);
 /* Appends an entry; false when out of memory (the entry is then not owned by the list). */
 bool cpu_prim_list_add(cpu_prim_list *l, void *item);
+/* The entry of key, found or else made: entry_size zeroed bytes, the key copied to their start,
+ * then build(call, eng, entry) fills the rest and the entry joins the list. A failed build or a
+ * full list frees the entry with release (which must accept a half-built one). */
+typedef sc_status (*cpu_prim_build_fn)(const sc_kernel_call *call, dnnl_engine_t eng, void *entry);
+sc_status cpu_prim_list_get(const sc_kernel_call *call, dnnl_engine_t eng, cpu_prim_list *l, const void *key,
+                            size_t key_size, size_t entry_size, cpu_prim_build_fn build, void (*release)(void *entry),
+                            void **out);
 
 #endif

@@ -167,7 +167,8 @@ static int n_conv_weights, cap_conv_weights;
 static int *cw_index;
 static size_t cw_index_cap;
 
-static void conv_entry_free(conv_entry *e) {
+static void conv_entry_free(void *entry) {
+    conv_entry *e = entry;
     if (e->conv) dnnl_primitive_destroy(e->conv);
     if (e->src_reorder) dnnl_primitive_destroy(e->src_reorder);
     if (e->dst_reorder) dnnl_primitive_destroy(e->dst_reorder);
@@ -282,8 +283,10 @@ static dnnl_status_t act_post_op(dnnl_post_ops_t po, const conv_key *k) {
     return dnnl_invalid_arguments;
 }
 
-static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, const conv_key *k,
-                                  conv_entry *e) {
+/* cpu_prim_build_fn of the forward cache. */
+static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, void *entry) {
+    conv_entry *e = entry;
+    const conv_key *k = &e->key;
     int nd = k->nd, wnd = k->group > 1 ? nd + 1 : nd;
     dnnl_memory_desc_t src_user, dst_user, src_any, dst_any, wei_any, bias_md;
     dnnl_format_tag_t src_tag = k->src_cl ? channels_last_tag(nd) : plain_tag(nd);
@@ -350,23 +353,11 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
 }
 
 static sc_status conv_entry_get(const sc_kernel_call *call, dnnl_engine_t eng, const conv_key *k, conv_entry **out) {
-    conv_entry *e = cpu_prim_list_find(&conv_entries, k, sizeof *k);
-    if (e) {
-        *out = e;
-        return SC_OK;
-    }
-    e = calloc(1, sizeof *e);
-    if (!e) return cpu_errorf(call, "out of memory for the convolution cache");
-    e->key = *k;
-    sc_status st = conv_entry_build(call, eng, k, e);
-    if (!st && !cpu_prim_list_add(&conv_entries, e)) st = cpu_errorf(call, "out of memory for the convolution cache");
-    if (st) {
-        conv_entry_free(e);
-        return st;
-    }
     cpu_dnnl_register_cache(conv_cache_clear);
+    void *e = NULL;
+    sc_status st = cpu_prim_list_get(call, eng, &conv_entries, k, sizeof *k, sizeof **out, conv_entry_build, conv_entry_free, &e);
     *out = e;
-    return SC_OK;
+    return st;
 }
 
 /* The weight memory to pass to the primitive: the user's buffer when the layouts agree, else the
@@ -418,11 +409,9 @@ static sc_status conv_weight_get(const sc_kernel_call *call, dnnl_engine_t eng, 
 
 static sc_status conv_run_dnnl(const sc_kernel_call *call, const conv_key *k, const float *x, const float *w,
                                int64_t w_numel, const float *b, float *y) {
-    sc_status st = SC_OK;
-    dnnl_engine_t eng = cpu_dnnl_engine(&st);
-    if (!eng) return st;
-    dnnl_stream_t strm = cpu_dnnl_stream(&st);
-    if (!strm) return st;
+    dnnl_engine_t eng;
+    dnnl_stream_t strm;
+    SC_TRY(cpu_dnnl_context(&eng, &strm));
     conv_entry *e = NULL;
     SC_TRY(conv_entry_get(call, eng, k, &e));
     dnnl_memory_t wmem = NULL;

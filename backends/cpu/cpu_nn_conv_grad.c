@@ -131,7 +131,8 @@ static void bwd_mem_free(bwd_mem *m) {
     if (m->reorder) dnnl_primitive_destroy(m->reorder);
 }
 
-static void bwd_entry_free(bwd_entry *e) {
+static void bwd_entry_free(void *entry) {
+    bwd_entry *e = entry;
     if (e->prim) dnnl_primitive_destroy(e->prim);
     bwd_mem_free(&e->a);
     bwd_mem_free(&e->b);
@@ -179,7 +180,10 @@ static void bwd_mem_finish(bwd_mem *m, dnnl_stream_t strm, dnnl_status_t *s) {
     *s = dnnl_primitive_execute(m->reorder, strm, 2, a);
 }
 
-static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, const bwd_key *k, bwd_entry *e) {
+/* cpu_prim_build_fn of the backward cache. */
+static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, void *entry) {
+    bwd_entry *e = entry;
+    const bwd_key *k = &e->key;
     int nd = k->nd, wnd = k->group > 1 ? nd + 1 : nd;
     dnnl_format_tag_t act = k->plain ? plain_tag(nd) : dnnl_format_tag_any;
     dnnl_memory_desc_t src_user, dst_user, wei_user, src_any, dst_any, wei_any, bias_md;
@@ -242,22 +246,10 @@ static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, 
 }
 
 static sc_status bwd_entry_get(const sc_kernel_call *call, dnnl_engine_t eng, const bwd_key *k, bwd_entry **out) {
-    bwd_entry *e = cpu_prim_list_find(&bwd_entries, k, sizeof *k);
-    if (e) {
-        *out = e;
-        return SC_OK;
-    }
-    e = calloc(1, sizeof *e);
-    if (!e) return cpu_errorf(call, "out of memory for the convolution cache");
-    e->key = *k;
-    sc_status st = bwd_entry_build(call, eng, k, e);
-    if (!st && !cpu_prim_list_add(&bwd_entries, e)) st = cpu_errorf(call, "out of memory for the convolution cache");
-    if (st) {
-        bwd_entry_free(e);
-        return st;
-    }
+    void *e = NULL;
+    sc_status st = cpu_prim_list_get(call, eng, &bwd_entries, k, sizeof *k, sizeof **out, bwd_entry_build, bwd_entry_free, &e);
     *out = e;
-    return SC_OK;
+    return st;
 }
 
 /* dY as the weights primitive reads it: the data primitive's reordered copy (dy_done, from the
@@ -278,11 +270,9 @@ static dnnl_memory_t bwd_dy_bind(bwd_mem *m, const bwd_mem *dy_done, void *dy, d
  * the entry run; dy_done, when set, is a data entry that this call already ran on the same dY. */
 static sc_status bwd_run(const sc_kernel_call *call, const bwd_key *k, const float *dy, const float *x,
                          const float *w, float *dx, float *dw, float *db, const bwd_mem *dy_done, bwd_entry **used) {
-    sc_status st = SC_OK;
-    dnnl_engine_t eng = cpu_dnnl_engine(&st);
-    if (!eng) return st;
-    dnnl_stream_t strm = cpu_dnnl_stream(&st);
-    if (!strm) return st;
+    dnnl_engine_t eng;
+    dnnl_stream_t strm;
+    SC_TRY(cpu_dnnl_context(&eng, &strm));
     bwd_entry *e = NULL;
     SC_TRY(bwd_entry_get(call, eng, k, &e));
     *used = e;
