@@ -8,13 +8,18 @@
 #include "backends/cuda/cuda_common.h"
 
 sc_status cu_errorf(const cu_call *c, const char *fmt, ...) {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    sc_status st;
+    if (c && c->node) {
+        st = sc_op_verrorf("node", c->node->name, c->node->op, fmt, ap);
+    } else {
+        char msg[1024];
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        st = sc_errorf("cuda backend: %s", msg);
+    }
     va_end(ap);
-    if (!c || !c->node) return sc_errorf("cuda backend: %s", msg);
-    return sc_errorf("node '%s' (%s): %s", c->node->name, sc_op_name(c->node->op), msg);
+    return st;
 }
 
 sc_status cu_fail(const cu_call *c, const char *lib, const char *expr, const char *file, int line, const char *text) {

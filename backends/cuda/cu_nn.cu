@@ -36,10 +36,8 @@ __device__ __forceinline__ void pool_pos(const pwin &w, int64_t e, int64_t *nc, 
     *nc = e / (w.out[2] * w.out[1] * w.out[0]);
 }
 
-/* Scans the window; returns the flat in-plane index of the first maximum (-1 if no tap inside). */
-template <typename T> __device__ int64_t max_tap(const pwin &w, const T *plane, const int64_t *o, T *best) {
-    int64_t arg = -1;
-    T m = 0;
+/* Calls f(p) with the flat in-plane index p of each tap of window o inside the input, in tap order. */
+template <typename F> __device__ __forceinline__ void for_taps(const pwin &w, const int64_t *o, F f) {
     for (int64_t t0 = 0; t0 < w.k[0]; t0++) {
         int64_t i0 = o[0] * w.stride[0] - w.pb[0] + t0 * w.dil[0];
         if (i0 < 0 || i0 >= w.in[0]) continue;
@@ -49,12 +47,20 @@ template <typename T> __device__ int64_t max_tap(const pwin &w, const T *plane, 
             for (int64_t t2 = 0; t2 < w.k[2]; t2++) {
                 int64_t i2 = o[2] * w.stride[2] - w.pb[2] + t2 * w.dil[2];
                 if (i2 < 0 || i2 >= w.in[2]) continue;
-                int64_t p = (i0 * w.in[1] + i1) * w.in[2] + i2;
-                T v = plane[p];
-                if (arg < 0 || v > m || (v != v && m == m)) m = v, arg = p;
+                f((i0 * w.in[1] + i1) * w.in[2] + i2);
             }
         }
     }
+}
+
+/* Scans the window; returns the flat in-plane index of the first maximum (-1 if no tap inside). */
+template <typename T> __device__ int64_t max_tap(const pwin &w, const T *plane, const int64_t *o, T *best) {
+    int64_t arg = -1;
+    T m = 0;
+    for_taps(w, o, [&](int64_t p) {
+        T v = plane[p];
+        if (arg < 0 || v > m || (v != v && m == m)) m = v, arg = p;
+    });
     *best = m;
     return arg;
 }
@@ -92,19 +98,7 @@ template <typename T> __global__ void k_avg_pool(pwin w, const T *x, T *y, bool 
         pool_pos(w, e, &nc, o);
         const T *p = x + nc * S;
         T s = 0;
-        for (int64_t t0 = 0; t0 < w.k[0]; t0++) {
-            int64_t i0 = o[0] * w.stride[0] - w.pb[0] + t0 * w.dil[0];
-            if (i0 < 0 || i0 >= w.in[0]) continue;
-            for (int64_t t1 = 0; t1 < w.k[1]; t1++) {
-                int64_t i1 = o[1] * w.stride[1] - w.pb[1] + t1 * w.dil[1];
-                if (i1 < 0 || i1 >= w.in[1]) continue;
-                for (int64_t t2 = 0; t2 < w.k[2]; t2++) {
-                    int64_t i2 = o[2] * w.stride[2] - w.pb[2] + t2 * w.dil[2];
-                    if (i2 < 0 || i2 >= w.in[2]) continue;
-                    s += p[(i0 * w.in[1] + i1) * w.in[2] + i2];
-                }
-            }
-        }
+        for_taps(w, o, [&](int64_t i) { s += p[i]; });
         int64_t cnt = avg_count(w, o, include_pad);
         y[e] = cnt > 0 ? s / (T)cnt : (T)0;
     }

@@ -65,68 +65,63 @@ static sc_status descs_make(const cu_call *c, const cu_window *w, int64_t N, int
 
 #define CU_DNN_WORKSPACE_MAX (256ll << 20)
 
-/* The first usable deterministic algorithm of a perf list whose workspace fits. */
-#define PICK_ALGO(perf, n, limit, algo, ws)                                                                \
+/* Picks the first usable deterministic algorithm of a perf list whose workspace fits, into algo, and
+ * takes its workspace (bytes long) from the call's scratch into work; returns an error status when none fits. */
+#define PICK_ALGO(perf, n, algo, work, bytes)                                                               \
     do {                                                                                                   \
-        int found_ = 0;                                                                                    \
-        for (int i_ = 0; i_ < (n) && !found_; i_++)                                                        \
+        int64_t ws_ = -1;                                                                                  \
+        for (int i_ = 0; i_ < (n) && ws_ < 0; i_++)                                                        \
             if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (perf)[i_].determinism == CUDNN_DETERMINISTIC && \
-                (int64_t)(perf)[i_].memory <= (limit)) {                                                   \
+                (int64_t)(perf)[i_].memory <= CU_DNN_WORKSPACE_MAX) {                                      \
                 (algo) = (perf)[i_].algo;                                                                  \
-                (ws) = (int64_t)(perf)[i_].memory;                                                         \
-                found_ = 1;                                                                                \
+                ws_ = (int64_t)(perf)[i_].memory;                                                          \
             }                                                                                              \
-        if (!found_) st = cu_errorf(c, "no deterministic cuDNN algorithm fits a workspace of %lld bytes", (long long)(limit)); \
+        if (ws_ < 0)                                                                                       \
+            return cu_errorf(c, "no deterministic cuDNN algorithm fits a workspace of %lld bytes", CU_DNN_WORKSPACE_MAX); \
+        (work) = NULL;                                                                                     \
+        if (ws_ > 0) SC_TRY(cu_scratch(c, ws_, &(work)));                                                  \
+        (bytes) = (size_t)ws_;                                                                             \
     } while (0)
+
+/* cuDNN's alpha = 1 and beta = 0, typed as the computation: double for f64, float otherwise. */
+static const double one_f64 = 1, zero_f64 = 0;
+static const float one_f32 = 1, zero_f32 = 0;
+static const void *dnn_one(sc_dtype t) { return t == SC_F64 ? (const void *)&one_f64 : (const void *)&one_f32; }
+static const void *dnn_zero(sc_dtype t) { return t == SC_F64 ? (const void *)&zero_f64 : (const void *)&zero_f32; }
 
 static sc_status fwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void *x, const void *wt, const void *b, void *y) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int n = 0;
     CUDNN_CHECK(c, cudnnGetConvolutionForwardAlgorithm_v7(c->ctx->cudnn, d->x, d->w, d->conv, d->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
-    sc_status st = SC_OK;
     cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-    int64_t ws = 0;
-    PICK_ALGO(perf, n, CU_DNN_WORKSPACE_MAX, algo, ws);
-    if (st) return st;
-    void *work = NULL;
-    if (ws > 0) SC_TRY(cu_scratch(c, ws, &work));
-    double one = 1, zero = 0;
-    float onef = 1, zerof = 0;
-    const void *al = t == SC_F64 ? (const void *)&one : (const void *)&onef, *be = t == SC_F64 ? (const void *)&zero : (const void *)&zerof;
-    CUDNN_CHECK(c, cudnnConvolutionForward(c->ctx->cudnn, al, d->x, x, d->w, wt, d->conv, algo, work, (size_t)ws, be, d->y, y));
+    void *work;
+    size_t work_bytes;
+    PICK_ALGO(perf, n, algo, work, work_bytes);
+    const void *al = dnn_one(t);
+    CUDNN_CHECK(c, cudnnConvolutionForward(c->ctx->cudnn, al, d->x, x, d->w, wt, d->conv, algo, work, work_bytes, dnn_zero(t), d->y, y));
     if (b) CUDNN_CHECK(c, cudnnAddTensor(c->ctx->cudnn, al, d->b, b, al, d->y, y));
     return SC_OK;
 }
 
 static sc_status bwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void *dy, const void *x, const void *wt, void *dx, void *dw) {
-    double one = 1, zero = 0;
-    float onef = 1, zerof = 0;
-    const void *al = t == SC_F64 ? (const void *)&one : (const void *)&onef, *be = t == SC_F64 ? (const void *)&zero : (const void *)&zerof;
-    sc_status st = SC_OK;
-    int64_t limit = CU_DNN_WORKSPACE_MAX;
+    const void *al = dnn_one(t), *be = dnn_zero(t);
+    void *work;
+    size_t work_bytes;
     if (dw) {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         int n = 0;
         CUDNN_CHECK(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->ctx->cudnn, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
         cudnnConvolutionBwdFilterAlgo_t algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
-        int64_t ws = 0;
-        PICK_ALGO(perf, n, limit, algo, ws);
-        if (st) return st;
-        void *work = NULL;
-        if (ws > 0) SC_TRY(cu_scratch(c, ws, &work));
-        CUDNN_CHECK(c, cudnnConvolutionBackwardFilter(c->ctx->cudnn, al, d->x, x, d->y, dy, d->conv, algo, work, (size_t)ws, be, d->w, dw));
+        PICK_ALGO(perf, n, algo, work, work_bytes);
+        CUDNN_CHECK(c, cudnnConvolutionBackwardFilter(c->ctx->cudnn, al, d->x, x, d->y, dy, d->conv, algo, work, work_bytes, be, d->w, dw));
     }
     if (dx) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         int n = 0;
         CUDNN_CHECK(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(c->ctx->cudnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
         cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-        int64_t ws = 0;
-        PICK_ALGO(perf, n, limit, algo, ws);
-        if (st) return st;
-        void *work = NULL;
-        if (ws > 0) SC_TRY(cu_scratch(c, ws, &work));
-        CUDNN_CHECK(c, cudnnConvolutionBackwardData(c->ctx->cudnn, al, d->w, wt, d->y, dy, d->conv, algo, work, (size_t)ws, be, d->x, dx));
+        PICK_ALGO(perf, n, algo, work, work_bytes);
+        CUDNN_CHECK(c, cudnnConvolutionBackwardData(c->ctx->cudnn, al, d->w, wt, d->y, dy, d->conv, algo, work, work_bytes, be, d->x, dx));
     }
     return SC_OK;
 }

@@ -98,17 +98,25 @@ template <typename T> __device__ __forceinline__ T ln_param_at(const T *p, const
     return p[off];
 }
 
+/* Mean m and 1 / sqrt(variance + eps) of one row of K, two passes (the CPU's order of terms per
+ * thread differs, not the formula); every thread of the block gets both. */
+template <typename T> __device__ void ln_row_stats(const T *p, int64_t K, T eps, T *m, T *is) {
+    T s = 0;
+    for (int64_t i = threadIdx.x; i < K; i += blockDim.x) s += p[i];
+    T mean = block_sum<T>(s) / (T)K;
+    T ss = 0;
+    for (int64_t i = threadIdx.x; i < K; i += blockDim.x) ss += (p[i] - mean) * (p[i] - mean);
+    *m = mean;
+    *is = (T)1 / sqrt(block_sum<T>(ss) / (T)K + eps);
+}
+
 template <typename T>
 __global__ void k_layer_norm(const T *x, const T *g, ln_param_geom gg, const T *b, ln_param_geom bg, T *y, T *mean_out,
                              T *istd_out, int64_t R, int64_t K, T eps) {
     for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
         const T *p = x + r * K;
-        T s = 0;
-        for (int64_t i = threadIdx.x; i < K; i += blockDim.x) s += p[i];
-        T m = block_sum<T>(s) / (T)K;
-        T ss = 0;
-        for (int64_t i = threadIdx.x; i < K; i += blockDim.x) ss += (p[i] - m) * (p[i] - m);
-        T is = (T)1 / sqrt(block_sum<T>(ss) / (T)K + eps);
+        T m, is;
+        ln_row_stats(p, K, eps, &m, &is);
         for (int64_t i = threadIdx.x; i < K; i += blockDim.x) {
             T v = (p[i] - m) * is * ln_param_at(g, gg, i);
             y[r * K + i] = b ? v + ln_param_at(b, bg, i) : v;
@@ -125,12 +133,8 @@ template <typename T>
 __global__ void k_layer_norm_grad_rows(const T *dy, const T *x, const T *g, T *dx, T *stats, int64_t R, int64_t K, T eps) {
     for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
         const T *xp = x + r * K, *gp = dy + r * K;
-        T s = 0;
-        for (int64_t i = threadIdx.x; i < K; i += blockDim.x) s += xp[i];
-        T m = block_sum<T>(s) / (T)K;
-        T ss = 0;
-        for (int64_t i = threadIdx.x; i < K; i += blockDim.x) ss += (xp[i] - m) * (xp[i] - m);
-        T is = (T)1 / sqrt(block_sum<T>(ss) / (T)K + eps);
+        T m, is;
+        ln_row_stats(xp, K, eps, &m, &is);
         T sg = 0, sgx = 0;
         for (int64_t i = threadIdx.x; i < K; i += blockDim.x) {
             T xh = (xp[i] - m) * is, gi = gp[i] * g[i];
