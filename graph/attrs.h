@@ -189,6 +189,13 @@ typedef struct {
     bool nhwc;
 } sc_binary_attrs;
 
+/* MatMul: b_const, B is a 2-D f32 initializer that no node writes while the graph runs, so a kernel
+ * may keep it in a layout of its own between calls (the CPU's prepacked oneDNN matmul). Set by
+ * graph_fuse_inference only; training graphs, whose weights change every step, keep it false. */
+typedef struct {
+    bool b_const;
+} sc_matmul_attrs;
+
 typedef union {
     sc_window_attrs window;         /* Conv, MaxPool, AveragePool (GlobalAveragePool: nhwc_in) */
     sc_batch_norm_attrs batch_norm; /* BatchNormalization */
@@ -217,6 +224,7 @@ typedef union {
     sc_adamw_attrs adamw;           /* AdamWUpdate */
     sc_all_reduce_attrs all_reduce; /* AllReduce */
     sc_binary_attrs binary;         /* Add, Sub, Mul (set by graph_fuse_inference only) */
+    sc_matmul_attrs matmul;         /* MatMul (set by graph_fuse_inference only) */
 } sc_attrs;
 
 /* All zero: the attributes of every node whose op has none (a node holds a pointer, graph.h). */

@@ -40,7 +40,10 @@
  *      Concats, BatchNormalizations and unary elementwise ops are stored (N, D1.., C), the layout
  *      oneDNN's AVX-512 kernels compute in, so a chain of Convs runs without reordering from and to
  *      NCHW on every call.
- * Only f32 values are rewritten in 2-7. Intermediate values that a rewrite removes must have a
+ *   8. A MatMul whose B is a 2-D f32 parameter or constant is flagged (sc_matmul_attrs.b_const):
+ *      the CPU runs it as oneDNN's matmul with B prepacked once instead of sgemm repacking B on
+ *      every call (ConvNeXt's and ViT's MLPs, GPT's projections). Nothing in the graph changes.
+ * Only f32 values are rewritten in 2-8. Intermediate values that a rewrite removes must have a
  * single consumer and must not be graph outputs.
  */
 #include <math.h>
@@ -487,6 +490,25 @@ static sc_status fuse_pad_pool(sc_graph *g, bool *keep, int *count) {
     return SC_OK;
 }
 
+/* ---- 8. MatMul with a constant B ---- */
+
+/* A MatMul whose B is a 2-D f32 parameter or constant of an inference graph: nothing writes B
+ * while the graph runs (sc_matmul_attrs.b_const). */
+static sc_status mark_const_matmuls(sc_graph *g, const bool *keep, int *count) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        sc_node *n = &g->nodes[i];
+        if (!keep[i] || n->op != SC_OP_MATMUL || n->attrs->matmul.b_const) continue;
+        const sc_value *b = &g->values[n->in[1]];
+        if ((b->kind != SC_VALUE_PARAM && b->kind != SC_VALUE_CONST) || b->desc.rank != 2 || !value_is_f32(g, n->in[1]))
+            continue;
+        sc_attrs a = *n->attrs;
+        a.matmul.b_const = true;
+        SC_TRY(graph_node_set_attrs(g, n, &a));
+        (*count)++;
+    }
+    return SC_OK;
+}
+
 /* ---- driver ---- */
 
 static sc_status fuse_compact(sc_graph *g, bool *keep) {
@@ -500,7 +522,7 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     bool *keep = malloc(sizeof *keep * (size_t)(g->n_nodes + 1));
     if (!keep) return sc_errorf("out of memory fusing the graph");
     for (int i = 0; i < g->n_nodes; i++) keep[i] = true;
-    int folded = 0, bn = 0, crop = 0, sum = 0, act = 0, pool = 0, cl = 0;
+    int folded = 0, bn = 0, crop = 0, sum = 0, act = 0, pool = 0, cl = 0, mm = 0;
     sc_status st = fuse_fold_params(g, eval, keep, &folded);
     if (!st) st = fuse_compact(g, keep);
     if (!st) st = fuse_conv_bn(g, keep, &bn);
@@ -513,14 +535,15 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
     if (!st) st = fuse_bn_relu(g, keep, &act);
     if (!st) st = fuse_pad_pool(g, keep, &pool);
     if (!st) st = fuse_compact(g, keep);
+    if (!st) st = mark_const_matmuls(g, keep, &mm);
     if (!st) st = graph_fuse_channels_last(g, &cl);
     free(keep);
     if (!st)
         sc_log(SC_LOG_DEBUG,
                "inference fusion: %d nodes folded, %d BatchNormalization into Conv, %d Conv kernels cropped, %d Add "
                "into Conv, %d activations into Conv or BatchNormalization, %d Pad into AveragePool, %d nodes with "
-               "channels-last activations",
-               folded, bn, crop, sum, act, pool, cl);
+               "channels-last activations, %d MatMul with a constant B",
+               folded, bn, crop, sum, act, pool, cl, mm);
     return st;
 }
 

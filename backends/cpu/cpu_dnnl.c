@@ -81,6 +81,22 @@ bool cpu_prim_list_add(cpu_prim_list *l, void *item) {
     return true;
 }
 
+sc_status cpu_dnnl_reorder_create(const sc_kernel_call *call, dnnl_engine_t eng, const dnnl_memory_desc_t *from,
+                                  const dnnl_memory_desc_t *to, dnnl_primitive_t *out) {
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, eng, to, eng, NULL);
+    if (s != dnnl_success) return cpu_dnnl_error(call, "reorder descriptor", s);
+    s = dnnl_primitive_create(out, pd);
+    dnnl_primitive_desc_destroy(pd);
+    return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "reorder creation", s);
+}
+
+sc_status cpu_dnnl_memory_new(const sc_kernel_call *call, dnnl_engine_t eng, const dnnl_memory_desc_t *md, void *handle,
+                              dnnl_memory_t *out) {
+    dnnl_status_t s = dnnl_memory_create(out, md, eng, handle);
+    return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "memory creation", s);
+}
+
 sc_status cpu_prim_list_get(const sc_kernel_call *call, dnnl_engine_t eng, cpu_prim_list *l, const void *key,
                             size_t key_size, size_t entry_size, cpu_prim_build_fn build, void (*release)(void *entry),
                             void **out) {

@@ -1,7 +1,7 @@
 /* oneDNN plumbing shared by the CPU kernels: one engine and stream for the process, a lock that
  * serialises primitive creation/execution against the caches, and the cache invalidation hook.
  *
- * Caches (cpu_nn_conv.c): convolution primitives are created once per distinct (shapes, attributes)
+ * Caches (cpu_nn_conv.c, cpu_dnnl_weights.c): convolution primitives are created once per distinct (shapes, attributes)
  * and reused; weights reordered into a primitive's preferred layout are cached by (weight data
  * pointer, shape) and stamped with cpu_params_epoch(). Anything that changes parameter values in
  * place (an optimizer step, loading new weights at a recycled address) calls cpu_params_changed()
@@ -46,6 +46,26 @@ cpu_conv_layout cpu_conv_get_layout(void);
 
 /* "oneDNN <what> failed: <status name>" as a kernel status. */
 sc_status cpu_dnnl_error(const sc_kernel_call *call, const char *what, dnnl_status_t s);
+
+/* A reorder primitive from one layout to another, and a memory object over handle (or
+ * DNNL_MEMORY_ALLOCATE), as kernel statuses. */
+sc_status cpu_dnnl_reorder_create(const sc_kernel_call *call, dnnl_engine_t eng, const dnnl_memory_desc_t *from,
+                                  const dnnl_memory_desc_t *to, dnnl_primitive_t *out);
+sc_status cpu_dnnl_memory_new(const sc_kernel_call *call, dnnl_engine_t eng, const dnnl_memory_desc_t *md, void *handle,
+                              dnnl_memory_t *out);
+
+/* The weight memory to pass to a primitive (cpu_dnnl_weights.c): user (its handle set to w) when
+ * prim_md is user_md, else w reordered into prim_md, cached by (w, prim_md) and made again on first
+ * sight, after cpu_params_changed() or when its sampled fingerprint changed. w must be a parameter
+ * or a constant: a value that changes without cpu_params_changed() could be served stale. */
+sc_status cpu_dnnl_weight(const sc_kernel_call *call, dnnl_engine_t eng, dnnl_stream_t strm, dnnl_memory_t user,
+                          const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *prim_md, const float *w,
+                          int64_t numel, dnnl_memory_t *out);
+
+/* Y (M, N) = A (M, K) @ B (K, N), all row-major f32, B constant while the graph runs
+ * (cpu_nn_matmul_packed.c). */
+sc_status cpu_matmul_packed_f32(const sc_kernel_call *call, int64_t M, int64_t K, int64_t N, const float *A,
+                                const float *B, float *Y);
 
 /* A list of cached primitive entries, each a heap struct whose first member is its key (compared
  * bytewise, so keys are zero-initialised before filling). Shapes per model are few, so lookup is a

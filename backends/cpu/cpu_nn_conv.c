@@ -149,24 +149,7 @@ typedef struct {
     dnnl_memory_t src_user, src_prim, dst_user, dst_prim, wei_user, bias;
 } conv_entry;
 
-/* A weight reordered into a primitive's layout; keyed by (data pointer, target desc). */
-typedef struct {
-    const void *ptr;
-    dnnl_memory_desc_t md;
-    uint64_t fingerprint;
-    uint64_t epoch; /* cpu_params_epoch() when reordered */
-    dnnl_memory_t mem;
-} conv_weight;
-
 static cpu_prim_list conv_entries; /* conv_entry *, keyed by conv_key (their first member) */
-static conv_weight *conv_weights;
-static int n_conv_weights, cap_conv_weights;
-/* Weight pointer -> conv_weights index + 1 (0: empty), open addressing. A deep model caches one
- * reorder per convolution weight (500k at depth 250000), and a scan per call was quadratic: a
- * store-everything step of that model ran for over ten minutes in the scan. */
-static int *cw_index;
-static size_t cw_index_cap;
-
 static void conv_entry_free(void *entry) {
     conv_entry *e = entry;
     if (e->conv) dnnl_primitive_destroy(e->conv);
@@ -182,40 +165,6 @@ static void conv_entry_free(void *entry) {
 static void conv_cache_clear(void) {
     for (int i = 0; i < conv_entries.n; i++) conv_entry_free(conv_entries.items[i]);
     conv_entries.n = 0;
-    for (int i = 0; i < n_conv_weights; i++) dnnl_memory_destroy(conv_weights[i].mem);
-    n_conv_weights = 0;
-    if (cw_index) memset(cw_index, 0, cw_index_cap * sizeof *cw_index);
-}
-
-static size_t cw_hash(const void *p) {
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    return (size_t)(x ^ (x >> 33));
-}
-
-/* Indexes conv_weights[0, n_conv_weights) into a table of cap slots (a power of two). */
-static bool cw_index_rebuild(size_t cap) {
-    int *idx = calloc(cap, sizeof *idx);
-    if (!idx) return false;
-    for (int i = 0; i < n_conv_weights; i++) {
-        size_t j = cw_hash(conv_weights[i].ptr) & (cap - 1);
-        while (idx[j]) j = (j + 1) & (cap - 1);
-        idx[j] = i + 1;
-    }
-    free(cw_index);
-    cw_index = idx;
-    cw_index_cap = cap;
-    return true;
-}
-
-static conv_weight *cw_find(const float *w, const dnnl_memory_desc_t *md) {
-    for (size_t j = cw_index_cap ? cw_hash(w) & (cw_index_cap - 1) : 0; cw_index_cap && cw_index[j];
-         j = (j + 1) & (cw_index_cap - 1)) {
-        conv_weight *c = &conv_weights[cw_index[j] - 1];
-        if (c->ptr == w && dnnl_memory_desc_equal(&c->md, md)) return c;
-    }
-    return NULL;
 }
 
 void cpu_conv_set_layout(cpu_conv_layout layout) {
@@ -224,36 +173,6 @@ void cpu_conv_set_layout(cpu_conv_layout layout) {
 }
 
 cpu_conv_layout cpu_conv_get_layout(void) { return conv_layout; }
-
-/* 32 sampled elements: catches most in-place updates of a cached weight (cpu_dnnl.h). */
-static uint64_t weight_fingerprint(const float *w, int64_t n) {
-    uint64_t h = 1469598103934665603ull;
-    int64_t step = n / 32 > 0 ? n / 32 : 1;
-    for (int64_t i = 0; i < n; i += step) {
-        uint32_t bits;
-        memcpy(&bits, &w[i], 4);
-        h = (h ^ bits) * 1099511628211ull;
-    }
-    uint32_t last;
-    memcpy(&last, &w[n - 1], 4);
-    return (h ^ last) * 1099511628211ull;
-}
-
-static sc_status reorder_create(const sc_kernel_call *call, dnnl_engine_t eng, const dnnl_memory_desc_t *from,
-                                const dnnl_memory_desc_t *to, dnnl_primitive_t *out) {
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, eng, to, eng, NULL);
-    if (s != dnnl_success) return cpu_dnnl_error(call, "reorder descriptor", s);
-    s = dnnl_primitive_create(out, pd);
-    dnnl_primitive_desc_destroy(pd);
-    return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "reorder creation", s);
-}
-
-static sc_status memory_new(const sc_kernel_call *call, dnnl_engine_t eng, const dnnl_memory_desc_t *md,
-                            void *handle, dnnl_memory_t *out) {
-    dnnl_status_t s = dnnl_memory_create(out, md, eng, handle);
-    return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "memory creation", s);
-}
 
 static dnnl_format_tag_t plain_tag(int nd) {
     static const dnnl_format_tag_t tags[] = {dnnl_a, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde, dnnl_abcdef};
@@ -335,18 +254,18 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
     e->wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     s = dnnl_primitive_create(&e->conv, pd);
     sc_status st = s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "convolution creation", s);
-    if (!st) st = memory_new(call, eng, &src_user, NULL, &e->src_user);
-    if (!st) st = memory_new(call, eng, &dst_user, NULL, &e->dst_user);
-    if (!st) st = memory_new(call, eng, &e->user_wei_md, NULL, &e->wei_user);
-    if (!st && k->has_bias) st = memory_new(call, eng, &bias_md, NULL, &e->bias);
+    if (!st) st = cpu_dnnl_memory_new(call, eng, &src_user, NULL, &e->src_user);
+    if (!st) st = cpu_dnnl_memory_new(call, eng, &dst_user, NULL, &e->dst_user);
+    if (!st) st = cpu_dnnl_memory_new(call, eng, &e->user_wei_md, NULL, &e->wei_user);
+    if (!st && k->has_bias) st = cpu_dnnl_memory_new(call, eng, &bias_md, NULL, &e->bias);
     if (!st && !dnnl_memory_desc_equal(src_md, &src_user)) {
-        st = memory_new(call, eng, src_md, DNNL_MEMORY_ALLOCATE, &e->src_prim);
-        if (!st) st = reorder_create(call, eng, &src_user, src_md, &e->src_reorder);
+        st = cpu_dnnl_memory_new(call, eng, src_md, DNNL_MEMORY_ALLOCATE, &e->src_prim);
+        if (!st) st = cpu_dnnl_reorder_create(call, eng, &src_user, src_md, &e->src_reorder);
     }
     if (!st && !dnnl_memory_desc_equal(dst_md, &dst_user)) {
-        st = memory_new(call, eng, dst_md, DNNL_MEMORY_ALLOCATE, &e->dst_prim);
-        if (!st) st = reorder_create(call, eng, dst_md, &dst_user, &e->dst_reorder);
-        if (!st && k->sum) st = reorder_create(call, eng, &dst_user, dst_md, &e->dst_in_reorder);
+        st = cpu_dnnl_memory_new(call, eng, dst_md, DNNL_MEMORY_ALLOCATE, &e->dst_prim);
+        if (!st) st = cpu_dnnl_reorder_create(call, eng, dst_md, &dst_user, &e->dst_reorder);
+        if (!st && k->sum) st = cpu_dnnl_reorder_create(call, eng, &dst_user, dst_md, &e->dst_in_reorder);
     }
     dnnl_primitive_desc_destroy(pd);
     return st;
@@ -360,53 +279,6 @@ static sc_status conv_entry_get(const sc_kernel_call *call, dnnl_engine_t eng, c
     return st;
 }
 
-/* The weight memory to pass to the primitive: the user's buffer when the layouts agree, else the
- * cached reorder (made on first sight of this pointer, or again after cpu_params_changed() or when
- * its fingerprint changed). */
-static sc_status conv_weight_get(const sc_kernel_call *call, dnnl_engine_t eng, dnnl_stream_t strm,
-                                 conv_entry *e, const float *w, int64_t numel, dnnl_memory_t *out) {
-    dnnl_memory_set_data_handle(e->wei_user, (void *)w);
-    if (dnnl_memory_desc_equal(&e->wei_md, &e->user_wei_md)) {
-        *out = e->wei_user;
-        return SC_OK;
-    }
-    uint64_t fp = weight_fingerprint(w, numel);
-    conv_weight *cw = cw_find(w, &e->wei_md);
-    if (cw && cw->fingerprint == fp && cw->epoch == cpu_params_epoch()) {
-        *out = cw->mem;
-        return SC_OK;
-    }
-    if (!cw) {
-        if ((size_t)(n_conv_weights + 1) * 2 > cw_index_cap &&
-            !cw_index_rebuild(cw_index_cap ? 2 * cw_index_cap : 128))
-            return cpu_errorf(call, "out of memory for the weight cache");
-        if (n_conv_weights == cap_conv_weights) {
-            int cap = cap_conv_weights ? 2 * cap_conv_weights : 64;
-            conv_weight *p = realloc(conv_weights, (size_t)cap * sizeof *p);
-            if (!p) return cpu_errorf(call, "out of memory for the weight cache");
-            conv_weights = p;
-            cap_conv_weights = cap;
-        }
-        cw = &conv_weights[n_conv_weights];
-        cw->ptr = w;
-        cw->md = e->wei_md;
-        SC_TRY(memory_new(call, eng, &e->wei_md, DNNL_MEMORY_ALLOCATE, &cw->mem));
-        size_t j = cw_hash(w) & (cw_index_cap - 1);
-        while (cw_index[j]) j = (j + 1) & (cw_index_cap - 1);
-        cw_index[j] = ++n_conv_weights;
-    }
-    dnnl_primitive_t r;
-    SC_TRY(reorder_create(call, eng, &e->user_wei_md, &e->wei_md, &r));
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, e->wei_user}, {DNNL_ARG_TO, cw->mem}};
-    dnnl_status_t s = dnnl_primitive_execute(r, strm, 2, args);
-    dnnl_primitive_destroy(r);
-    if (s != dnnl_success) return cpu_dnnl_error(call, "weight reorder", s);
-    cw->fingerprint = fp;
-    cw->epoch = cpu_params_epoch();
-    *out = cw->mem;
-    return SC_OK;
-}
-
 static sc_status conv_run_dnnl(const sc_kernel_call *call, const conv_key *k, const float *x, const float *w,
                                int64_t w_numel, const float *b, float *y) {
     dnnl_engine_t eng;
@@ -415,7 +287,7 @@ static sc_status conv_run_dnnl(const sc_kernel_call *call, const conv_key *k, co
     conv_entry *e = NULL;
     SC_TRY(conv_entry_get(call, eng, k, &e));
     dnnl_memory_t wmem = NULL;
-    SC_TRY(conv_weight_get(call, eng, strm, e, w, w_numel, &wmem));
+    SC_TRY(cpu_dnnl_weight(call, eng, strm, e->wei_user, &e->user_wei_md, &e->wei_md, w, w_numel, &wmem));
     dnnl_memory_set_data_handle(e->src_user, (void *)x);
     dnnl_memory_set_data_handle(e->dst_user, y);
     if (e->bias) dnnl_memory_set_data_handle(e->bias, (void *)b);

@@ -174,6 +174,7 @@ static sc_status matmul_f32(const sc_kernel_call *call, const matmul_geom *g, co
     for (int i = 0; i < g->nb; i++)
         if (g->batch[i] > 1 && g->a_str[i] == 0) a_full = false;
     if (g->b_unbatched && a_full) {
+        if (call->node->attrs->matmul.b_const) return cpu_matmul_packed_f32(call, g->n_batch * M, K, N, A, B, Y);
         dnnl_status_t s = dnnl_sgemm('N', 'N', g->n_batch * M, N, K, 1.0f, A, K, B, N, 0.0f, Y, N);
         return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "sgemm", s);
     }
