@@ -66,6 +66,7 @@ typedef struct {
 typedef struct {
     float alpha, beta; /* default 1, 1 */
     bool trans_a, trans_b;
+    bool b_const; /* as sc_matmul_attrs.b_const; set by graph_fuse_inference only */
 } sc_gemm_attrs;
 
 /* One integer axis: Softmax, LogSoftmax, Flatten, Concat, Gather, Split. Already defaulted per

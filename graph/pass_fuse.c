@@ -40,9 +40,9 @@
  *      Concats, BatchNormalizations and unary elementwise ops are stored (N, D1.., C), the layout
  *      oneDNN's AVX-512 kernels compute in, so a chain of Convs runs without reordering from and to
  *      NCHW on every call.
- *   8. A MatMul whose B is a 2-D f32 parameter or constant is flagged (sc_matmul_attrs.b_const):
- *      the CPU runs it as oneDNN's matmul with B prepacked once instead of sgemm repacking B on
- *      every call (ConvNeXt's and ViT's MLPs, GPT's projections). Nothing in the graph changes.
+ *   8. A MatMul or Gemm whose B is a 2-D f32 parameter or constant is flagged (b_const): the CPU
+ *      runs it as oneDNN's matmul with B prepacked once instead of sgemm repacking B on every call
+ *      (ConvNeXt's and ViT's MLPs, GPT's projections, classifier heads). Nothing else changes.
  * Only f32 values are rewritten in 2-8. Intermediate values that a rewrite removes must have a
  * single consumer and must not be graph outputs.
  */
@@ -492,17 +492,19 @@ static sc_status fuse_pad_pool(sc_graph *g, bool *keep, int *count) {
 
 /* ---- 8. MatMul with a constant B ---- */
 
-/* A MatMul whose B is a 2-D f32 parameter or constant of an inference graph: nothing writes B
- * while the graph runs (sc_matmul_attrs.b_const). */
+/* A MatMul or Gemm whose B is a 2-D f32 parameter or constant of an inference graph: nothing
+ * writes B while the graph runs (sc_matmul_attrs.b_const, sc_gemm_attrs.b_const). */
 static sc_status mark_const_matmuls(sc_graph *g, const bool *keep, int *count) {
     for (int i = 0; i < g->n_nodes; i++) {
         sc_node *n = &g->nodes[i];
-        if (!keep[i] || n->op != SC_OP_MATMUL || n->attrs->matmul.b_const) continue;
+        bool mm = n->op == SC_OP_MATMUL;
+        if (!keep[i] || (!mm && n->op != SC_OP_GEMM)) continue;
         const sc_value *b = &g->values[n->in[1]];
         if ((b->kind != SC_VALUE_PARAM && b->kind != SC_VALUE_CONST) || b->desc.rank != 2 || !value_is_f32(g, n->in[1]))
             continue;
         sc_attrs a = *n->attrs;
-        a.matmul.b_const = true;
+        if (mm) a.matmul.b_const = true;
+        else a.gemm.b_const = true;
         SC_TRY(graph_node_set_attrs(g, n, &a));
         (*count)++;
     }
@@ -542,7 +544,7 @@ sc_status graph_fuse_inference(sc_graph *g, const sc_node_evaluator *eval) {
         sc_log(SC_LOG_DEBUG,
                "inference fusion: %d nodes folded, %d BatchNormalization into Conv, %d Conv kernels cropped, %d Add "
                "into Conv, %d activations into Conv or BatchNormalization, %d Pad into AveragePool, %d nodes with "
-               "channels-last activations, %d MatMul with a constant B",
+               "channels-last activations, %d MatMul or Gemm with a constant B",
                folded, bn, crop, sum, act, pool, cl, mm);
     return st;
 }

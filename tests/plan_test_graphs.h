@@ -66,7 +66,7 @@ static int pt_node(sc_graph *g, sc_op op, const sc_attrs *a, const int *in, int 
 static int pt_gemm(sc_graph *g, int x, int w, int b, const char *name) {
     sc_attrs a;
     memset(&a, 0, sizeof a);
-    a.gemm = (sc_gemm_attrs){1.0f, 1.0f, false, true};
+    a.gemm = (sc_gemm_attrs){.alpha = 1.0f, .beta = 1.0f, .trans_b = true};
     int in[3] = {x, w, b};
     return pt_node(g, SC_OP_GEMM, &a, in, b >= 0 ? 3 : 2, name);
 }

@@ -1,7 +1,8 @@
-/* MatMul with a constant B (sc_matmul_attrs.b_const, backends/cpu/cpu_nn_matmul_packed.c): oneDNN's
+/* MatMul and Gemm with a constant B (b_const, backends/cpu/cpu_nn_matmul_packed.c): oneDNN's
  * matmul with B prepacked once, against a float64 reference and against the sgemm path of the same
  * node without the flag.
  *   - shapes from 1x1x1 to ConvNeXt's 4x768x3072, with A's batch folded into M, on 1 and 2 threads;
+ *   - Gemm with a constant B (sc_gemm_attrs.b_const), with and without transB, C a row vector;
  *   - B changed in place: after cpu_params_changed() the result follows the new B (a stale packed
  *     copy would give the old product);
  *   - graph_fuse_inference flags the MatMuls whose B is a 2-D parameter and not one whose B is an
@@ -91,6 +92,43 @@ static void check_kernel(int64_t batch, int64_t rows, int64_t K, int64_t N, int 
     free(R);
 }
 
+/* Gemm Y = A (M, K) @ op(B) + beta C, C (N) broadcast over rows, B (K, N) or (N, K) under transB,
+ * with sc_gemm_attrs.b_const: within 1e-5 of the reference. */
+static void check_gemm(int64_t M, int64_t K, int64_t N, bool trans_b, float beta) {
+    float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+    float *Bt = malloc(sizeof(float) * (size_t)(K * N)), *C = malloc(sizeof(float) * (size_t)N);
+    float *Y = malloc(sizeof(float) * (size_t)(M * N));
+    double *R = malloc(sizeof(double) * (size_t)(M * N));
+    fill(A, M * K);
+    fill(B, K * N);
+    fill(C, N);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++) Bt[j * K + k] = B[k * N + j];
+    reference(A, B, R, M, K, N);
+    for (int64_t i = 0; i < M * N; i++) R[i] += (double)beta * C[i % N];
+    int ids[4] = {0, 1, 2, 3};
+    sc_attrs at = {0};
+    at.gemm = (sc_gemm_attrs){.alpha = 1.0f, .beta = beta, .trans_b = trans_b, .b_const = true};
+    sc_node node = {.op = SC_OP_GEMM, .name = "gemm", .in = ids, .n_in = 3, .out = ids + 3, .n_out = 1, .attrs = &at};
+    int64_t ad[2] = {M, K}, bd[2] = {trans_b ? N : K, trans_b ? K : N}, cd[1] = {N}, yd[2] = {M, N};
+    sc_tensor in[3] = {{sc_desc_make(SC_F32, 2, ad), A},
+                       {sc_desc_make(SC_F32, 2, bd), trans_b ? Bt : B},
+                       {sc_desc_make(SC_F32, 1, cd), C}};
+    sc_tensor out = {sc_desc_make(SC_F32, 2, yd), Y};
+    sc_status st = cpu_run_node(&node, in, 3, &out, 1);
+    CHECK(!st, "Gemm: %s", sc_status_message(st));
+    sc_status_free(st);
+    double e = rel_err(Y, R, M * N);
+    CHECK(e < 1e-5, "b_const Gemm (%lld, %lld) @ (%lld, %lld)%s + %g C: error %.3g", (long long)M, (long long)K,
+          (long long)K, (long long)N, trans_b ? " (transB)" : "", beta, e);
+    free(A);
+    free(B);
+    free(Bt);
+    free(C);
+    free(Y);
+    free(R);
+}
+
 static int add_value(sc_graph *g, const char *name, sc_value_kind kind, int64_t rows, int64_t cols) {
     sc_status st = SC_OK;
     int64_t dims[2] = {rows, cols};
@@ -175,6 +213,9 @@ int main(void) {
     const int64_t shapes[][4] = {{1, 1, 1, 1}, {1, 5, 7, 3}, {2, 3, 17, 129}, {1, 4, 768, 3072}, {1, 197, 64, 96}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int t = 1; t <= 2; t++) check_kernel(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], t);
+    check_gemm(1, 768, 1000, true, 1.0f);
+    check_gemm(197, 64, 96, false, 1.3f);
+    check_gemm(5, 7, 3, true, 0.0f);
     check_pass();
     printf(failures ? "test_cpu_matmul_packed: %d failure(s)\n" : "test_cpu_matmul_packed: all passed\n", failures);
     return failures ? 1 : 0;

@@ -162,7 +162,7 @@ static void test_prepare_convnet(void) {
     n = T_NODE(SC_OP_FLATTEN, "flat", L(p), L(f));
     T_ATTRS(n)->axis.axis = 1;
     n = T_NODE(SC_OP_GEMM, "fc", L(f, fw, fb), L(y));
-    T_ATTRS(n)->gemm = (sc_gemm_attrs){1, 1, false, true};
+    T_ATTRS(n)->gemm = (sc_gemm_attrs){.alpha = 1, .beta = 1, .trans_b = true};
     T_NODE(SC_OP_IDENTITY, "out", L(y), L(yy));
     T_INPUTS(x);
     T_OUTPUTS(yy);

@@ -182,7 +182,7 @@ static void test_norm_gemm(void) {
         c3 = t_in("c3", "f32[4]");
     y = t_act("y");
     n = T_NODE(SC_OP_GEMM, "gemm", L(a, bb, c), L(y));
-    T_ATTRS(n)->gemm = (sc_gemm_attrs){1, 1, true, true};
+    T_ATTRS(n)->gemm = (sc_gemm_attrs){.alpha = 1, .beta = 1, .trans_a = true, .trans_b = true};
     EXPECT_OK(n);
     CHECK_DESC(y, "f32[3,5]");
     G.nodes[n].in[2] = c2;

@@ -104,7 +104,7 @@ static void mlp_build(mlp *m) {
     m->b2 = add_param(g, "b2", 1, (const int64_t[]){NC}, 0.1);
     sc_attrs a;
     memset(&a, 0, sizeof a);
-    a.gemm = (sc_gemm_attrs){1.0f, 1.0f, false, true};
+    a.gemm = (sc_gemm_attrs){.alpha = 1.0f, .beta = 1.0f, .trans_b = true};
     int h = add_node(g, SC_OP_GEMM, &a, (const int[]){m->x, m->w1, m->b1}, 3, "h");
     int r = add_node(g, SC_OP_RELU, NULL, (const int[]){h}, 1, "r");
     m->logits = add_node(g, SC_OP_GEMM, &a, (const int[]){r, m->w2, m->b2}, 3, "logits");
@@ -614,7 +614,7 @@ static void test_bn_dropout(void) {
     for (int c = 0; c < C; c++) vd[c] = 1.0f + vd[c];
     sc_attrs a;
     memset(&a, 0, sizeof a);
-    a.gemm = (sc_gemm_attrs){1.0f, 1.0f, false, true};
+    a.gemm = (sc_gemm_attrs){.alpha = 1.0f, .beta = 1.0f, .trans_b = true};
     int z = add_node(&g, SC_OP_GEMM, &a, (const int[]){x, w}, 2, "z");
     memset(&a, 0, sizeof a);
     a.batch_norm = (sc_batch_norm_attrs){.epsilon = 1e-5f, .momentum = 0.9f};

@@ -62,10 +62,10 @@ sc_status cpu_dnnl_weight(const sc_kernel_call *call, dnnl_engine_t eng, dnnl_st
                           const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *prim_md, const float *w,
                           int64_t numel, dnnl_memory_t *out);
 
-/* Y (M, N) = A (M, K) @ B (K, N), all row-major f32, B constant while the graph runs
- * (cpu_nn_matmul_packed.c). */
-sc_status cpu_matmul_packed_f32(const sc_kernel_call *call, int64_t M, int64_t K, int64_t N, const float *A,
-                                const float *B, float *Y);
+/* Y (M, N) = A (M, K) @ B (K, N), all row-major f32 (B stored (N, K) when trans_b), B constant
+ * while the graph runs (cpu_nn_matmul_packed.c). */
+sc_status cpu_matmul_packed_f32(const sc_kernel_call *call, int64_t M, int64_t K, int64_t N, bool trans_b,
+                                const float *A, const float *B, float *Y);
 
 /* A list of cached primitive entries, each a heap struct whose first member is its key (compared
  * bytewise, so keys are zero-initialised before filling). Shapes per model are few, so lookup is a

@@ -42,6 +42,21 @@ static void gemm_ref_f64(int64_t M, int64_t N, int64_t K, bool ta, bool tb, doub
         }
 }
 
+/* Y = A @ op(B) + beta C with a constant B, alpha 1 and A as stored: the prepacked matmul, then C
+ * (strides rs, cs) added in a second pass over Y. */
+static sc_status gemm_packed_f32(const sc_kernel_call *call, int64_t M, int64_t K, int64_t N, const float *C,
+                                 int64_t rs, int64_t cs, float *Y) {
+    const sc_gemm_attrs *ga = &call->node->attrs->gemm;
+    SC_TRY(cpu_matmul_packed_f32(call, M, K, N, ga->trans_b, call->in[0].data, call->in[1].data, Y));
+    if (!C || ga->beta == 0.0f) return SC_OK;
+    float bt = ga->beta;
+#pragma omp parallel for if (M * N > 4096)
+    for (int64_t i = 0; i < M; i++)
+#pragma omp simd
+        for (int64_t j = 0; j < N; j++) Y[i * N + j] += bt * C[i * rs + j * cs];
+    return SC_OK;
+}
+
 sc_status cpu_gemm(const sc_kernel_call *call) {
     const sc_gemm_attrs *ga = &call->node->attrs->gemm;
     const sc_desc *a = &call->in[0].desc, *b = &call->in[1].desc, *y = &call->out[0].desc;
@@ -63,6 +78,8 @@ sc_status cpu_gemm(const sc_kernel_call *call) {
     if (a->dtype != SC_F32) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(a->dtype));
     float *Y = call->out[0].data;
     const float *C = c;
+    if (ga->b_const && !ga->trans_a && ga->alpha == 1.0f && M > 0 && N > 0 && K > 0)
+        return gemm_packed_f32(call, M, K, N, C, rs, cs, Y);
     float beta = 0.0f;
     if (C && ga->beta != 0.0f) {
         float bt = ga->beta;
@@ -174,7 +191,7 @@ static sc_status matmul_f32(const sc_kernel_call *call, const matmul_geom *g, co
     for (int i = 0; i < g->nb; i++)
         if (g->batch[i] > 1 && g->a_str[i] == 0) a_full = false;
     if (g->b_unbatched && a_full) {
-        if (call->node->attrs->matmul.b_const) return cpu_matmul_packed_f32(call, g->n_batch * M, K, N, A, B, Y);
+        if (call->node->attrs->matmul.b_const) return cpu_matmul_packed_f32(call, g->n_batch * M, K, N, false, A, B, Y);
         dnnl_status_t s = dnnl_sgemm('N', 'N', g->n_batch * M, N, K, 1.0f, A, K, B, N, 0.0f, Y, N);
         return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "sgemm", s);
     }

@@ -1,4 +1,5 @@
-/* MatMul Y (M, N) = A (M, K) @ B (K, N) with a constant B (sc_matmul_attrs.b_const): oneDNN's matmul
+/* MatMul Y (M, N) = A (M, K) @ B (K, N) with a constant B (sc_matmul_attrs.b_const, and Gemm's
+ * sc_gemm_attrs.b_const with B given as (N, K) under transB): oneDNN's matmul
  * primitive with B in the layout the primitive chooses, reordered once and kept (cpu_dnnl_weight),
  * where dnnl_sgemm repacks B on every call. Measured on this machine (2 threads, AVX-512) over the
  * MLP shapes of ConvNeXt-T at 64² and ViT-B/16: 0.64x to 0.96x sgemm's time, most near 0.9x.
@@ -13,6 +14,7 @@
 
 typedef struct {
     int64_t M, K, N;
+    int trans_b; /* B stored (N, K): Gemm's transB */
     int threads;
 } packed_key;
 
@@ -46,7 +48,7 @@ static sc_status packed_entry_build(const sc_kernel_call *call, dnnl_engine_t en
     dnnl_dims_t ad = {k->M, k->K}, bd = {k->K, k->N}, yd = {k->M, k->N};
     dnnl_memory_desc_t a_md, b_any, y_md;
     dnnl_memory_desc_init_by_tag(&a_md, 2, ad, dnnl_f32, dnnl_ab);
-    dnnl_memory_desc_init_by_tag(&e->b_user_md, 2, bd, dnnl_f32, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&e->b_user_md, 2, bd, dnnl_f32, k->trans_b ? dnnl_ba : dnnl_ab);
     dnnl_memory_desc_init_by_tag(&b_any, 2, bd, dnnl_f32, dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&y_md, 2, yd, dnnl_f32, dnnl_ab);
     dnnl_matmul_desc_t desc;
@@ -83,11 +85,11 @@ static sc_status packed_run(const sc_kernel_call *call, const packed_key *k, con
     return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "matmul", s);
 }
 
-sc_status cpu_matmul_packed_f32(const sc_kernel_call *call, int64_t M, int64_t K, int64_t N, const float *A,
-                                const float *B, float *Y) {
+sc_status cpu_matmul_packed_f32(const sc_kernel_call *call, int64_t M, int64_t K, int64_t N, bool trans_b,
+                                const float *A, const float *B, float *Y) {
     packed_key k;
     memset(&k, 0, sizeof k);
-    k.M = M, k.K = K, k.N = N, k.threads = omp_get_max_threads();
+    k.M = M, k.K = K, k.N = N, k.trans_b = trans_b, k.threads = omp_get_max_threads();
     cpu_dnnl_lock();
     sc_status st = packed_run(call, &k, A, B, Y);
     cpu_dnnl_unlock();
