@@ -332,6 +332,50 @@ static void f32_vs_f64(const char *label, sc_op op, const sc_attrs *a, int n_in,
     for (int k = 0; k < n_out; k++) dual_free(&out[k]);
 }
 
+/* The f32 kernel gives the same bits on 1, 2 and 3 threads: its reductions are partitioned by the
+ * shape alone (LayerNormalizationGrad's row chunks), never by the thread count. */
+static void thread_invariant(const char *label, sc_op op, const sc_attrs *a, int n_in, const sc_desc *in_d,
+                             int n_out, const sc_desc *const *out_d) {
+    sc_node node;
+    memset(&node, 0, sizeof node);
+    node.op = op;
+    node.name = label;
+    node.n_in = n_in;
+    node.n_out = n_out;
+    node.attrs = a;
+    dual in[4], out[3][4];
+    sc_tensor i32[4], o32[3][4];
+    for (int i = 0; i < n_in; i++) {
+        in[i] = dual_make(&in_d[i], true);
+        i32[i] = in[i].t32;
+    }
+    int saved = cpu_num_threads();
+    bool ok = true;
+    for (int t = 0; t < 3; t++) {
+        for (int k = 0; k < n_out; k++) {
+            out[t][k] = dual_make(out_d[k], false);
+            o32[t][k] = out[t][k].t32;
+        }
+        cpu_set_num_threads(t + 1);
+        sc_status st = cpu_run_node(&node, i32, n_in, o32[t], n_out);
+        if (st) {
+            fail(label, sc_status_message(st));
+            sc_status_free(st);
+            ok = false;
+        }
+        for (int k = 0; ok && t > 0 && k < n_out; k++)
+            if (memcmp(o32[t][k].data, o32[0][k].data, sizeof(float) * (size_t)sc_desc_numel(out_d[k]))) {
+                printf("FAIL %s: output %d on %d threads differs from 1 thread\n", label, k, t + 1);
+                ok = false;
+            }
+    }
+    cpu_set_num_threads(saved);
+    expect(ok);
+    for (int i = 0; i < n_in; i++) dual_free(&in[i]);
+    for (int t = 0; t < 3; t++)
+        for (int k = 0; k < n_out; k++) dual_free(&out[t][k]);
+}
+
 /* ConvGrad with X [N, C, H, W], W [M, C/G, kh, kw]; dY's size from the window. */
 static void conv_grad_f32(const char *label, const int64_t *xd, const int64_t *wd, sc_attrs a, int rank,
                           const bool *want) {
@@ -389,6 +433,7 @@ static void test_f32_paths(void) {
     sc_desc lin[3] = {lx, lx, lk};
     const sc_desc *lout[3] = {&lx, &lk, &lk};
     f32_vs_f64("f32_layer_norm_grad", SC_OP_LAYER_NORM_GRAD, &ln, 3, lin, 3, lout, 1e-4);
+    thread_invariant("layer_norm_grad_threads", SC_OP_LAYER_NORM_GRAD, &ln, 3, lin, 3, lout);
 
     sc_attrs mp = window(2, I64(3, 3), I64(2, 2), NULL, I64(1, 1, 1, 1), 0);
     mp.window.ceil_mode = true;

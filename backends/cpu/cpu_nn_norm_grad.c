@@ -96,16 +96,24 @@ sc_status cpu_batch_norm_grad(const sc_kernel_call *call) {
 
 /* ---- LayerNormalizationGrad ---- */
 
-/* Rows in parallel; each thread sums its rows' dScale / dBias contributions into its own slice of
- * acc (2 K values per thread), which are added up in thread order afterwards (deterministic for a
- * given thread count). */
+/* Rows in LN_CHUNKS(R) chunks of consecutive rows, fixed by R alone: each chunk sums its rows'
+ * dScale / dBias contributions in row order into its own slice of acc (2 K values per chunk), and
+ * the slices are added up in chunk order afterwards. The sums are thus the same bits on any number
+ * of threads, and a thread that a busy core slows down holds up one chunk, not a static share. */
+#define LN_ROWS_PER_CHUNK 32
+#define LN_MAX_CHUNKS 256
+static int64_t ln_chunks(int64_t R) {
+    int64_t c = (R + LN_ROWS_PER_CHUNK - 1) / LN_ROWS_PER_CHUNK;
+    return c < 1 ? 1 : c > LN_MAX_CHUNKS ? LN_MAX_CHUNKS : c;
+}
+
 #define LN_GRAD_IMPL(T, NAME)                                                                            \
     static void NAME(const T *dy, const T *x, const T *g, int64_t R, int64_t K, T eps, T *dx, T *dscale,   \
-                     T *dbias, T *acc, int nt) {                                                         \
-        memset(acc, 0, sizeof(T) * (size_t)(2 * K * nt));                                                \
-        _Pragma("omp parallel num_threads(nt)") {                                                        \
-            T *ad = acc + (int64_t)omp_get_thread_num() * 2 * K, *ab = ad + K;                           \
-            _Pragma("omp for schedule(static)") for (int64_t r = 0; r < R; r++) {                        \
+                     T *dbias, T *acc, int64_t chunks) {                                                 \
+        memset(acc, 0, sizeof(T) * (size_t)(2 * K * chunks));                                            \
+        _Pragma("omp parallel for schedule(dynamic) if (chunks > 1)") for (int64_t c = 0; c < chunks; c++) { \
+            T *ad = acc + c * 2 * K, *ab = ad + K;                                                       \
+            for (int64_t r = c * R / chunks; r < (c + 1) * R / chunks; r++) {                            \
                 const T *xp = x + r * K, *gp = dy + r * K;                                               \
                 T s = 0, ss = 0, sg = 0, sgx = 0;                                                        \
                 _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < K; i++) s += xp[i];         \
@@ -130,9 +138,9 @@ sc_status cpu_batch_norm_grad(const sc_kernel_call *call) {
         }                                                                                                \
         for (int64_t i = 0; i < K; i++) {                                                                \
             T a = 0, b = 0;                                                                              \
-            for (int t = 0; t < nt; t++) {                                                               \
-                a += acc[(int64_t)t * 2 * K + i];                                                        \
-                b += acc[(int64_t)t * 2 * K + K + i];                                                    \
+            for (int64_t c = 0; c < chunks; c++) {                                                       \
+                a += acc[c * 2 * K + i];                                                                 \
+                b += acc[c * 2 * K + K + i];                                                             \
             }                                                                                            \
             if (dscale) dscale[i] = a;                                                                   \
             if (dbias) dbias[i] = b;                                                                     \
@@ -152,15 +160,15 @@ sc_status cpu_layer_norm_grad(const sc_kernel_call *call) {
     if (dy->dtype != t || s->dtype != t || !sc_desc_same_shape(dy, x) || sc_desc_numel(s) != K)
         return cpu_errorf(call, "dY must match X and scale must hold the %lld normalised values", (long long)K);
     if (K == 0) return SC_OK;
-    int nt = R >= 64 ? omp_get_max_threads() : 1;
-    void *acc = malloc((size_t)(2 * K * nt) * sc_dtype_size(t));
+    int64_t chunks = ln_chunks(R);
+    void *acc = malloc((size_t)(2 * K * chunks) * sc_dtype_size(t));
     if (!acc) return cpu_errorf(call, "out of memory");
     if (t == SC_F32)
         ln_grad_f32(call->in[0].data, call->in[1].data, call->in[2].data, R, K, la->epsilon, out_data(call, 0),
-                    out_data(call, 1), out_data(call, 2), acc, nt);
+                    out_data(call, 1), out_data(call, 2), acc, chunks);
     else
         ln_grad_f64(call->in[0].data, call->in[1].data, call->in[2].data, R, K, la->epsilon, out_data(call, 0),
-                    out_data(call, 1), out_data(call, 2), acc, nt);
+                    out_data(call, 1), out_data(call, 2), acc, chunks);
     free(acc);
     return SC_OK;
 }
