@@ -276,17 +276,16 @@ static void dual_free(dual *d) {
     free(d->t32.data);
 }
 
+/* A node for cpu_run_node: no value ids, only what the kernels read. */
+static sc_node node_of(const char *label, sc_op op, const sc_attrs *a, int n_in, int n_out) {
+    return (sc_node){.op = op, .name = label, .n_in = n_in, .n_out = n_out, .attrs = a};
+}
+
 /* Runs op on f64 and f32 copies of random inputs; outputs given by desc, NULL = omitted. Compares
  * every output with |f32 - f64| <= rtol * max|f64| + 1e-6. */
 static void f32_vs_f64(const char *label, sc_op op, const sc_attrs *a, int n_in, const sc_desc *in_d, int n_out,
                        const sc_desc *const *out_d, double rtol) {
-    sc_node node;
-    memset(&node, 0, sizeof node);
-    node.op = op;
-    node.name = label;
-    node.n_in = n_in;
-    node.n_out = n_out;
-    node.attrs = a;
+    sc_node node = node_of(label, op, a, n_in, n_out);
     dual in[4], out[4];
     sc_tensor i64[4], i32[4], o64[4], o32[4];
     for (int i = 0; i < n_in; i++) {
@@ -336,13 +335,7 @@ static void f32_vs_f64(const char *label, sc_op op, const sc_attrs *a, int n_in,
  * shape alone (LayerNormalizationGrad's row chunks), never by the thread count. */
 static void thread_invariant(const char *label, sc_op op, const sc_attrs *a, int n_in, const sc_desc *in_d,
                              int n_out, const sc_desc *const *out_d) {
-    sc_node node;
-    memset(&node, 0, sizeof node);
-    node.op = op;
-    node.name = label;
-    node.n_in = n_in;
-    node.n_out = n_out;
-    node.attrs = a;
+    sc_node node = node_of(label, op, a, n_in, n_out);
     dual in[4], out[3][4];
     sc_tensor i32[4], o32[3][4];
     for (int i = 0; i < n_in; i++) {
