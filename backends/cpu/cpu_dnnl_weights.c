@@ -79,6 +79,7 @@ static sc_status weight_add(const sc_kernel_call *call, dnnl_engine_t eng, const
     size_t j = ptr_hash(w) & (index_cap - 1);
     while (index_slots[j]) j = (j + 1) & (index_cap - 1);
     index_slots[j] = ++n_weights;
+    cpu_dnnl_register_cache(weights_clear);
     *out = c;
     return SC_OK;
 }
@@ -105,7 +106,6 @@ sc_status cpu_dnnl_weight(const sc_kernel_call *call, dnnl_engine_t eng, dnnl_st
         *out = user;
         return SC_OK;
     }
-    cpu_dnnl_register_cache(weights_clear);
     uint64_t fp = weight_fingerprint(w, numel);
     cached_weight *c = weight_find(w, prim_md);
     if (c && c->fingerprint == fp && c->epoch == cpu_params_epoch()) {

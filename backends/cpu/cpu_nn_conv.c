@@ -268,11 +268,11 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
         if (!st && k->sum) st = cpu_dnnl_reorder_create(call, eng, &dst_user, dst_md, &e->dst_in_reorder);
     }
     dnnl_primitive_desc_destroy(pd);
+    if (!st) cpu_dnnl_register_cache(conv_cache_clear);
     return st;
 }
 
 static sc_status conv_entry_get(const sc_kernel_call *call, dnnl_engine_t eng, const conv_key *k, conv_entry **out) {
-    cpu_dnnl_register_cache(conv_cache_clear);
     void *e = NULL;
     sc_status st = cpu_prim_list_get(call, eng, &conv_entries, k, sizeof *k, sizeof **out, conv_entry_build, conv_entry_free, &e);
     *out = e;

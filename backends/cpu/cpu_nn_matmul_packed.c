@@ -1,8 +1,8 @@
 /* MatMul Y (M, N) = A (M, K) @ B (K, N) with a constant B (sc_matmul_attrs.b_const, and Gemm's
  * sc_gemm_attrs.b_const with B given as (N, K) under transB): oneDNN's matmul
  * primitive with B in the layout the primitive chooses, reordered once and kept (cpu_dnnl_weight),
- * where dnnl_sgemm repacks B on every call. Measured on this machine (2 threads, AVX-512) over the
- * MLP shapes of ConvNeXt-T at 64² and ViT-B/16: 0.64x to 0.96x sgemm's time, most near 0.9x.
+ * where dnnl_sgemm repacks B on every call (ConvNeXt-T at 64², whose MLPs are such MatMuls, ran in
+ * 0.84x of its time on this machine: bench/results/2026-11-29-prepacked-matmul.md).
  * The batch of A is already folded into M by the caller (cpu_nn_gemm.c). Primitives are cached per
  * (M, K, N, thread count): oneDNN fixes a primitive's thread count at creation. */
 #include <omp.h>
@@ -63,14 +63,15 @@ static sc_status packed_entry_build(const sc_kernel_call *call, dnnl_engine_t en
     if (s != dnnl_success) return cpu_dnnl_error(call, "matmul creation", s);
     SC_TRY(cpu_dnnl_memory_new(call, eng, &a_md, NULL, &e->a));
     SC_TRY(cpu_dnnl_memory_new(call, eng, &e->b_user_md, NULL, &e->b_user));
-    return cpu_dnnl_memory_new(call, eng, &y_md, NULL, &e->y);
+    SC_TRY(cpu_dnnl_memory_new(call, eng, &y_md, NULL, &e->y));
+    cpu_dnnl_register_cache(packed_cache_clear);
+    return SC_OK;
 }
 
 static sc_status packed_run(const sc_kernel_call *call, const packed_key *k, const float *A, const float *B, float *Y) {
     dnnl_engine_t eng;
     dnnl_stream_t strm;
     SC_TRY(cpu_dnnl_context(&eng, &strm));
-    cpu_dnnl_register_cache(packed_cache_clear);
     void *found = NULL;
     SC_TRY(cpu_prim_list_get(call, eng, &packed_entries, k, sizeof *k, sizeof(packed_entry), packed_entry_build,
                              packed_entry_free, &found));
