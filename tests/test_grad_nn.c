@@ -332,7 +332,8 @@ static void f32_vs_f64(const char *label, sc_op op, const sc_attrs *a, int n_in,
 }
 
 /* The f32 kernel gives the same bits on 1, 2 and 3 threads: its reductions are partitioned by the
- * shape alone (LayerNormalizationGrad's row chunks), never by the thread count. */
+ * shape alone (LayerNormalizationGrad's row chunks, ConvGrad's dW items, sgemm's tiles), never by
+ * the thread count. */
 static void thread_invariant(const char *label, sc_op op, const sc_attrs *a, int n_in, const sc_desc *in_d,
                              int n_out, const sc_desc *const *out_d) {
     sc_node node = node_of(label, op, a, n_in, n_out);
@@ -369,21 +370,38 @@ static void thread_invariant(const char *label, sc_op op, const sc_attrs *a, int
         for (int k = 0; k < n_out; k++) dual_free(&out[t][k]);
 }
 
-/* ConvGrad with X [N, C, H, W], W [M, C/G, kh, kw]; dY's size from the window. */
-static void conv_grad_f32(const char *label, const int64_t *xd, const int64_t *wd, sc_attrs a, int rank,
-                          const bool *want) {
-    const sc_window_attrs *w = &a.window;
-    a.window.n_spatial = rank - 2;
-    a.window.has_kernel_shape = true;
-    sc_desc x = sc_desc_make(F, rank, xd), wt = sc_desc_make(F, rank, wd), dy = x, b = sc_desc_make(F, 1, wd);
+/* ConvGrad's operands and outputs: X [N, C, H, W], W [M, C/G, kh, kw]; dY's size from the window;
+ * in = {dY, X, W}, out = {dX, dW, dB}. */
+static void conv_grad_descs(const int64_t *xd, const int64_t *wd, sc_attrs *a, int rank, sc_desc *in, sc_desc *out) {
+    const sc_window_attrs *w = &a->window;
+    a->window.n_spatial = rank - 2;
+    a->window.has_kernel_shape = true;
+    sc_desc x = sc_desc_make(F, rank, xd), wt = sc_desc_make(F, rank, wd), dy = x;
     dy.dims[1] = wd[0];
     for (int i = 0; i < rank - 2; i++) {
-        a.window.kernel_shape[i] = wd[2 + i];
+        a->window.kernel_shape[i] = wd[2 + i];
         int64_t ext = (wd[2 + i] - 1) * w->dilations[i] + 1;
         dy.dims[2 + i] = (xd[2 + i] + w->pads[i] + w->pads[rank - 2 + i] - ext) / w->strides[i] + 1;
     }
-    sc_desc in[3] = {dy, x, wt};
-    const sc_desc *out[3] = {want[0] ? &x : NULL, want[1] ? &wt : NULL, want[2] ? &b : NULL};
+    in[0] = dy;
+    in[1] = out[0] = x;
+    in[2] = out[1] = wt;
+    out[2] = sc_desc_make(F, 1, wd);
+}
+
+/* ConvGrad's three gradients are the same bits on 1, 2 and 3 threads (dW: cpu_nn_conv_grad_w.c). */
+static void conv_grad_threads(const char *label, const int64_t *xd, const int64_t *wd, sc_attrs a) {
+    sc_desc in[3], out[3];
+    conv_grad_descs(xd, wd, &a, 4, in, out);
+    const sc_desc *outp[3] = {&out[0], &out[1], &out[2]};
+    thread_invariant(label, SC_OP_CONV_GRAD, &a, 3, in, 3, outp);
+}
+
+static void conv_grad_f32(const char *label, const int64_t *xd, const int64_t *wd, sc_attrs a, int rank,
+                          const bool *want) {
+    sc_desc in[3], d[3];
+    conv_grad_descs(xd, wd, &a, rank, in, d);
+    const sc_desc *out[3] = {want[0] ? &d[0] : NULL, want[1] ? &d[1] : NULL, want[2] ? &d[2] : NULL};
     f32_vs_f64(label, SC_OP_CONV_GRAD, &a, 3, in, 3, out, 2e-5);
 }
 
@@ -408,6 +426,45 @@ static void test_f32_paths(void) {
                   4, bias_only);
     conv_grad_f32("f32_conv_grad_weights_bias", I64(2, 8, 9, 9), I64(16, 8, 3, 3), window(2, NULL, I64(2, 2), NULL, NULL, 1),
                   4, wb);
+
+    /* Big enough for dW to be cut into batch chunks and output-channel slices (ragged: 40 = 16 + 24),
+     * or into runs of groups (cpu_nn_conv_grad_w.c). */
+    conv_grad_f32("f32_conv_grad_cut_chunks_slices", I64(6, 32, 16, 16), I64(40, 32, 3, 3),
+                  window(2, NULL, NULL, NULL, I64(1, 1, 1, 1), 1), 4, wb);
+    conv_grad_f32("f32_conv_grad_cut_groups", I64(1, 64, 32, 32), I64(64, 16, 3, 3),
+                  window(2, NULL, NULL, NULL, I64(1, 1, 1, 1), 4), 4, wb);
+    conv_grad_f32("f32_conv_grad_cut_1x1_s2", I64(5, 64, 16, 16), I64(128, 64, 1, 1),
+                  window(2, NULL, I64(2, 2), NULL, NULL, 1), 4, all);
+    conv_grad_threads("conv_grad_threads_3x3", I64(16, 64, 16, 16), I64(64, 64, 3, 3),
+                      window(2, NULL, NULL, NULL, I64(1, 1, 1, 1), 1));
+    conv_grad_threads("conv_grad_threads_1x1_s2", I64(4, 64, 16, 16), I64(128, 64, 1, 1),
+                      window(2, NULL, I64(2, 2), NULL, NULL, 1));
+    conv_grad_threads("conv_grad_threads_depthwise", I64(8, 96, 16, 16), I64(96, 1, 3, 3),
+                      window(2, NULL, NULL, NULL, I64(1, 1, 1, 1), 96));
+
+    /* sgemm on all threads gave other bits than on one (cpu_nn_gemm.c), e.g. for a GPT MLP's dX
+     * (the trans_b case below); also a weight gradient's shape and a batched MatMul. */
+    sc_attrs mm;
+    memset(&mm, 0, sizeof mm);
+    sc_desc ma[2] = {sc_desc_make(F, 2, D(8, 4096)), sc_desc_make(F, 2, D(4096, 48))}, my = sc_desc_make(F, 2, D(8, 48));
+    const sc_desc *myp[1] = {&my};
+    thread_invariant("matmul_threads_long_k", SC_OP_MATMUL, &mm, 2, ma, 1, myp);
+    sc_desc ba[2] = {sc_desc_make(F, 4, D(2, 3, 64, 32)), sc_desc_make(F, 4, D(2, 3, 32, 64))},
+            by = sc_desc_make(F, 4, D(2, 3, 64, 64));
+    const sc_desc *byp[1] = {&by};
+    thread_invariant("matmul_threads_batched", SC_OP_MATMUL, &mm, 2, ba, 1, byp);
+    sc_attrs gm;
+    memset(&gm, 0, sizeof gm);
+    gm.gemm.alpha = gm.gemm.beta = 1.0f;
+    gm.gemm.trans_a = true;
+    sc_desc ga[2] = {sc_desc_make(F, 2, D(3000, 64)), sc_desc_make(F, 2, D(3000, 96))}, gy = sc_desc_make(F, 2, D(64, 96));
+    const sc_desc *gyp[1] = {&gy};
+    thread_invariant("gemm_threads_trans_a", SC_OP_GEMM, &gm, 2, ga, 1, gyp);
+    gm.gemm.trans_a = false;
+    gm.gemm.trans_b = true;
+    sc_desc ta[2] = {sc_desc_make(F, 2, D(512, 1024)), sc_desc_make(F, 2, D(256, 1024))}, ty = sc_desc_make(F, 2, D(512, 256));
+    const sc_desc *typ[1] = {&ty};
+    thread_invariant("gemm_threads_trans_b", SC_OP_GEMM, &gm, 2, ta, 1, typ);
 
     sc_attrs bn;
     memset(&bn, 0, sizeof bn);

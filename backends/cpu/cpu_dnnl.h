@@ -15,6 +15,7 @@
 #include <stdbool.h>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_kernels.h"
 
 /* The process's engine and stream, created on first use; an error when oneDNN fails. Call with the
  * lock held. */
@@ -66,6 +67,12 @@ sc_status cpu_dnnl_weight(const sc_kernel_call *call, dnnl_engine_t eng, dnnl_st
  * while the graph runs (cpu_nn_matmul_packed.c). */
 sc_status cpu_matmul_packed_f32(const sc_kernel_call *call, int64_t M, int64_t K, int64_t N, bool trans_b,
                                 const float *A, const float *B, float *Y);
+
+/* dW (M, C/G, k..) of a convolution from X and dY (NCHW-style plain f32), the same bits for any
+ * thread count (cpu_nn_conv_grad_w.c); plain keeps activations in their layout for the primitive.
+ * Call with the lock held. */
+sc_status cpu_conv_grad_weights_f32(const sc_kernel_call *call, const cpu_window *w, int64_t N, int64_t C, int64_t M,
+                                    int64_t G, bool plain, const float *dy, const float *x, float *dw);
 
 /* A list of cached primitive entries, each a heap struct whose first member is its key (compared
  * bytewise, so keys are zero-initialised before filling). Shapes per model are few, so lookup is a

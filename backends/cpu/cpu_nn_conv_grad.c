@@ -4,13 +4,13 @@
  *   dX[n, c, i] = sum_{m in group(c), o, t} dY[n, m, o] W[m, c - group_start, t]
  *   dW[m, c, t] = sum_{n, o} dY[n, m, o] X[n, group_start(m) + c, i]
  *   dB[m]       = sum_{n, o} dY[n, m, o]
- * f32 runs oneDNN's backward-data and backward-weights convolution primitives, created once per
- * shape and cached here for the life of the process; activations stay NCHW for 1x1 kernels and take
- * the primitive's preferred layout otherwise, as the forward does (cpu_dnnl.h). Weights change every
- * training step, so they are reordered on every call and never cached: an entry holds no pointer to
- * user data between calls, stays valid when parameters change, and is therefore not registered with
- * cpu_dnnl_cache_clear (which a trainer calls after every update; rebuilding the JIT primitives each
- * step would cost more than the convolutions). f64 runs plain reference loops (gradient checks).
+ * f32 runs oneDNN's backward-data primitive, created once per shape and cached here for the life
+ * of the process (activations stay NCHW for 1x1 kernels and take the primitive's preferred layout
+ * otherwise, as the forward does, cpu_dnnl.h), and computes dW in items of one thread each so that
+ * its bits do not depend on the thread count (cpu_nn_conv_grad_w.c); dB is a per-channel sum.
+ * Weights change every training step, so they are reordered on every call and never cached: an
+ * entry holds no pointer to user data between calls and stays valid when parameters change.
+ * f64 runs plain reference loops (gradient checks).
  */
 #include <stdlib.h>
 #include <omp.h>
@@ -96,15 +96,11 @@ static void conv_grad_ref_f64(const cpu_window *w, conv_dims d, const double *dy
 
 /* ---- oneDNN f32 path ---- */
 
-typedef enum { BWD_DATA, BWD_WEIGHTS } bwd_kind;
-
 typedef struct {
-    int kind;
     int nd;
     dnnl_dims_t src, wei, dst; /* full dnnl_dims_t: oneDNN reads all DNNL_MAX_NDIMS entries */
     int64_t stride[3], dil[3], pl[3], pr[3];
     int64_t group;
-    int has_bias;
     int plain;
     int threads; /* omp_get_max_threads() at creation (see conv_key in cpu_nn_conv.c) */
 } bwd_key;
@@ -119,8 +115,7 @@ typedef struct {
 typedef struct {
     bwd_key key;
     dnnl_primitive_t prim;
-    bwd_mem a, b, c; /* data: diff_dst, weights, diff_src; weights: src, diff_dst, diff_weights */
-    dnnl_memory_t bias;
+    bwd_mem a, b, c; /* diff_dst, weights, diff_src */
 } bwd_entry;
 
 static cpu_prim_list bwd_entries; /* bwd_entry *, keyed by bwd_key (their first member) */
@@ -137,7 +132,6 @@ static void bwd_entry_free(void *entry) {
     bwd_mem_free(&e->a);
     bwd_mem_free(&e->b);
     bwd_mem_free(&e->c);
-    if (e->bias) dnnl_memory_destroy(e->bias);
     free(e);
 }
 
@@ -186,15 +180,13 @@ static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, 
     const bwd_key *k = &e->key;
     int nd = k->nd, wnd = k->group > 1 ? nd + 1 : nd;
     dnnl_format_tag_t act = k->plain ? plain_tag(nd) : dnnl_format_tag_any;
-    dnnl_memory_desc_t src_user, dst_user, wei_user, src_any, dst_any, wei_any, bias_md;
+    dnnl_memory_desc_t src_user, dst_user, wei_user, src_any, dst_any, wei_any;
     dnnl_memory_desc_init_by_tag(&src_user, nd, k->src, dnnl_f32, plain_tag(nd));
     dnnl_memory_desc_init_by_tag(&dst_user, nd, k->dst, dnnl_f32, plain_tag(nd));
     dnnl_memory_desc_init_by_tag(&wei_user, wnd, k->wei, dnnl_f32, plain_tag(wnd));
     dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dnnl_f32, act);
     dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dnnl_f32, act);
     dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dnnl_f32, dnnl_format_tag_any);
-    dnnl_dims_t bias_dims = {k->dst[1]};
-    dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_a);
     dnnl_dims_t strides, dil, pl, pr;
     for (int i = 0; i < nd - 2; i++) {
         strides[i] = k->stride[i];
@@ -205,19 +197,14 @@ static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, 
     /* Backward primitives need the forward-training primitive descriptor as a hint. */
     dnnl_convolution_desc_t fd, bd;
     dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-                                                                &src_any, &wei_any, k->has_bias ? &bias_md : NULL,
+                                                                &src_any, &wei_any, NULL,
                                                                 &dst_any, strides, dil, pl, pr);
     if (s != dnnl_success) return cpu_dnnl_error(call, "convolution descriptor", s);
     dnnl_primitive_desc_t hint, pd;
     s = dnnl_primitive_desc_create(&hint, &fd, NULL, eng, NULL);
     if (s != dnnl_success) return cpu_dnnl_error(call, "forward-training primitive descriptor", s);
-    if (k->kind == BWD_DATA)
-        s = dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src_any, &wei_any, &dst_any,
-                                                             strides, dil, pl, pr);
-    else
-        s = dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &src_any, &wei_any,
-                                                                k->has_bias ? &bias_md : NULL, &dst_any, strides, dil,
-                                                                pl, pr);
+    s = dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src_any, &wei_any, &dst_any,
+                                                         strides, dil, pl, pr);
     if (s != dnnl_success) {
         dnnl_primitive_desc_destroy(hint);
         return cpu_dnnl_error(call, "backward convolution descriptor", s);
@@ -225,18 +212,9 @@ static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, 
     s = dnnl_primitive_desc_create(&pd, &bd, NULL, eng, hint);
     dnnl_primitive_desc_destroy(hint);
     if (s != dnnl_success) return cpu_dnnl_error(call, "backward convolution primitive descriptor", s);
-    sc_status st = SC_OK;
-    if (k->kind == BWD_DATA) {
-        st = bwd_mem_init(call, eng, &dst_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0), true, &e->a);
-        if (!st) st = bwd_mem_init(call, eng, &wei_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), true, &e->b);
-        if (!st) st = bwd_mem_init(call, eng, &src_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0), false, &e->c);
-    } else {
-        st = bwd_mem_init(call, eng, &src_user, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), true, &e->a);
-        if (!st) st = bwd_mem_init(call, eng, &dst_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0), true, &e->b);
-        if (!st) st = bwd_mem_init(call, eng, &wei_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0), false, &e->c);
-        if (!st && k->has_bias && dnnl_memory_create(&e->bias, &bias_md, eng, NULL) != dnnl_success)
-            st = cpu_errorf(call, "oneDNN memory creation failed");
-    }
+    sc_status st = bwd_mem_init(call, eng, &dst_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0), true, &e->a);
+    if (!st) st = bwd_mem_init(call, eng, &wei_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), true, &e->b);
+    if (!st) st = bwd_mem_init(call, eng, &src_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0), false, &e->c);
     if (!st) {
         s = dnnl_primitive_create(&e->prim, pd);
         if (s != dnnl_success) st = cpu_dnnl_error(call, "backward convolution creation", s);
@@ -252,47 +230,38 @@ static sc_status bwd_entry_get(const sc_kernel_call *call, dnnl_engine_t eng, co
     return st;
 }
 
-/* dY as the weights primitive reads it: the data primitive's reordered copy (dy_done, from the
- * same call) when both primitives chose the same layout, which spares a second reorder of dY. */
-static dnnl_memory_t bwd_dy_bind(bwd_mem *m, const bwd_mem *dy_done, void *dy, dnnl_stream_t strm, dnnl_status_t *s) {
-    if (dy_done && dy_done->prim && m->prim) {
-        const dnnl_memory_desc_t *a = NULL, *b = NULL;
-        if (dnnl_memory_get_memory_desc(dy_done->prim, &a) == dnnl_success &&
-            dnnl_memory_get_memory_desc(m->prim, &b) == dnnl_success && dnnl_memory_desc_equal(a, b)) {
-            dnnl_memory_set_data_handle(m->user, dy);
-            return dy_done->prim;
-        }
-    }
-    return bwd_mem_bind(m, dy, true, strm, s);
-}
-
-/* Runs one cached backward primitive: data (dY, W -> dX) or weights (X, dY -> dW[, dB]). *used is
- * the entry run; dy_done, when set, is a data entry that this call already ran on the same dY. */
-static sc_status bwd_run(const sc_kernel_call *call, const bwd_key *k, const float *dy, const float *x,
-                         const float *w, float *dx, float *dw, float *db, const bwd_mem *dy_done, bwd_entry **used) {
+/* Runs the cached backward-data primitive: dY, W -> dX. */
+static sc_status bwd_data_run(const sc_kernel_call *call, const bwd_key *k, const float *dy, const float *w, float *dx) {
     dnnl_engine_t eng;
     dnnl_stream_t strm;
     SC_TRY(cpu_dnnl_context(&eng, &strm));
     bwd_entry *e = NULL;
     SC_TRY(bwd_entry_get(call, eng, k, &e));
-    *used = e;
     dnnl_status_t s = dnnl_success;
-    if (k->kind == BWD_DATA) {
-        dnnl_exec_arg_t args[3] = {{DNNL_ARG_DIFF_DST, bwd_mem_bind(&e->a, (void *)dy, true, strm, &s)},
-                                   {DNNL_ARG_WEIGHTS, bwd_mem_bind(&e->b, (void *)w, true, strm, &s)},
-                                   {DNNL_ARG_DIFF_SRC, bwd_mem_bind(&e->c, dx, false, strm, &s)}};
-        if (s == dnnl_success) s = dnnl_primitive_execute(e->prim, strm, 3, args);
-    } else {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, bwd_mem_bind(&e->a, (void *)x, true, strm, &s)},
-                                   {DNNL_ARG_DIFF_DST, bwd_dy_bind(&e->b, dy_done, (void *)dy, strm, &s)},
-                                   {DNNL_ARG_DIFF_WEIGHTS, bwd_mem_bind(&e->c, dw, false, strm, &s)},
-                                   {DNNL_ARG_DIFF_BIAS, e->bias}};
-        if (e->bias) dnnl_memory_set_data_handle(e->bias, db);
-        if (s == dnnl_success) s = dnnl_primitive_execute(e->prim, strm, e->bias ? 4 : 3, args);
-    }
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_DIFF_DST, bwd_mem_bind(&e->a, (void *)dy, true, strm, &s)},
+                               {DNNL_ARG_WEIGHTS, bwd_mem_bind(&e->b, (void *)w, true, strm, &s)},
+                               {DNNL_ARG_DIFF_SRC, bwd_mem_bind(&e->c, dx, false, strm, &s)}};
+    if (s == dnnl_success) s = dnnl_primitive_execute(e->prim, strm, 3, args);
     bwd_mem_finish(&e->c, strm, &s);
     if (s == dnnl_success) s = dnnl_stream_wait(strm);
     return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "backward convolution", s);
+}
+
+/* dB[m] = sum_{n, o} dY[n, m, o]: one thread per channel, samples in order, so the same bits for
+ * any thread count. */
+static void conv_grad_bias_f32(const float *g, conv_dims d, int64_t sp, float *db) {
+#pragma omp parallel for
+    for (int64_t m = 0; m < d.M; m++) {
+        double s = 0;
+        for (int64_t n = 0; n < d.N; n++) {
+            const float *p = g + (n * d.M + m) * sp;
+            float ps = 0;
+#pragma omp simd reduction(+ : ps)
+            for (int64_t i = 0; i < sp; i++) ps += p[i];
+            s += ps;
+        }
+        db[m] = (float)s;
+    }
 }
 
 static sc_status conv_grad_f32(const sc_kernel_call *call, const cpu_window *w, conv_dims d, float *dx, float *dw,
@@ -321,38 +290,13 @@ static sc_status conv_grad_f32(const sc_kernel_call *call, const cpu_window *w, 
     k.group = d.G;
     cpu_conv_layout layout = cpu_conv_get_layout();
     k.plain = layout == CPU_CONV_LAYOUT_PLAIN || (layout == CPU_CONV_LAYOUT_AUTO && pointwise);
-    /* oneDNN computes dB with dW; without dW, dB is a plain reduction. */
-    float *db_dnnl = dw ? db : NULL;
     sc_status st = SC_OK;
-    bwd_entry *data = NULL, *weights = NULL;
     cpu_dnnl_lock();
-    if (dx) {
-        k.kind = BWD_DATA;
-        st = bwd_run(call, &k, call->in[0].data, NULL, call->in[2].data, dx, NULL, NULL, NULL, &data);
-    }
-    if (!st && dw) {
-        k.kind = BWD_WEIGHTS;
-        k.has_bias = db_dnnl != NULL;
-        st = bwd_run(call, &k, call->in[0].data, call->in[1].data, NULL, NULL, dw, db_dnnl, data ? &data->a : NULL,
-                     &weights);
-    }
+    if (dx) st = bwd_data_run(call, &k, call->in[0].data, call->in[2].data, dx);
+    if (!st && dw)
+        st = cpu_conv_grad_weights_f32(call, w, d.N, d.C, d.M, d.G, k.plain, call->in[0].data, call->in[1].data, dw);
     cpu_dnnl_unlock();
-    if (!st && db && !db_dnnl) {
-        const float *g = call->in[0].data;
-        int64_t sp = w->out[0] * w->out[1] * w->out[2];
-#pragma omp parallel for
-        for (int64_t m = 0; m < d.M; m++) {
-            double s = 0;
-            for (int64_t n = 0; n < d.N; n++) {
-                const float *p = g + (n * d.M + m) * sp;
-                float ps = 0;
-#pragma omp simd reduction(+ : ps)
-                for (int64_t i = 0; i < sp; i++) ps += p[i];
-                s += ps;
-            }
-            db[m] = (float)s;
-        }
-    }
+    if (!st && db) conv_grad_bias_f32(call->in[0].data, d, w->out[0] * w->out[1] * w->out[2], db);
     return st;
 }
 
