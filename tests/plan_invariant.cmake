@@ -37,3 +37,13 @@ foreach(precision bf16 fp16)
     set_tests_properties(plan_invariant_${model}_${precision} PROPERTIES TIMEOUT 900)
   endforeach()
 endforeach()
+
+# The weights do not depend on the thread count (tests/plan_invariant.py threads): 1, 2, 3 threads and
+# the adaptive count that train picks per step without --threads.
+foreach(model resnet gpt densenet)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/plan_tmp/threads_${model})
+  file(MAKE_DIRECTORY ${dir})
+  add_test(NAME train_threads_${model} COMMAND python3 ${PLAN_INVARIANT} $<TARGET_FILE:scorch-run> threads ${model}
+           WORKING_DIRECTORY ${dir})
+  set_tests_properties(train_threads_${model} PROPERTIES TIMEOUT 900)
+endforeach()

@@ -19,6 +19,10 @@
       sizes parse (256MiB, 1.5GiB, 500MB, bytes); bad sizes and strategies are usage errors (exit 2);
       a budget below the fixed bytes fails with exit 1 naming the smallest budget; bench runs and
       writes a CSV, markdown table and SVG.
+  plan_invariant.py SCORCH_RUN threads MODEL
+      At sizes where the kernels cut their work (convolution dW items, sgemm tiles), `train --steps 3`
+      writes byte-identical weights with --threads 1, 2 and 3 and without --threads (each step then
+      runs on all cores or one thread, whichever is faster; the first steps try both).
 Fails through the exit code.
 """
 import csv
@@ -49,6 +53,14 @@ STRATEGIES = [["none"], ["sqrt"], ["dc"], ["dc", "--slots", "2"], ["optimal"], [
 # fixed region (parameters, momentum, inputs) cannot shrink without offload; with --offload, this
 # share of the whole none peak
 FRACTIONS = [1.0, 0.6, 0.35]
+# `threads`: sizes at which oneDNN's own threading gave other bits on 1 and 2 threads (ResNet-18's
+# downsample dW, a GPT MLP's dX through sgemm; DenseNet's 1x1 and 3x3 dW)
+THREAD_GEN = {
+    "resnet": (["resnet", "--depth", "18", "--image", "64", "--classes", "10"], ["--batch", "4"]),
+    "gpt": (["gpt", "--layers", "2", "--heads", "4", "--dim", "256", "--vocab", "1000", "--seq", "128"],
+            ["--batch", "4", "--seq", "128"]),
+    "densenet": (["densenet"], ["--batch", "8"]),
+}
 
 
 ERRORS = []
@@ -416,6 +428,25 @@ def cli():
     print("plan cli ok: dc under %d bytes peaks at %d of %d bytes" % (budget, js["planned_peak"], peak0))
 
 
+def threads(model):
+    gen_args, dims = THREAD_GEN[model]
+    path = model + "_threads.onnx"
+    must(["gen"] + gen_args + ["-o", path])
+    outs = {}
+    for label, extra in [("1", ["--threads", "1"]), ("2", ["--threads", "2"]), ("3", ["--threads", "3"]),
+                         ("default", [])]:
+        out = "%s_t%s.onnx" % (model, label)
+        p = must(["train", path] + dims + extra + ["--steps", "3", "-o", out])
+        if label == "default" and "threads:" not in p.stdout:
+            fail("train without --threads does not report its thread choice:\n%s" % p.stdout)
+        outs[label] = initializers(out)
+    for label in ("2", "3", "default"):
+        bad = [k for k in outs["1"] if outs["1"][k] != outs[label][k]]
+        if bad:
+            fail("%s: %d initializers differ between --threads 1 and %s, first '%s'" % (model, len(bad), label, bad[0]))
+    print("%s: the same weights on 1, 2, 3 threads and the adaptive count" % model)
+
+
 def main():
     global SCORCH
     if len(sys.argv) < 3:
@@ -428,6 +459,8 @@ def main():
                 DIMS[sys.argv[3]] = DIMS[sys.argv[3]] + sys.argv[4:]
                 OPTIONS.extend(sys.argv[4:])
             invariant(sys.argv[3])
+        elif sys.argv[2] == "threads":
+            threads(sys.argv[3])
         elif sys.argv[2] == "cli":
             cli()
         else:

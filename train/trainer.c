@@ -218,6 +218,9 @@ static sc_status trainer_build(sc_trainer *t) {
     sc_backend_config host = {.device = SC_DEVICE_CPU};
     SC_TRY(backend_open(&host, &t->host));
     if (t->cfg.threads > 0) t->host->iface->set_threads(t->host, t->cfg.threads);
+    t->adapt_threads = t->cfg.threads == 0 && t->cfg.device == SC_DEVICE_CPU && sc_comm_size() == 1 &&
+                       t->host->iface->set_threads;
+    if (t->adapt_threads) thread_governor_init(&t->gov, backend_host_threads());
     SC_TRY(sc_model_load(t->cfg.model_path, &t->model));
     sc_graph *g = &t->model->graph;
     sc_bind_options bo = {.batch = t->cfg.batch, .seq = t->cfg.seq, .eval = t->host->iface->evaluator(t->host),
@@ -309,7 +312,15 @@ static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *second
     *seconds = 0;
     *h2d = *d2h = *host_bytes = 0;
     if (!t->session) return sc_errorf("no plan to run (the last re-plan failed)");
-    SC_TRY(train_plan_run(t, peak_bytes, seconds, h2d, d2h, host_bytes));
+    bool adapt = t->adapt_threads && t->gov.enabled;
+    if (adapt) t->host->iface->set_threads(t->host, thread_governor_next(&t->gov));
+    double t0 = sc_clock_seconds();
+    sc_status st = train_plan_run(t, peak_bytes, seconds, h2d, d2h, host_bytes);
+    if (adapt) {
+        thread_governor_record(&t->gov, sc_clock_seconds() - t0);
+        t->host->iface->set_threads(t->host, t->gov.arms[0]); /* checks, saves and replays between steps */
+    }
+    SC_TRY(st);
     if (!t->cfg.use_plan) *peak_bytes = -1, *h2d = *d2h = *host_bytes = 0; /* figures of a plan nobody asked for */
     return SC_OK;
 }
@@ -320,6 +331,13 @@ static sc_status spent_check(const sc_trainer *t) {
 }
 
 bool sc_trainer_rollback(const sc_trainer *t) { return t->snapshot != NULL; }
+
+bool sc_trainer_thread_runs(const sc_trainer *t, int64_t runs[2]) {
+    bool on = t->adapt_threads && t->gov.enabled;
+    runs[0] = on ? t->gov.runs[0] : 0;
+    runs[1] = on ? t->gov.runs[1] : 0;
+    return on;
+}
 
 /* The step on this rank: on failure its state is restored (with rollback) or the session spent. */
 typedef struct {

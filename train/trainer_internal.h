@@ -3,6 +3,7 @@
 #define SC_TRAINER_INTERNAL_H
 
 #include "backends/plan_exec.h"
+#include "backends/thread_governor.h"
 #include "schedule/cost.h"
 #include "train/calibrate.h"
 #include "train/train_data.h"
@@ -56,6 +57,12 @@ struct sc_trainer {
     double loss_scale;
     int64_t growth_tracker, skipped, skip_run;
     double step_loss; /* the last step's loss (data parallel: the mean over the ranks) */
+    /* Without a configured thread count, on the CPU and alone: each step runs with all cores or one
+     * thread, whichever the governor measures faster now (a core kept busy by another process makes
+     * every barrier wait). Every kernel's bits are the same for any thread count, so the weights do
+     * not depend on the choice. */
+    bool adapt_threads;
+    sc_thread_governor gov;
 };
 
 /* Measures t->cal once (cfg.calibrate), before the plan is built (calibrate.c). */

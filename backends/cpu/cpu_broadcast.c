@@ -88,6 +88,8 @@ static void bcast_range(const cpu_bcast *b, cpu_bcast_row_fn fn, const void *ctx
     }
 }
 
+#define CPU_BCAST_BLOCK 16384
+
 void cpu_bcast_run(const cpu_bcast *b, cpu_bcast_row_fn fn, const void *ctx, void *out, size_t out_esize,
                    const void *const *in, const size_t *in_esize) {
     int64_t n = b->numel;
@@ -96,14 +98,12 @@ void cpu_bcast_run(const cpu_bcast *b, cpu_bcast_row_fn fn, const void *ctx, voi
         bcast_range(b, fn, ctx, out, out_esize, in, in_esize, 0, n);
         return;
     }
-#pragma omp parallel
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        /* Chunk boundaries on multiples of 64 elements keep each thread's writes off shared lines. */
-        int64_t chunk = ((n + nt - 1) / nt + 63) / 64 * 64;
-        int64_t lo = (int64_t)t * chunk, hi = lo + chunk < n ? lo + chunk : n;
-        if (lo < hi) bcast_range(b, fn, ctx, out, out_esize, in, in_esize, lo, hi);
-    }
+    /* Threads take blocks of CPU_BCAST_BLOCK elements (a multiple of 64, so writes stay off shared
+     * lines). A row function's vector body and scalar tail then cover the same elements for any
+     * thread count, so the bits do not depend on it. */
+#pragma omp parallel for schedule(static)
+    for (int64_t lo = 0; lo < n; lo += CPU_BCAST_BLOCK)
+        bcast_range(b, fn, ctx, out, out_esize, in, in_esize, lo, lo + CPU_BCAST_BLOCK < n ? lo + CPU_BCAST_BLOCK : n);
 }
 
 /* Values per block: three float buffers of this size live on the calling thread's stack. */

@@ -140,15 +140,24 @@ SCE_ROW_STORE_IMPL(double, sce_store_f64)
 SCE_LSE_IMPL(float, sce_lse_f32, cpu_exp_f32, logf)
 SCE_LSE_IMPL(double, sce_lse_f64, exp_f64, log)
 
+/* The loss sums rows in fixed chunks, in order, so its bits do not depend on the thread count: at
+ * least SCE_CHUNK_ROWS rows a chunk, at most SCE_MAX_CHUNKS chunks. */
+#define SCE_CHUNK_ROWS 64
+#define SCE_MAX_CHUNKS 1024
+
 /* Forward over all rows: writes log_prob (lp, of type lt, when not NULL) and per-element weighted
  * losses into `none` (may be NULL); returns their sum and the sum of the weights of the non-ignored
  * elements through *wsum. buf: C values per thread for 16-bit scores or a 16-bit log_prob. */
 #define SCE_FWD_IMPL(T, NAME, FETCH, LSE, STORE)                                                           \
     static double NAME(const sce_geom *s, const sce_scores *x, const T *w, void *lp, sc_dtype lt, T *none, T *bufs, \
                        double *wsum) {                                                                     \
-        double total = 0, wtotal = 0;                                                                      \
         int64_t R = s->N * s->D, C = s->C, D = s->D;                                                       \
-        _Pragma("omp parallel for reduction(+ : total, wtotal) schedule(static)") for (int64_t r = 0; r < R; r++) { \
+        int64_t rows = R > SCE_MAX_CHUNKS * SCE_CHUNK_ROWS ? (R + SCE_MAX_CHUNKS - 1) / SCE_MAX_CHUNKS : SCE_CHUNK_ROWS; \
+        int64_t chunks = (R + rows - 1) / rows;                                                            \
+        double part[2 * SCE_MAX_CHUNKS];                                                                   \
+        _Pragma("omp parallel for schedule(static)") for (int64_t ch = 0; ch < chunks; ch++) {             \
+        double total = 0, wtotal = 0;                                                                      \
+        for (int64_t r = ch * rows; r < R && r < (ch + 1) * rows; r++) {                                   \
             int64_t y = label_at(s, r), S;                                                                 \
             bool ign = label_ignored(s, y);                                                                \
             T *buf = bufs ? bufs + (int64_t)omp_get_thread_num() * 2 * C : NULL;                           \
@@ -169,6 +178,11 @@ SCE_LSE_IMPL(double, sce_lse_f64, exp_f64, log)
             total += l;                                                                                    \
             wtotal += wy;                                                                                  \
         }                                                                                                  \
+        part[2 * ch] = total;                                                                              \
+        part[2 * ch + 1] = wtotal;                                                                         \
+        }                                                                                                  \
+        double total = 0, wtotal = 0;                                                                      \
+        for (int64_t ch = 0; ch < chunks; ch++) total += part[2 * ch], wtotal += part[2 * ch + 1];         \
         *wsum = wtotal;                                                                                    \
         return total;                                                                                      \
     }
