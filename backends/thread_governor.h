@@ -18,8 +18,10 @@
  *     64 and a change of load is seen within 64 steps;
  *   - after a choice the interval starts at 16 when the loser is 1.5x slower or worse (a busy core
  *     of two costs 2x to 4x), else at 4.
- * Results may differ in the last bits between thread counts; training therefore keeps a fixed count
- * and only inference adapts.
+ * Both arms compute the same bits: every CPU kernel cuts its work by the shapes (and the machine's
+ * core count), never by the thread count in use (cpu_nn_conv_grad_w.c, cpu_nn_gemm.c, the blocks of
+ * CPU_SIMD_LOOP and cpu_bcast_run, the loss's and LayerNormalizationGrad's row chunks). So `run`
+ * (backends/infer.c) and `train` (train/trainer.c) both adapt when no thread count is given.
  */
 #ifndef SC_THREAD_GOVERNOR_H
 #define SC_THREAD_GOVERNOR_H

@@ -19,8 +19,8 @@ criterion), per output.
 Speed: `scorch-run run --repeat N --threads T` (its median) against onnxruntime's CPU provider with
 intra_op_num_threads=T (median of N after 3 warm-ups), one model after the other in one run; the
 table's ratio is Scorch / onnxruntime and the summary line their geometric mean.
-With --busy, each model is also timed beside a competing process: a bounded busy loop (BUSY_CAP_S
-at most, killed when the model is done) pinned to core 0, the load of a data loader or another job.
+With --busy, each model is also timed beside a competing process: a bounded busy loop (bench/busy.py,
+killed when the model is done) pinned to core 0, the load of a data loader or another job.
 Scorch with its default thread count (no --threads: all cores, or 1 on passes where that measured
 faster; backends/thread_governor.h) and with 1 thread, and onnxruntime with T threads, run under it
 one after the other; Scorch's default is also timed idle. The issue's criteria, checked per model in
@@ -41,6 +41,8 @@ import tempfile
 import time
 
 import numpy as np
+
+from busy import Busy
 
 MODELS = ["alexnet", "vgg11", "resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "squeezenet1_0",
           "densenet121", "googlenet", "inception_v3", "shufflenet_v2_x1_0", "mobilenet_v2", "mobilenet_v3_small",
@@ -89,23 +91,6 @@ class Out(torch.nn.Module):
         return y["out"] if isinstance(y, dict) else y
 torch.onnx.export(Out(m), x, path, opset_version=17, input_names=["x"], output_names=["y"])
 '''
-
-
-BUSY_CAP_S = 600
-BUSY_LOOP = "import os, time\nos.sched_setaffinity(0, {0})\nend = time.time() + %d\nwhile time.time() < end: pass\n"
-
-
-class Busy:
-    """A busy loop on core 0 for the duration of a with-block (and BUSY_CAP_S at most)."""
-
-    def __enter__(self):
-        self.p = subprocess.Popen([sys.executable, "-c", BUSY_LOOP % BUSY_CAP_S])
-        time.sleep(0.2)  # let it start spinning
-        return self
-
-    def __exit__(self, *exc):
-        self.p.kill()
-        self.p.wait()
 
 
 def scorch_run(args, model, x_path, out_dir, repeat, threads=None):

@@ -17,6 +17,13 @@ Timing: each round runs `scorch-run train MODEL --steps N --log FILE.csv` (per-s
 elapsed_s column; the first --warmup steps dropped, median of the rest) and then N PyTorch steps in
 this process (same warm-up rule), alternating so machine noise hits both alike. The result is the
 median over rounds. Run with Debian's python (torch 1.13): /usr/bin/python3 bench/train_vs_torch.py
+
+With --busy, each model is also timed beside a competing process (bench/busy.py: a busy loop pinned
+to core 0), in alternating rounds of --busy-steps steps: Scorch with its default thread count (no
+--threads: every step runs on all cores or on one thread, whichever the governor measures faster,
+backends/thread_governor.h), Scorch with 1 thread, and PyTorch with --threads; Scorch's default is
+also timed idle. The issue's criteria per model: busy default at most busy 1-thread, and at most 1.5x
+the idle default.
 """
 import argparse
 import csv
@@ -38,6 +45,8 @@ if "OMP_WAIT_POLICY" not in os.environ:
     os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 import torch  # noqa: E402
+
+from busy import Busy  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -131,9 +140,11 @@ def torch_step_ms(state, steps, warmup):
     return statistics.median(times[warmup:])
 
 
-def scorch_step_ms(args, model, spec, tmp, steps, warmup):
+def scorch_step_ms(args, model, spec, tmp, steps, warmup, threads=None):
+    """threads: None for --threads T, "default" for none (the count adapts per step), else that count."""
     log = os.path.join(tmp, "log.csv")
-    cmd = [args.scorch_run, "train", model, *spec["train"], "--steps", str(steps), "--threads", str(args.threads),
+    thr = [] if threads == "default" else ["--threads", str(threads or args.threads)]
+    cmd = [args.scorch_run, "train", model, *spec["train"], "--steps", str(steps), *thr,
            "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9", "--log", log, "-o",
            os.path.join(tmp, "trained.onnx")]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -173,15 +184,51 @@ def bench(args, key, tmp):
         print(f"{key} round {r + 1}/{args.rounds}: scorch {s:.1f} ms/step, torch {t:.1f} ms/step, "
               f"ratio {s / t:.2f}, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
     s, t = statistics.median(ours), statistics.median(theirs)
-    return {"model": key, "title": spec["title"], "scorch_ms": round(s, 2), "torch_ms": round(t, 2),
-            "ratio": round(s / t, 3), "scorch_rounds_ms": [round(x, 2) for x in ours],
-            "torch_rounds_ms": [round(x, 2) for x in theirs], "scorch_command": cmd}
+    row = {"model": key, "title": spec["title"], "scorch_ms": round(s, 2), "torch_ms": round(t, 2),
+           "ratio": round(s / t, 3), "scorch_rounds_ms": [round(x, 2) for x in ours],
+           "torch_rounds_ms": [round(x, 2) for x in theirs], "scorch_command": cmd}
+    if args.busy:
+        row.update(bench_busy(args, key, model, spec, state, tmp))
+    return row
+
+
+def bench_busy(args, key, model, spec, state, tmp):
+    """Idle default, then under a busy core: default, 1 thread and PyTorch, alternating per round."""
+    steps, warm = args.busy_steps, args.warmup
+    runs = {"idle_default": [], "busy_default": [], "busy_1": [], "busy_torch": []}
+    for r in range(args.rounds):
+        runs["idle_default"].append(scorch_step_ms(args, model, spec, tmp, steps, warm, "default")[0])
+        with Busy():
+            runs["busy_default"].append(scorch_step_ms(args, model, spec, tmp, steps, warm, "default")[0])
+            runs["busy_1"].append(scorch_step_ms(args, model, spec, tmp, steps, warm, 1)[0])
+            runs["busy_torch"].append(torch_step_ms(state, steps, warm))
+        print(f"{key} busy round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in runs.items()),
+              file=sys.stderr, flush=True)
+    out = {k + "_ms": round(statistics.median(v), 2) for k, v in runs.items()}
+    out.update({k + "_rounds_ms": [round(x, 2) for x in v] for k, v in runs.items()})
+    return out
+
+
+def busy_lines(rows):
+    lines = ["", "## Beside a busy process on core 0", "",
+             "| model | Scorch default, idle | Scorch default, busy | Scorch 1 thread, busy | busy / 1 thread | busy / idle "
+             "| PyTorch idle | PyTorch busy | met |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    met = 0
+    for r in rows:
+        a, b = r["busy_default_ms"] / r["busy_1_ms"], r["busy_default_ms"] / r["idle_default_ms"]
+        ok = a <= 1.0 and b <= 1.5
+        met += ok
+        lines.append(f"| {r['title']} | {r['idle_default_ms']:.1f} | {r['busy_default_ms']:.1f} | {r['busy_1_ms']:.1f} | "
+                     f"{a:.2f} | {b:.2f} | {r['torch_ms']:.1f} | {r['busy_torch_ms']:.1f} | {'yes' if ok else 'no'} |")
+    lines += ["", f"{met} of {len(rows)} models: busy default step time at most the busy 1-thread time and at most "
+              "1.5x the idle default (ms per step, median over rounds)."]
+    return lines
 
 
 def write_results(args, rows, load_start):
     date = datetime.date.today().isoformat()
     os.makedirs(args.out_dir, exist_ok=True)
-    stem = os.path.join(args.out_dir, f"{date}-cpu-train")
+    stem = os.path.join(args.out_dir, f"{date}-cpu-train" + ("-busy" if args.busy else ""))
     meta = {"date": date, "machine": machine_name(), "cores": os.cpu_count(), "threads": args.threads,
             "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds, "torch": torch.__version__,
             "command": " ".join([sys.executable] + sys.argv), "loadavg_start": load_start,
@@ -206,11 +253,13 @@ def write_results(args, rows, load_start):
     ]
     for r in rows:
         lines.append(f"| {r['title']} | {r['scorch_ms']:.1f} | {r['torch_ms']:.1f} | {r['ratio']:.2f} |")
+    if args.busy:
+        lines += busy_lines(rows)
     lines += ["", "```json", json.dumps({"meta": meta, "results": rows}, indent=2), "```", ""]
     with open(stem + ".md", "w") as f:
         f.write("\n".join(lines))
     print(f"wrote {stem}.md and {stem}.json", file=sys.stderr)
-    print("\n".join(lines[:8 + len(rows)]))
+    print("\n".join(lines[:lines.index("```json")]))
 
 
 def main():
@@ -222,6 +271,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default="resnet18,gpt")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--busy", action="store_true", help="also time each model beside a busy loop on core 0")
+    ap.add_argument("--busy-steps", type=int, default=30, help="steps per run in the --busy rounds")
     args = ap.parse_args()
     keys = [k for k in args.models.split(",") if k]
     for k in keys:

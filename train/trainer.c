@@ -312,15 +312,7 @@ static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *second
     *seconds = 0;
     *h2d = *d2h = *host_bytes = 0;
     if (!t->session) return sc_errorf("no plan to run (the last re-plan failed)");
-    bool adapt = t->adapt_threads && t->gov.enabled;
-    if (adapt) t->host->iface->set_threads(t->host, thread_governor_next(&t->gov));
-    double t0 = sc_clock_seconds();
-    sc_status st = train_plan_run(t, peak_bytes, seconds, h2d, d2h, host_bytes);
-    if (adapt) {
-        thread_governor_record(&t->gov, sc_clock_seconds() - t0);
-        t->host->iface->set_threads(t->host, t->gov.arms[0]); /* checks, saves and replays between steps */
-    }
-    SC_TRY(st);
+    SC_TRY(train_plan_run(t, peak_bytes, seconds, h2d, d2h, host_bytes));
     if (!t->cfg.use_plan) *peak_bytes = -1, *h2d = *d2h = *host_bytes = 0; /* figures of a plan nobody asked for */
     return SC_OK;
 }
@@ -382,7 +374,7 @@ static sc_status step_local(sc_trainer *t, int64_t step, float lr, step_outcome 
 
 /* Data parallel: every rank's step succeeded, or each fails; a rank whose own step succeeded undoes
  * it when another's failed, so the ranks keep equal weights (train_dist.c). */
-sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
+static sc_status trainer_step(sc_trainer *t, sc_step_result *r) {
     SC_TRY(spent_check(t));
     if (t->step >= t->total) return sc_errorf("the run is complete (%lld steps)", (long long)t->total);
     int64_t step = t->step + 1;
@@ -416,6 +408,18 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
         r->skipped = o.skipped;
     }
     return SC_OK;
+}
+
+/* With adapt_threads the whole step (the graph, the checks and the rollback copy, whose parallel
+ * copies also wait on a busy core) runs with the governor's count, which then stays set until the
+ * next step: whatever runs between steps gives the same bits on either. */
+sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
+    bool adapt = t->adapt_threads && t->gov.enabled;
+    if (adapt) t->host->iface->set_threads(t->host, thread_governor_next(&t->gov));
+    double t0 = sc_clock_seconds();
+    sc_status st = trainer_step(t, r);
+    if (adapt && !st) thread_governor_record(&t->gov, sc_clock_seconds() - t0);
+    return st;
 }
 
 bool sc_trainer_done(const sc_trainer *t) { return t->step >= t->total; }
