@@ -32,6 +32,24 @@ sc_status cpu_dnnl_error(const sc_kernel_call *call, const char *what, dnnl_stat
     return cpu_errorf(call, "oneDNN %s failed: %s", what, dnnl_status_name(s));
 }
 
+dnnl_format_tag_t cpu_dnnl_plain_tag(int nd) {
+    static const dnnl_format_tag_t tags[] = {dnnl_a, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde, dnnl_abcdef};
+    return tags[nd];
+}
+
+cpu_dnnl_window cpu_dnnl_window_of(int n, const int64_t *stride, const int64_t *dil, const int64_t *pad_begin,
+                                   const int64_t *pad_end) {
+    cpu_dnnl_window w;
+    memset(&w, 0, sizeof w);
+    for (int i = 0; i < n; i++) {
+        w.strides[i] = stride[i];
+        w.dil[i] = dil[i] - 1;
+        w.pl[i] = pad_begin[i];
+        w.pr[i] = pad_end[i];
+    }
+    return w;
+}
+
 sc_status cpu_dnnl_context(dnnl_engine_t *eng, dnnl_stream_t *strm) {
     dnnl_status_t s;
     if (!dnnl_eng && (s = dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0)) != dnnl_success) {
@@ -79,6 +97,17 @@ bool cpu_prim_list_add(cpu_prim_list *l, void *item) {
     }
     l->items[l->n++] = item;
     return true;
+}
+
+sc_status cpu_dnnl_conv_hint(const sc_kernel_call *call, dnnl_engine_t eng, const dnnl_memory_desc_t *src,
+                             const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *dst, const cpu_dnnl_window *w,
+                             dnnl_primitive_desc_t *hint) {
+    dnnl_convolution_desc_t fd;
+    dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, src,
+                                                                wei, NULL, dst, w->strides, w->dil, w->pl, w->pr);
+    if (s != dnnl_success) return cpu_dnnl_error(call, "convolution descriptor", s);
+    s = dnnl_primitive_desc_create(hint, &fd, NULL, eng, NULL);
+    return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "forward-training primitive descriptor", s);
 }
 
 sc_status cpu_dnnl_reorder_create(const sc_kernel_call *call, dnnl_engine_t eng, const dnnl_memory_desc_t *from,

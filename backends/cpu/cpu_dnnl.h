@@ -45,6 +45,23 @@ typedef enum { CPU_CONV_LAYOUT_PLAIN, CPU_CONV_LAYOUT_BLOCKED, CPU_CONV_LAYOUT_A
 void cpu_conv_set_layout(cpu_conv_layout layout);
 cpu_conv_layout cpu_conv_get_layout(void);
 
+/* oneDNN's row-major tag for nd dims (1 to 6). */
+dnnl_format_tag_t cpu_dnnl_plain_tag(int nd);
+
+/* A convolution window as oneDNN's descriptors take it, for n spatial dims: strides, dilations
+ * counted as gaps (ONNX's dilation - 1) and the pads before and after. */
+typedef struct {
+    dnnl_dims_t strides, dil, pl, pr;
+} cpu_dnnl_window;
+cpu_dnnl_window cpu_dnnl_window_of(int n, const int64_t *stride, const int64_t *dil, const int64_t *pad_begin,
+                                   const int64_t *pad_end);
+
+/* The forward-training convolution primitive descriptor (no bias) that oneDNN's backward
+ * convolution descriptors take as a hint; the caller destroys it. */
+sc_status cpu_dnnl_conv_hint(const sc_kernel_call *call, dnnl_engine_t eng, const dnnl_memory_desc_t *src,
+                             const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *dst, const cpu_dnnl_window *w,
+                             dnnl_primitive_desc_t *hint);
+
 /* "oneDNN <what> failed: <status name>" as a kernel status. */
 sc_status cpu_dnnl_error(const sc_kernel_call *call, const char *what, dnnl_status_t s);
 

@@ -174,11 +174,6 @@ void cpu_conv_set_layout(cpu_conv_layout layout) {
 
 cpu_conv_layout cpu_conv_get_layout(void) { return conv_layout; }
 
-static dnnl_format_tag_t plain_tag(int nd) {
-    static const dnnl_format_tag_t tags[] = {dnnl_a, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde, dnnl_abcdef};
-    return tags[nd];
-}
-
 /* (N, C, D1..Dn) stored as (N, D1..Dn, C); nd is 3..5. */
 static dnnl_format_tag_t channels_last_tag(int nd) { return nd == 3 ? dnnl_acb : nd == 4 ? dnnl_acdb : dnnl_acdeb; }
 
@@ -208,28 +203,22 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
     const conv_key *k = &e->key;
     int nd = k->nd, wnd = k->group > 1 ? nd + 1 : nd;
     dnnl_memory_desc_t src_user, dst_user, src_any, dst_any, wei_any, bias_md;
-    dnnl_format_tag_t src_tag = k->src_cl ? channels_last_tag(nd) : plain_tag(nd);
-    dnnl_format_tag_t dst_tag = k->dst_cl ? channels_last_tag(nd) : plain_tag(nd);
+    dnnl_format_tag_t src_tag = k->src_cl ? channels_last_tag(nd) : cpu_dnnl_plain_tag(nd);
+    dnnl_format_tag_t dst_tag = k->dst_cl ? channels_last_tag(nd) : cpu_dnnl_plain_tag(nd);
     dnnl_memory_desc_init_by_tag(&src_user, nd, k->src, dnnl_f32, src_tag);
     dnnl_memory_desc_init_by_tag(&dst_user, nd, k->dst, dnnl_f32, dst_tag);
     dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dnnl_f32, prim_tag(k, src_tag));
     dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dnnl_f32, prim_tag(k, dst_tag));
-    dnnl_memory_desc_init_by_tag(&e->user_wei_md, wnd, k->wei, dnnl_f32, plain_tag(wnd));
+    dnnl_memory_desc_init_by_tag(&e->user_wei_md, wnd, k->wei, dnnl_f32, cpu_dnnl_plain_tag(wnd));
     dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dnnl_f32, dnnl_format_tag_any);
     dnnl_dims_t bias_dims = {k->dst[1]};
     dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_a);
 
     dnnl_convolution_desc_t cd;
-    dnnl_dims_t strides, dil, pl, pr;
-    for (int i = 0; i < nd - 2; i++) {
-        strides[i] = k->stride[i];
-        dil[i] = k->dil[i] - 1; /* oneDNN counts the gaps */
-        pl[i] = k->pl[i];
-        pr[i] = k->pr[i];
-    }
+    cpu_dnnl_window win = cpu_dnnl_window_of(nd - 2, k->stride, k->dil, k->pl, k->pr);
     dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(
         &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &wei_any, k->has_bias ? &bias_md : NULL,
-        &dst_any, strides, dil, pl, pr);
+        &dst_any, win.strides, win.dil, win.pl, win.pr);
     if (s != dnnl_success) return cpu_dnnl_error(call, "convolution descriptor", s);
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;

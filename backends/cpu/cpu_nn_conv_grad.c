@@ -135,11 +135,6 @@ static void bwd_entry_free(void *entry) {
     free(e);
 }
 
-static dnnl_format_tag_t plain_tag(int nd) {
-    static const dnnl_format_tag_t tags[] = {dnnl_a, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde, dnnl_abcdef};
-    return tags[nd];
-}
-
 static sc_status bwd_mem_init(const sc_kernel_call *call, dnnl_engine_t eng, const dnnl_memory_desc_t *user,
                               const dnnl_memory_desc_t *prim, bool input, bwd_mem *m) {
     if (dnnl_memory_create(&m->user, user, eng, NULL) != dnnl_success)
@@ -179,32 +174,20 @@ static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, 
     bwd_entry *e = entry;
     const bwd_key *k = &e->key;
     int nd = k->nd, wnd = k->group > 1 ? nd + 1 : nd;
-    dnnl_format_tag_t act = k->plain ? plain_tag(nd) : dnnl_format_tag_any;
+    dnnl_format_tag_t act = k->plain ? cpu_dnnl_plain_tag(nd) : dnnl_format_tag_any;
     dnnl_memory_desc_t src_user, dst_user, wei_user, src_any, dst_any, wei_any;
-    dnnl_memory_desc_init_by_tag(&src_user, nd, k->src, dnnl_f32, plain_tag(nd));
-    dnnl_memory_desc_init_by_tag(&dst_user, nd, k->dst, dnnl_f32, plain_tag(nd));
-    dnnl_memory_desc_init_by_tag(&wei_user, wnd, k->wei, dnnl_f32, plain_tag(wnd));
+    dnnl_memory_desc_init_by_tag(&src_user, nd, k->src, dnnl_f32, cpu_dnnl_plain_tag(nd));
+    dnnl_memory_desc_init_by_tag(&dst_user, nd, k->dst, dnnl_f32, cpu_dnnl_plain_tag(nd));
+    dnnl_memory_desc_init_by_tag(&wei_user, wnd, k->wei, dnnl_f32, cpu_dnnl_plain_tag(wnd));
     dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dnnl_f32, act);
     dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dnnl_f32, act);
     dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dnnl_f32, dnnl_format_tag_any);
-    dnnl_dims_t strides, dil, pl, pr;
-    for (int i = 0; i < nd - 2; i++) {
-        strides[i] = k->stride[i];
-        dil[i] = k->dil[i] - 1; /* oneDNN counts the gaps */
-        pl[i] = k->pl[i];
-        pr[i] = k->pr[i];
-    }
-    /* Backward primitives need the forward-training primitive descriptor as a hint. */
-    dnnl_convolution_desc_t fd, bd;
-    dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-                                                                &src_any, &wei_any, NULL,
-                                                                &dst_any, strides, dil, pl, pr);
-    if (s != dnnl_success) return cpu_dnnl_error(call, "convolution descriptor", s);
+    cpu_dnnl_window win = cpu_dnnl_window_of(nd - 2, k->stride, k->dil, k->pl, k->pr);
     dnnl_primitive_desc_t hint, pd;
-    s = dnnl_primitive_desc_create(&hint, &fd, NULL, eng, NULL);
-    if (s != dnnl_success) return cpu_dnnl_error(call, "forward-training primitive descriptor", s);
-    s = dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src_any, &wei_any, &dst_any,
-                                                         strides, dil, pl, pr);
+    SC_TRY(cpu_dnnl_conv_hint(call, eng, &src_any, &wei_any, &dst_any, &win, &hint));
+    dnnl_convolution_desc_t bd;
+    dnnl_status_t s = dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src_any, &wei_any, &dst_any,
+                                                         win.strides, win.dil, win.pl, win.pr);
     if (s != dnnl_success) {
         dnnl_primitive_desc_destroy(hint);
         return cpu_dnnl_error(call, "backward convolution descriptor", s);

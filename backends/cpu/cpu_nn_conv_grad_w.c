@@ -94,11 +94,6 @@ static void dw_cache_clear(void) {
     dw_partial_size = 0;
 }
 
-static dnnl_format_tag_t dw_plain_tag(int nd) {
-    static const dnnl_format_tag_t tags[] = {dnnl_a, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde, dnnl_abcdef};
-    return tags[nd];
-}
-
 static sc_status dw_user_scratch_attr(const sc_kernel_call *call, dnnl_primitive_attr_t *attr) {
     if (dnnl_primitive_attr_create(attr) != dnnl_success ||
         dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user) != dnnl_success)
@@ -131,31 +126,21 @@ static sc_status dw_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, v
     dw_entry *e = entry;
     const dw_key *k = &e->key;
     int nd = k->nd, wnd = k->grouped ? nd + 1 : nd;
-    dnnl_format_tag_t act = k->plain ? dw_plain_tag(nd) : dnnl_format_tag_any;
+    dnnl_format_tag_t act = k->plain ? cpu_dnnl_plain_tag(nd) : dnnl_format_tag_any;
     dnnl_memory_desc_t src_user, dst_user, wei_user, src_any, dst_any, wei_any;
     dnnl_memory_desc_init_by_strides(&src_user, nd, k->src, dnnl_f32, k->src_strides);
     dnnl_memory_desc_init_by_strides(&dst_user, nd, k->dst, dnnl_f32, k->dst_strides);
-    dnnl_memory_desc_init_by_tag(&wei_user, wnd, k->wei, dnnl_f32, dw_plain_tag(wnd));
+    dnnl_memory_desc_init_by_tag(&wei_user, wnd, k->wei, dnnl_f32, cpu_dnnl_plain_tag(wnd));
     dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dnnl_f32, act);
     dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dnnl_f32, act);
     dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dnnl_f32, dnnl_format_tag_any);
-    dnnl_dims_t strides, dil, pl, pr;
-    for (int i = 0; i < nd - 2; i++) {
-        strides[i] = k->stride[i];
-        dil[i] = k->dil[i] - 1; /* oneDNN counts the gaps */
-        pl[i] = k->pl[i];
-        pr[i] = k->pr[i];
-    }
-    dnnl_convolution_desc_t fd, bd;
-    dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-                                                                &src_any, &wei_any, NULL, &dst_any, strides, dil, pl, pr);
-    if (s != dnnl_success) return cpu_dnnl_error(call, "convolution descriptor", s);
-    s = dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &src_any, &wei_any, NULL,
-                                                            &dst_any, strides, dil, pl, pr);
+    cpu_dnnl_window win = cpu_dnnl_window_of(nd - 2, k->stride, k->dil, k->pl, k->pr);
+    dnnl_convolution_desc_t bd;
+    dnnl_status_t s = dnnl_dilated_convolution_backward_weights_desc_init(
+        &bd, dnnl_convolution_direct, &src_any, &wei_any, NULL, &dst_any, win.strides, win.dil, win.pl, win.pr);
     if (s != dnnl_success) return cpu_dnnl_error(call, "backward convolution descriptor", s);
     dnnl_primitive_desc_t hint, pd;
-    s = dnnl_primitive_desc_create(&hint, &fd, NULL, eng, NULL);
-    if (s != dnnl_success) return cpu_dnnl_error(call, "forward-training primitive descriptor", s);
+    SC_TRY(cpu_dnnl_conv_hint(call, eng, &src_any, &wei_any, &dst_any, &win, &hint));
     dnnl_primitive_attr_t attr;
     sc_status st = dw_user_scratch_attr(call, &attr);
     if (st) {
