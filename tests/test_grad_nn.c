@@ -435,6 +435,10 @@ static void test_f32_paths(void) {
                   window(2, NULL, NULL, NULL, I64(1, 1, 1, 1), 4), 4, wb);
     conv_grad_f32("f32_conv_grad_cut_1x1_s2", I64(5, 64, 16, 16), I64(128, 64, 1, 1),
                   window(2, NULL, I64(2, 2), NULL, NULL, 1), 4, all);
+    conv_grad_f32("f32_conv_grad_cut_1d", I64(8, 32, 512), I64(48, 32, 5), window(1, NULL, I64(1), NULL, I64(2, 2), 1), 3,
+                  wb);
+    conv_grad_f32("f32_conv_grad_cut_3d", I64(2, 16, 8, 8, 8), I64(40, 16, 3, 3, 3),
+                  window(3, NULL, NULL, NULL, I64(1, 1, 1, 1, 1, 1), 1), 5, wb);
     conv_grad_threads("conv_grad_threads_3x3", I64(16, 64, 16, 16), I64(64, 64, 3, 3),
                       window(2, NULL, NULL, NULL, I64(1, 1, 1, 1), 1));
     conv_grad_threads("conv_grad_threads_1x1_s2", I64(4, 64, 16, 16), I64(128, 64, 1, 1),
