@@ -301,9 +301,10 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
         else printf("nothing to do: the state is already at step %lld of %lld\n", (long long)done, (long long)total);
         printf("wrote %s\n", o->out);
         int64_t runs[2];
-        if (p.done && sc_trainer_thread_runs(t, runs))
+        int threads;
+        if (p.done && sc_trainer_thread_runs(t, &threads, runs))
             printf("threads: %d, or 1 for %lld of %lld steps (whichever ran faster; the weights are the same)\n",
-                   backend_host_threads(), (long long)runs[1], (long long)(runs[0] + runs[1]));
+                   threads, (long long)runs[1], (long long)(runs[0] + runs[1]));
         if (p.done) plan_report_line(t, &p);
     }
     free(p.exec_times);

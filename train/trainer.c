@@ -324,8 +324,9 @@ static sc_status spent_check(const sc_trainer *t) {
 
 bool sc_trainer_rollback(const sc_trainer *t) { return t->snapshot != NULL; }
 
-bool sc_trainer_thread_runs(const sc_trainer *t, int64_t runs[2]) {
+bool sc_trainer_thread_runs(const sc_trainer *t, int *threads, int64_t runs[2]) {
     bool on = t->adapt_threads && t->gov.enabled;
+    *threads = t->gov.arms[0];
     runs[0] = on ? t->gov.runs[0] : 0;
     runs[1] = on ? t->gov.runs[1] : 0;
     return on;
