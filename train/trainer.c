@@ -412,14 +412,17 @@ static sc_status trainer_step(sc_trainer *t, sc_step_result *r) {
 }
 
 /* With adapt_threads the whole step (the graph, the checks and the rollback copy, whose parallel
- * copies also wait on a busy core) runs with the governor's count, which then stays set until the
- * next step: whatever runs between steps gives the same bits on either. */
+ * copies also wait on a busy core) runs with the governor's count; the caller's count comes back
+ * after it, for whatever else the process runs. */
 sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
     bool adapt = t->adapt_threads && t->gov.enabled;
     if (adapt) t->host->iface->set_threads(t->host, thread_governor_next(&t->gov));
     double t0 = sc_clock_seconds();
     sc_status st = trainer_step(t, r);
-    if (adapt && !st) thread_governor_record(&t->gov, sc_clock_seconds() - t0);
+    if (adapt) {
+        if (!st) thread_governor_record(&t->gov, sc_clock_seconds() - t0);
+        t->host->iface->set_threads(t->host, t->gov.arms[0]);
+    }
     return st;
 }
 
