@@ -17,6 +17,8 @@ Timing: each round runs `scorch-run train MODEL --steps N --log FILE.csv` (per-s
 elapsed_s column; the first --warmup steps dropped, median of the rest) and then N PyTorch steps in
 this process (same warm-up rule), alternating so machine noise hits both alike. The result is the
 median over rounds. Run with Debian's python (torch 1.13): /usr/bin/python3 bench/train_vs_torch.py
+PyTorch's matrix products run on OpenBLAS with the kernels this CPU's flags allow (bench/peer_env.py:
+on a VM that hides its CPU model OpenBLAS falls back to SSE3 kernels, 3x slower).
 
 With --busy, each model is also timed beside a competing process (bench/busy.py: a busy loop pinned
 to core 0), in alternating rounds of --busy-steps steps: Scorch with its default thread count (no
@@ -43,6 +45,11 @@ import time
 # the caller chose one. It must be set before torch loads libgomp.
 if "OMP_WAIT_POLICY" not in os.environ:
     os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+# OpenBLAS's kernels for this CPU, not its generic fallback (bench/peer_env.py).
+import peer_env  # noqa: E402
+
+OPENBLAS_CORETYPE = peer_env.setup()
 
 import torch  # noqa: E402
 
@@ -236,7 +243,7 @@ def write_results(args, rows, load_start):
             "command": " ".join([sys.executable] + sys.argv), "loadavg_start": load_start,
             "loadavg_end": [round(x, 2) for x in os.getloadavg()],
             "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", ""),
-            "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "")}
+            "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", ""), "OPENBLAS_CORETYPE": OPENBLAS_CORETYPE}
     with open(stem + ".json", "w") as f:
         json.dump({"meta": meta, "results": rows}, f, indent=2)
         f.write("\n")
@@ -244,7 +251,7 @@ def write_results(args, rows, load_start):
         f"# CPU training step, {date}",
         "",
         f"Machine: {meta['machine']} ({meta['cores']} logical CPUs), {args.threads} thread(s); torch "
-        f"{torch.__version__}. Load average (1/5/15 min) at start {load_start}, at end {meta['loadavg_end']}. "
+        f"{torch.__version__} (OpenBLAS kernels: {OPENBLAS_CORETYPE or 'its own choice'}). Load average (1/5/15 min) at start {load_start}, at end {meta['loadavg_end']}. "
         f"Per round: median step time of {args.steps} steps after {args.warmup} warm-up steps; the table "
         f"gives the median over {args.rounds} alternating rounds. SGD lr 0.01 momentum 0.9.",
         "",
