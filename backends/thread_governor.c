@@ -3,6 +3,10 @@
 
 enum { FIRST_INTERVAL = 4, CLEAR_INTERVAL = 16, MAX_INTERVAL = 64 };
 
+/* The running arm's estimate past this multiple of the other's last figure probes the other on the
+ * next step instead of at the interval's end. */
+#define SLOWED_DOWN 1.25
+
 /* The probe interval after choosing `best` over the other arm: a clear win (the other arm 1.5x
  * slower or worse, as one busy core of two gives) is not re-checked for 16 steps; a close one
  * after 4. */
@@ -48,6 +52,11 @@ void thread_governor_record(sc_thread_governor *g, double seconds) {
     if (a == g->best) {
         g->est[a] += 0.25 * (seconds - g->est[a]);
         g->until_probe--;
+        /* The load changed under the running arm (a core turned busy, or a lucky probe chose the
+         * wrong arm): whether the other is faster now is worth one step at once. A probe that finds
+         * it is not faster sets est[!a] >= 0.95 est[a], so this does not fire again until the
+         * running arm slows down by another 30% or so. */
+        if (g->est[a] > SLOWED_DOWN * g->est[!a]) g->until_probe = 0;
         return;
     }
     g->est[a] = seconds; /* its last estimate is at least `interval` steps old: the load may have changed */

@@ -16,6 +16,11 @@
  *     estimate (the old one is stale). When the other arm is faster by 5% it becomes the one that
  *     runs; otherwise the interval doubles, up to 64, so an idle machine pays one 1-thread step in
  *     64 and a change of load is seen within 64 steps;
+ *   - a running arm whose estimate grows past 1.25x the other's probes the other on the next step:
+ *     a core turning busy, or a probe that ran fast by luck and chose the wrong arm, then costs 2 to
+ *     3 slow steps instead of the rest of the interval (a 30-step ResNet-18 training run beside a
+ *     busy core had a median step 1.5x its 1-thread time, most steps on 2 threads after such a
+ *     probe);
  *   - after a choice the interval starts at 16 when the loser is 1.5x slower or worse (a busy core
  *     of two costs 2x to 4x), else at 4.
  * Both arms compute the same bits: every CPU kernel cuts its work by the shapes (and the machine's

@@ -2,8 +2,12 @@
  *   - an idle machine (the configured count twice as fast as 1 thread): after the warm-ups and
  *     two timed steps per arm, the 1-thread arm runs only as a probe, at most 8 times in 300 steps;
  *   - a core that turns busy at step 150 (the configured count now 3x slower than 1 thread): the
- *     governor moves to 1 thread within 70 steps (the longest probe interval) and stays there, and
- *     moves back within 70 steps of the load going away at step 300;
+ *     governor moves to 1 thread within 4 steps (the running arm's estimate outgrows the other's
+ *     and triggers a probe, not the probe interval of up to 64) and stays there, and moves back
+ *     within 70 steps (the longest interval) of the load going away at step 300;
+ *   - busy again: a probe of the configured count that happens to run fast (the other process
+ *     paused) makes it the choice; its next, slow steps bring the governor back to 1 thread within
+ *     3 steps, not at the next probe 16 steps later;
  *   - one configured thread: always 1, nothing explored.
  * Fails through the exit code.
  */
@@ -49,11 +53,26 @@ int main(void) {
     CHECK(settled >= 0 && settled < 10, "idle: settled on 2 threads at step %d", settled);
 
     ones = run_steps(&g, 150, 300, true, seen, 1, &settled);
-    CHECK(settled >= 0 && settled <= 150 + 70, "busy from step 150: settled on 1 thread at step %d", settled);
-    CHECK(ones >= 150 - 70 - 10, "busy: only %d of 150 steps on 1 thread", ones);
+    CHECK(settled >= 0 && settled <= 150 + 4, "busy from step 150: settled on 1 thread at step %d", settled);
+    CHECK(ones >= 150 - 4 - 10, "busy: only %d of 150 steps on 1 thread", ones);
 
     ones = run_steps(&g, 300, 450, false, seen, 2, &settled);
     CHECK(settled >= 0 && settled <= 300 + 70, "idle again from step 300: settled on 2 threads at step %d", settled);
+
+    run_steps(&g, 450, 520, true, seen, 1, &settled);
+    CHECK(settled >= 0, "busy from step 450: not on 1 thread at step 520");
+    int s = 520;
+    while (thread_governor_next(&g) == 1 && s < 700) thread_governor_record(&g, step_time(1, true, s++, false));
+    thread_governor_record(&g, step_time(2, false, s++, false)); /* the lucky probe */
+    CHECK(g.arms[g.best] == 2, "a probe 2x faster than 1 thread did not switch to 2 threads");
+    int slow = 0;
+    for (int end = s + 30; s < end; s++) {
+        int n = thread_governor_next(&g);
+        slow += n == 2;
+        thread_governor_record(&g, step_time(n, true, s, false));
+    }
+    CHECK(slow <= 3, "busy: %d slow steps on 2 threads after a lucky probe chose them", slow);
+    CHECK(g.arms[g.best] == 1, "busy: back on %d threads 30 steps after a lucky probe", g.arms[g.best]);
 
     thread_governor_init(&g, 1);
     int other = 0;
