@@ -27,6 +27,11 @@
       the loss falls; --tokens trains it; --data NAME=x.npy feeds inputs by name, a left-out mask is
       all ones (the same weights as an explicit all-ones mask file), a mask with zeros changes the
       result; bad names and mask values are errors naming them.
+  train_cli_check.py SCORCH_RUN profile
+      --profile prints the per-op table over the steps after the first: per step, Conv and ConvGrad
+      run once per Conv of the model and SGDUpdate once per trained tensor (so the first step is not
+      counted and the totals are divided by the right number); the kernels' total per step is at
+      most the logged step time; with one step there is nothing to time, and it says so.
   train_cli_check.py SCORCH_RUN kill [ITERATIONS]
       start a run saving every step, kill -9 it at random moments (while saving, thanks to
       SCORCH_TEST_SAVE_SLEEP_US), resume each time from the state folder (which must always load),
@@ -470,6 +475,54 @@ def kill(iterations):
     print("kill ok: %d kills, final weights bit-identical" % kills)
 
 
+def profile_table(out):
+    """{op: (calls per step, ms per step)} and the total line's ms from --profile's table."""
+    lines = out.splitlines()
+    head = [i for i, l in enumerate(lines) if l.split()[:2] == ["op", "calls"]]
+    if len(head) != 1:
+        fail("no profile table in:\n" + out)
+    ops, total = {}, None
+    for l in lines[head[0] + 1:]:
+        f = l.split()
+        if f[:2] == ["total", "(kernels"]:
+            total = float(f[-1])
+            break
+        ops[f[0]] = (float(f[1]), float(f[2]))
+    if total is None:
+        fail("profile table has no total line:\n" + out)
+    return ops, total
+
+
+def profile():
+    must(["gen"] + GEN["resnet"] + ["-o", "m.onnx"])
+    m = onnx.load("m.onnx")
+    convs = sum(n.op_type == "Conv" for n in m.graph.node)
+    params = sum(1 for t in m.graph.initializer
+                 if t.data_type == onnx.TensorProto.FLOAT and not t.name.endswith(("running_mean", "running_var")))
+    steps = 5
+    p = must(["train", "m.onnx", "-o", "t.onnx", "--batch", "8", "--steps", str(steps), "--threads", "2",
+              "--log", "log.csv", "--profile"])
+    print(p.stdout)
+    if "over steps 2 to %d" % steps not in p.stdout:
+        fail("the profile does not say it covers steps 2 to %d:\n%s" % (steps, p.stdout))
+    ops, total = profile_table(p.stdout)
+    want = {"Conv": convs, "ConvGrad": convs, "SGDUpdate": params}
+    for op, n in want.items():
+        if op not in ops or ops[op][0] != n:
+            fail("%s: %s calls per step in the profile, want %d" % (op, ops.get(op, ("none",))[0], n))
+    if abs(sum(v[1] for v in ops.values()) - total) > 0.01 * total + 0.01:
+        fail("the ops' times add up to %g, the total line says %g" % (sum(v[1] for v in ops.values()), total))
+    elapsed = [r[4] for r in read_log("log.csv")]
+    wall_ms = 1e3 * (elapsed[-1] - elapsed[0]) / (steps - 1)
+    if total > wall_ms:
+        fail("kernels take %.2f ms per step, more than the step itself (%.2f ms)" % (total, wall_ms))
+    p = must(["train", "m.onnx", "-o", "t1.onnx", "--steps", "1", "--profile"])
+    if "no steps after the first" not in p.stdout:
+        fail("--steps 1 --profile does not say there is nothing to time:\n" + p.stdout)
+    print("profile ok: %d Convs, %d SGD updates per step, kernels %.1f of %.1f ms per step"
+          % (convs, params, total, wall_ms))
+
+
 def main():
     global SCORCH
     SCORCH = os.path.abspath(sys.argv[1])
@@ -484,6 +537,8 @@ def main():
         save_bf16(sys.argv[3])
     elif what == "fp16":
         fp16()
+    elif what == "profile":
+        profile()
     elif what == "kill":
         kill(int(sys.argv[3]) if len(sys.argv) > 3 else 6)
     else:

@@ -23,6 +23,8 @@
  * --state DIR (or --resume DIR, else MODEL.state/ next to the model), the model is not written, and
  * the process exits 130 / 143; --resume DIR continues bit-identically. A second signal kills at once.
  * --dump-grads DIR writes the gradients and the loss of the first step run (trainer.h has the layout).
+ * --profile prints the per-op kernel table of `run --profile` (backends/profile.h) over the steps
+ * after the first.
  * --memory SIZE / --strategy S / --offload O / --slots S (any of them) run every step through a plan
  * (schedule/plan.h) with the plan executor; at the end a line compares the plan's predictions with
  * the measurements: "plan S (offload O): K segments, peak planned P measured M bytes, step time
@@ -42,6 +44,7 @@
 #include <unistd.h>
 
 #include "backends/comm.h"
+#include "backends/profile.h"
 #include "core/stats.h"
 #include "core/clock.h"
 #include "tools/args.h"
@@ -149,6 +152,7 @@ typedef struct {
     const char *interrupt_dir; /* where an interrupted run saves its state: state_dir or MODEL.state */
     int64_t save_every;
     bool calibrate; /* --calibrate: plan with measured node times (sc_trainer_config.calibrate) */
+    bool profile;   /* --profile: per-op kernel times over the steps after the first */
 } run_opts;
 
 /* The signal that stopped the run (0: none); cmd_train exits 128 + it. */
@@ -210,6 +214,10 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
             fflush(p->log);
         }
         if (p->show) progress_show(p, t, &r);
+        if (o->profile && p->done == 1) { /* the first step creates primitives and pays first touches */
+            sc_profile_reset();
+            sc_profile_enable(true);
+        }
         if (o->dump_grads && p->done == 1) st = sc_trainer_dump_grads(t, o->dump_grads);
         if (!st && o->state_dir && (sc_trainer_done(t) || (o->save_every > 0 && r.step % o->save_every == 0)))
             st = sc_trainer_save_state(t, o->state_dir);
@@ -259,6 +267,20 @@ static sc_status shard_report(sc_trainer *t, bool show) {
     return st;
 }
 
+/* --profile: the per-op table over the steps after the first (CPU kernels only: the hook is in the CPU
+ * backend's node runner). */
+static void profile_report(const sc_trainer *t, int64_t steps) {
+    if (steps < 1) printf("profile: no steps after the first to time (give --steps 2 or more)\n");
+    else if (sc_profile_total_ms() <= 0)
+        printf("profile: no CPU kernels ran on %s (--profile times the CPU backend's kernels)\n",
+               sc_device_name(sc_trainer_device(t)));
+    else {
+        printf("per-op kernel time over steps 2 to %lld (wall clock; the step's own overhead not included):\n",
+               (long long)steps + 1);
+        sc_profile_report(stdout, (int)steps);
+    }
+}
+
 static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int64_t print_every, const char *log) {
     sc_trainer *t = NULL;
     SC_TRY(sc_trainer_create(cfg, &t));
@@ -292,6 +314,7 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
     if (!st) st = log && show ? log_open(&p, log, cfg->resume_dir != NULL) : SC_OK;
     st = sc_comm_agree(st, "opening the log");
     if (!st) st = train_loop(t, o, &p);
+    sc_profile_enable(false);
     if (p.log) fclose(p.log);
     if (!st && !stopped_by) st = sc_trainer_save_model(t, o->out);
     if (!st && !stopped_by && show) {
@@ -306,6 +329,7 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
             printf("threads: %d, or 1 for %lld of %lld steps (whichever ran faster; the weights are the same)\n",
                    threads, (long long)runs[1], (long long)(runs[0] + runs[1]));
         if (p.done) plan_report_line(t, &p);
+        if (o->profile) profile_report(t, p.done - 1);
     }
     free(p.exec_times);
     sc_trainer_free(t);
@@ -467,6 +491,8 @@ int cmd_train(int argc, char **argv) {
          .help = "fp16: good steps in a row before the loss scale doubles (default 2000)"},
         {.name = "print-every", .kind = ARG_INT, .metavar = "N", .help = "plain progress lines every N steps (not a terminal)"},
         {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},
+        {.name = "profile", .kind = ARG_FLAG,
+         .help = "print the time per op (CPU kernels) over the steps after the first, slowest first"},
         {.name = "dump-grads", .kind = ARG_STR, .metavar = "DIR", .help = "write step 1's gradients and loss as .npy"},
         {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where to train (default auto: the GPU when present)"},
         {.name = "tf32", .kind = ARG_FLAG, .help = "allow TF32 for f32 products and convolutions (CUDA)"},
@@ -498,6 +524,7 @@ int cmd_train(int argc, char **argv) {
     if (!o.state_dir) o.state_dir = cfg.resume_dir;
     if (!usage && se->set && !o.state_dir) usage = "--save-every needs --state DIR (or --resume DIR)";
     o.calibrate = cfg.calibrate = args_get(&spec, "calibrate")->set;
+    o.profile = args_get(&spec, "profile")->set;
     if (!usage && o.calibrate && !cfg.use_plan)
         usage = "--calibrate calibrates the planner: give --memory (or --strategy/--offload) with it";
     if (usage) {
