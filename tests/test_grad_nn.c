@@ -495,6 +495,12 @@ static void test_f32_paths(void) {
     sc_desc pin[2] = {py, px};
     const sc_desc *pout[1] = {&px};
     f32_vs_f64("f32_max_pool_grad", SC_OP_MAX_POOL_GRAD, &mp, 2, pin, 1, pout, 1e-6);
+    /* f32 2-D windows have their own loops (cpu_nn_pool_grad.c); f64 runs the generic ones. */
+    sc_attrs md = window(2, I64(3, 2), I64(1, 2), I64(2, 2), I64(0, 1, 1, 0), 0);
+    sc_desc dmx = sc_desc_make(F, 4, D(2, 3, 9, 8)), dmy = sc_desc_make(F, 4, D(2, 3, 6, 4));
+    sc_desc min_[2] = {dmy, dmx};
+    const sc_desc *mout[1] = {&dmx};
+    f32_vs_f64("f32_max_pool_grad_dilated", SC_OP_MAX_POOL_GRAD, &md, 2, min_, 1, mout, 1e-6);
     mp.window.count_include_pad = true;
     f32_vs_f64("f32_average_pool_grad", SC_OP_AVERAGE_POOL_GRAD, &mp, 2, pin, 1, pout, 1e-6);
 

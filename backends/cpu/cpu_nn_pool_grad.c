@@ -42,6 +42,43 @@
 MAX_POOL_GRAD_IMPL(float, max_pool_grad_f32, pool_first_max_f32)
 MAX_POOL_GRAD_IMPL(double, max_pool_grad_f64, pool_first_max_f64)
 
+/* 2-D windows in f32, every CNN's stem pool: the first maximum as pool_first_max_f32 finds it (the
+ * first tap's value to start, then strictly greater in scan order, so a NaN first tap sticks), with
+ * both tap loops inline. The generic loops above walk a third, size-1 dim and call the search per
+ * window: ResNet-18's 3x3 stride-2 pool at batch 8, 64x64, took 2.6 ms a training step there.
+ * cols: pool_taps_of(w, 1, o) for every o < out[1]. */
+static void max_pool_grad_2d_f32(const cpu_window *w, int64_t NC, const float *dy, const float *x, float *dx,
+                                 const pool_taps *cols) {
+    int64_t W = w->in[1], d0 = w->dil[0], d1 = w->dil[1], in_sp = w->in[0] * W, out_sp = w->out[0] * w->out[1];
+#pragma omp parallel for
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const float *xp = x + nc * in_sp, *gp = dy + nc * out_sp;
+        float *dp = dx + nc * in_sp;
+        memset(dp, 0, sizeof(float) * (size_t)in_sp);
+        for (int64_t o0 = 0; o0 < w->out[0]; o0++) {
+            pool_taps a = pool_taps_of(w, 0, o0);
+            if (a.lo >= a.hi) continue;
+            for (int64_t o1 = 0; o1 < w->out[1]; o1++) {
+                const pool_taps *b = &cols[o1];
+                if (b->lo >= b->hi) continue;
+                int64_t at = (a.start + a.lo * d0) * W + b->start + b->lo * d1;
+                float m = xp[at];
+                for (int64_t t0 = a.lo; t0 < a.hi; t0++) {
+                    int64_t rowp = (a.start + t0 * d0) * W + b->start;
+                    for (int64_t t1 = b->lo; t1 < b->hi; t1++) {
+                        int64_t p = rowp + t1 * d1;
+                        float v = xp[p];
+                        bool gt = v > m;
+                        m = gt ? v : m;
+                        at = gt ? p : at;
+                    }
+                }
+                dp[at] += gp[o0 * w->out[1] + o1];
+            }
+        }
+    }
+}
+
 #define AVG_POOL_GRAD_IMPL(T, NAME)                                                                      \
     static void NAME(const cpu_window *w, int64_t NC, const T *dy, T *dx, bool include_pad) {            \
         int64_t in_sp = w->in[0] * w->in[1] * w->in[2], out_sp = w->out[0] * w->out[1] * w->out[2];      \
@@ -76,6 +113,14 @@ sc_status cpu_max_pool_grad(const sc_kernel_call *call) {
     SC_TRY(pool_grad_window(call, &w));
     const sc_desc *x = &call->in[1].desc;
     int64_t NC = x->dims[0] * x->dims[1];
+    if (x->dtype == SC_F32 && w.n_spatial == 2) {
+        pool_taps *cols = malloc(sizeof *cols * (size_t)(w.out[1] > 0 ? w.out[1] : 1));
+        if (!cols) return cpu_errorf(call, "out of memory for %lld pool windows", (long long)w.out[1]);
+        for (int64_t o = 0; o < w.out[1]; o++) cols[o] = pool_taps_of(&w, 1, o);
+        max_pool_grad_2d_f32(&w, NC, call->in[0].data, call->in[1].data, call->out[0].data, cols);
+        free(cols);
+        return SC_OK;
+    }
     pool_taps *ct = pool_last_dim_taps(&w);
     if (!ct) return cpu_errorf(call, "out of memory for %lld pool windows", (long long)w.out[2]);
     if (x->dtype == SC_F32) max_pool_grad_f32(&w, NC, call->in[0].data, call->in[1].data, call->out[0].data, ct);
