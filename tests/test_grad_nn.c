@@ -501,6 +501,9 @@ static void test_f32_paths(void) {
     sc_desc min_[2] = {dmy, dmx};
     const sc_desc *mout[1] = {&dmx};
     f32_vs_f64("f32_max_pool_grad_dilated", SC_OP_MAX_POOL_GRAD, &md, 2, min_, 1, mout, 1e-6);
+    f32_vs_f64("f32_average_pool_grad_dilated", SC_OP_AVERAGE_POOL_GRAD, &md, 2, min_, 1, mout, 1e-6);
+    md.window.count_include_pad = true;
+    f32_vs_f64("f32_average_pool_grad_dilated_pad", SC_OP_AVERAGE_POOL_GRAD, &md, 2, min_, 1, mout, 1e-6);
     mp.window.count_include_pad = true;
     f32_vs_f64("f32_average_pool_grad", SC_OP_AVERAGE_POOL_GRAD, &mp, 2, pin, 1, pout, 1e-6);
 
