@@ -7,9 +7,13 @@
  * none of its node's inputs holds a non-finite value (so an Inf that an input already carried, like
  * a -inf attention mask, is not blamed on the node that passes it on). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "backends/comm.h"
 #include "train/trainer_internal.h"
@@ -61,14 +65,35 @@ static bool f32_all_finite(const float *p, int64_t n) {
     return !(acc & 0x80000000u);
 }
 
-/* memcpy split across threads: the per-step snapshot copies every parameter and state value. */
-static void copy_parallel(void *dst, const void *src, size_t bytes) {
+/* memcpy with non-temporal stores where the target has them: the snapshot is read back only when a
+ * step fails, so its lines need not be fetched into the cache before they are overwritten, nor
+ * evict the weights the next step reads. 94 MB (ResNet-18's weights and momentum) on 2 threads:
+ * 4.9-7.5 ms against memcpy's 6.6-8.4 ms in alternating runs. */
+static void copy_streaming(char *dst, const char *src, size_t len) {
+#if defined(__SSE2__)
+    if (((uintptr_t)dst & 15) == 0) {
+        size_t i = 0;
+        for (; i + 64 <= len; i += 64)
+            for (int k = 0; k < 64; k += 16)
+                _mm_stream_si128((__m128i *)(dst + i + k), _mm_loadu_si128((const __m128i *)(src + i + k)));
+        memcpy(dst + i, src + i, len - i);
+        _mm_sfence();
+        return;
+    }
+#endif
+    memcpy(dst, src, len);
+}
+
+/* memcpy split across threads: the per-step snapshot copies every parameter and state value
+ * (streaming into the snapshot; the rare restore copies plainly). */
+static void copy_parallel(void *dst, const void *src, size_t bytes, bool streaming) {
     const size_t chunk = (size_t)1 << 20;
     int64_t n_chunks = (int64_t)((bytes + chunk - 1) / chunk);
 #pragma omp parallel for if (n_chunks > 4)
     for (int64_t c = 0; c < n_chunks; c++) {
         size_t at = (size_t)c * chunk, len = bytes - at < chunk ? bytes - at : chunk;
-        memcpy((char *)dst + at, (const char *)src + at, len);
+        if (streaming) copy_streaming((char *)dst + at, (const char *)src + at, len);
+        else memcpy((char *)dst + at, (const char *)src + at, len);
     }
 }
 
@@ -92,7 +117,7 @@ void train_snapshot_take(sc_trainer *t) {
     if (!t->snapshot) return;
     for (int i = 0; i < t->n_state; i++) {
         const sc_value *v = &g->values[t->state_ids[i]];
-        copy_parallel(t->snapshot[i], v->data, (size_t)sc_desc_bytes(&v->desc));
+        copy_parallel(t->snapshot[i], v->data, (size_t)sc_desc_bytes(&v->desc), true);
     }
 }
 
@@ -101,7 +126,7 @@ void train_snapshot_restore(sc_trainer *t) {
     if (!t->snapshot) return;
     for (int i = 0; i < t->n_state; i++) {
         sc_value *v = &g->values[t->state_ids[i]];
-        copy_parallel(v->data, t->snapshot[i], (size_t)sc_desc_bytes(&v->desc));
+        copy_parallel(v->data, t->snapshot[i], (size_t)sc_desc_bytes(&v->desc), false);
     }
 }
 
