@@ -31,6 +31,9 @@ void shape_set_out(sc_graph *g, const sc_node *n, int k, const sc_desc *d);
 sc_status shape_const_scalar(const sc_graph *g, const sc_node *n, int input, double *dst);
 /* Reads a constant 1-D float input (f32, f64) into dst, like shape_const_ints. */
 sc_status shape_const_floats(const sc_graph *g, const sc_node *n, int input, double *dst, int max, int *count);
+/* The length of one axis of dim elements sliced by ONNX Slice's start, end and step (shape_movement.c):
+ * Slice and SliceGrad agree by calling this one rule. */
+int64_t shape_slice_len(int64_t dim, int64_t start, int64_t end, int64_t step);
 /* True when the value carries data fixed at load (CONST, or an initializer read for its shape). */
 bool shape_is_const(const sc_graph *g, int value_id);
 

@@ -191,7 +191,7 @@ sc_status shape_split(sc_graph *g, sc_node *n) {
 
 /* One sliced axis (ONNX Slice): negative start/end count from the end, then clamp to [0, dim]
  * for positive steps and [-1, dim - 1] for negative ones; length ceil((end - start) / step). */
-static int64_t slice_len(int64_t dim, int64_t start, int64_t end, int64_t step) {
+int64_t shape_slice_len(int64_t dim, int64_t start, int64_t end, int64_t step) {
     if (start < 0) start += dim;
     if (end < 0) end += dim;
     if (step > 0) {
@@ -235,7 +235,7 @@ sc_status shape_slice(sc_graph *g, sc_node *n) {
         if (seen[a]) return shape_fail(g, n, "axis %d repeats in axes", a);
         seen[a] = true;
         if (steps[i] == 0) return shape_fail(g, n, "steps[%d] is 0", i);
-        out.dims[a] = slice_len(x->dims[a], starts[i], ends[i], steps[i]);
+        out.dims[a] = shape_slice_len(x->dims[a], starts[i], ends[i], steps[i]);
     }
     shape_set_out(g, n, 0, &out);
     return SC_OK;

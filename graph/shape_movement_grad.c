@@ -8,21 +8,6 @@
 
 #include "graph/shape_fns.h"
 
-/* ONNX Slice count per axis: negative starts/ends add the dim, then clamp to [0, d] (step > 0) or
- * start to [0, d-1] and end to [-1, d-1] (step < 0); count = ceil((end - start) / step), >= 0. */
-static int64_t slice_count(int64_t d, int64_t b, int64_t e, int64_t s) {
-    if (b < 0) b += d;
-    if (e < 0) e += d;
-    if (s > 0) {
-        b = b < 0 ? 0 : b > d ? d : b;
-        e = e < 0 ? 0 : e > d ? d : e;
-        return e > b ? (e - b + s - 1) / s : 0;
-    }
-    b = b < 0 ? 0 : b > d - 1 ? d - 1 : b;
-    e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
-    return b > e ? (b - e + (-s) - 1) / (-s) : 0;
-}
-
 sc_status shape_slice_grad(sc_graph *g, sc_node *n) {
     const sc_desc *dy = shape_in(g, n, 0), *x = shape_in(g, n, 1);
     int64_t starts[SC_MAX_RANK], ends[SC_MAX_RANK], axes[SC_MAX_RANK], steps[SC_MAX_RANK];
@@ -44,7 +29,7 @@ sc_status shape_slice_grad(sc_graph *g, sc_node *n) {
         seen[a] = true;
         int64_t s = nst >= 0 ? steps[k] : 1;
         if (s == 0) return shape_fail(g, n, "step is 0 on axis %d", a);
-        want[a] = slice_count(x->dims[a], starts[k], ends[k], s);
+        want[a] = shape_slice_len(x->dims[a], starts[k], ends[k], s);
     }
     for (int i = 0; i < x->rank; i++)
         if (dy->dims[i] != want[i])

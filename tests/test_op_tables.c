@@ -14,7 +14,7 @@ int main(void) {
             printf("FAIL %s: no shape function and no reason\n", name);
             failures++;
         }
-        if (!sc_cpu_kernels[op] && !cpu_kernel_missing_reason((sc_op)op)) {
+        if (!sc_cpu_kernels[op] && !sc_kernel_missing_reason((sc_op)op)) {
             printf("FAIL %s: no CPU kernel and no reason\n", name);
             failures++;
         }

@@ -261,29 +261,24 @@ void onnxb_attr_int(onnxb *b, Onnx__NodeProto *n, const char *name, int64_t v) {
     a->i = v;
 }
 
-void onnxb_attr_ints(onnxb *b, Onnx__NodeProto *n, const char *name, const int64_t *v, int count) {
-    Onnx__AttributeProto *a = attr_add(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
-    int64_t *dst = a ? balloc(b, sizeof *dst * (size_t)(count ? count : 1)) : NULL;
-    if (!dst) return;
-    if (count) memcpy(dst, v, sizeof *dst * (size_t)count);
-    a->n_ints = (size_t)count;
-    a->ints = dst;
-}
+/* An attribute holding a copy of count elements of type T in its repeated field FIELD (n_FIELD, FIELD). */
+#define ONNXB_ATTR_ARRAY(fn, T, TYPE, FIELD)                                                            \
+    void fn(onnxb *b, Onnx__NodeProto *n, const char *name, const T *v, int count) {                     \
+        Onnx__AttributeProto *a = attr_add(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__##TYPE);  \
+        T *dst = a ? balloc(b, sizeof *dst * (size_t)(count ? count : 1)) : NULL;                        \
+        if (!dst) return;                                                                                \
+        if (count) memcpy(dst, v, sizeof *dst * (size_t)count);                                          \
+        a->n_##FIELD = (size_t)count;                                                                    \
+        a->FIELD = dst;                                                                                  \
+    }
+ONNXB_ATTR_ARRAY(onnxb_attr_ints, int64_t, INTS, ints)
+ONNXB_ATTR_ARRAY(onnxb_attr_floats, float, FLOATS, floats)
 
 void onnxb_attr_float(onnxb *b, Onnx__NodeProto *n, const char *name, float v) {
     Onnx__AttributeProto *a = attr_add(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
     if (!a) return;
     a->has_f = 1;
     a->f = v;
-}
-
-void onnxb_attr_floats(onnxb *b, Onnx__NodeProto *n, const char *name, const float *v, int count) {
-    Onnx__AttributeProto *a = attr_add(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS);
-    float *dst = a ? balloc(b, sizeof *dst * (size_t)(count ? count : 1)) : NULL;
-    if (!dst) return;
-    if (count) memcpy(dst, v, sizeof *dst * (size_t)count);
-    a->n_floats = (size_t)count;
-    a->floats = dst;
 }
 
 void onnxb_attr_string(onnxb *b, Onnx__NodeProto *n, const char *name, const char *v) {

@@ -5,6 +5,33 @@
 #include "backends/comm.h"
 #include "backends/common/common.h"
 
+const char *sc_kernel_missing_reason(sc_op op) {
+    switch (op) {
+    case SC_OP_CONSTANT: return "Constant nodes are turned into constant values by the importer";
+    case SC_OP_EINSUM: return "graph_prepare lowers Einsum to Transpose, Reshape, ReduceSum and MatMul";
+    default: return NULL;
+    }
+}
+
+bool sc_optim_tensors_match(const sc_tensor *in, const int *idx, int n, bool half_g, char *why, size_t why_size) {
+    sc_dtype t = in[0].desc.dtype;
+    int64_t numel = sc_desc_numel(&in[0].desc);
+    if (t != SC_F32 && t != SC_F64) {
+        snprintf(why, why_size, "dtype %s not supported (f32, f64)", sc_dtype_name(t));
+        return false;
+    }
+    for (int k = 0; k < n; k++) {
+        const sc_tensor *x = &in[idx[k]];
+        if (!x->data) continue;
+        bool half = half_g && idx[k] == 1 && t == SC_F32 && (x->desc.dtype == SC_BF16 || x->desc.dtype == SC_F16);
+        if ((x->desc.dtype != t && !half) || sc_desc_numel(&x->desc) != numel) {
+            snprintf(why, why_size, "input %d must match W (%s, %lld elements)", idx[k], sc_dtype_name(t), (long long)numel);
+            return false;
+        }
+    }
+    return true;
+}
+
 double sc_decimal_of(float f) {
     char buf[32];
     for (int digits = 6; digits < 9; digits++) {

@@ -51,6 +51,49 @@ static inline int64_t sc_shape_range(const sc_desc *x, const sc_shape_attrs *a, 
     return e > s ? e - s : 0;
 }
 
+/* One node's kernel call: the tensors a kernel reads and fills. The CPU's sc_kernel_call is these
+ * fields; CUDA's cu_call (cuda_common.h) adds its stream context in front of them. */
+#define SC_KERNEL_CALL_FIELDS                                                                       \
+    const sc_node *node;                                                                            \
+    const sc_tensor *in; /* n_in entries, data NULL when omitted */                                 \
+    int n_in;                                                                                       \
+    sc_tensor *out; /* n_out entries, data NULL when omitted */                                     \
+    int n_out;
+
+typedef struct {
+    SC_KERNEL_CALL_FIELDS
+} sc_kernel_call;
+
+/* Why no backend has a kernel for op (it is rewritten before any plan runs), or NULL. */
+const char *sc_kernel_missing_reason(sc_op op);
+
+/* Softmax's groups (forward and gradient, both backends): x viewed as outer x n x inner and
+ * normalised over the n elements of each group, at stride inner. Opset 13 groups along axis; the
+ * earlier opsets (legacy_2d) flatten the dims [axis:] into n, and there axis may equal the rank (groups
+ * of one). A scalar counts as rank 1. False when axis is out of range. */
+static inline bool sc_softmax_groups(const sc_desc *x, const sc_axis_attrs *aa, int64_t *outer, int64_t *n,
+                                     int64_t *inner) {
+    int rank = x->rank > 0 ? x->rank : 1;
+    int64_t one = 1;
+    const int64_t *dims = x->rank > 0 ? x->dims : &one;
+    int64_t axis = aa->axis < 0 ? aa->axis + rank : aa->axis;
+    if (axis < 0 || axis >= rank + (aa->legacy_2d ? 1 : 0)) return false;
+    *outer = *n = *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= dims[i];
+    if (aa->legacy_2d)
+        for (int i = (int)axis; i < rank; i++) *n *= dims[i];
+    else {
+        *n = dims[axis];
+        for (int i = (int)axis + 1; i < rank; i++) *inner *= dims[i];
+    }
+    return true;
+}
+
+/* An optimizer update's tensors (both backends): W (input 0) is f32 or f64, and each present input
+ * idx[0..n) has W's dtype and element count, except that G (input 1) may be bf16 or f16 beside an
+ * f32 W where half_g. False with the reason in why when one does not. */
+bool sc_optim_tensors_match(const sc_tensor *in, const int *idx, int n, bool half_g, char *why, size_t why_size);
+
 /* The shortest decimal that rounds to f, as a double: attributes and lr arrive as f32, while torch
  * holds the user's decimal (0.9, 1e-3) as a Python double. Recovering it makes the optimizers'
  * scalar math (bias corrections, 1 - lr * wd) agree with torch's to the last bit in the common

@@ -12,24 +12,14 @@
 #ifndef SC_CPU_H
 #define SC_CPU_H
 
+#include "backends/common/common.h"
 #include "graph/graph.h"
 #include "graph/passes.h"
 
-typedef struct {
-    const sc_node *node;
-    const sc_tensor *in; /* n_in entries, data NULL when omitted */
-    int n_in;
-    sc_tensor *out; /* n_out entries, data NULL when omitted */
-    int n_out;
-} sc_kernel_call;
-
 typedef sc_status (*sc_cpu_kernel)(const sc_kernel_call *call);
 
-/* Indexed by op; NULL means the CPU backend does not run that op (see cpu_kernel_missing_reason). */
+/* Indexed by op; NULL means the CPU backend does not run that op (see sc_kernel_missing_reason). */
 extern const sc_cpu_kernel sc_cpu_kernels[SC_OP_COUNT];
-
-/* Why an op has no CPU kernel, or NULL if it should have one. */
-const char *cpu_kernel_missing_reason(sc_op op);
 
 /* Runs one node through the table; a NULL entry gives a clear "unsupported" status. */
 sc_status cpu_run_node(const sc_node *node, const sc_tensor *in, int n_in, sc_tensor *out, int n_out);

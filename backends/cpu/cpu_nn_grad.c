@@ -18,20 +18,8 @@
 /* The groups the forward normalised: outer x n x inner, sums over n (stride inner). */
 static sc_status softmax_groups(const sc_kernel_call *call, int64_t *outer, int64_t *n, int64_t *inner) {
     const sc_axis_attrs *aa = &call->node->attrs->axis;
-    const sc_desc *y = &call->in[1].desc;
-    int rank = y->rank > 0 ? y->rank : 1;
-    int64_t one = 1;
-    const int64_t *dims = y->rank > 0 ? y->dims : &one;
-    int axis = (int)(aa->axis < 0 ? aa->axis + rank : aa->axis);
-    if (axis < 0 || axis >= rank) return cpu_errorf(call, "axis %lld out of range for rank %d", (long long)aa->axis, y->rank);
-    *outer = *n = *inner = 1;
-    for (int i = 0; i < axis; i++) *outer *= dims[i];
-    if (aa->legacy_2d) {
-        for (int i = axis; i < rank; i++) *n *= dims[i];
-    } else {
-        *n = dims[axis];
-        for (int i = axis + 1; i < rank; i++) *inner *= dims[i];
-    }
+    if (!sc_softmax_groups(&call->in[1].desc, aa, outer, n, inner))
+        return cpu_errorf(call, "axis %lld out of range for rank %d", (long long)aa->axis, call->in[1].desc.rank);
     return SC_OK;
 }
 

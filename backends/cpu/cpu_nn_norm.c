@@ -328,20 +328,9 @@ static sc_status softmax_run(const sc_kernel_call *call, bool take_log) {
     const sc_desc *x = &call->in[0].desc;
     sc_dtype t = x->dtype;
     if (t != SC_F32 && t != SC_F64) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(t));
-    int rank = x->rank > 0 ? x->rank : 1;
-    int64_t dims1 = 1;
-    const int64_t *dims = x->rank > 0 ? x->dims : &dims1;
-    int axis = (int)(aa->axis < 0 ? aa->axis + rank : aa->axis);
-    if (axis < 0 || axis >= rank + (aa->legacy_2d ? 1 : 0))
+    int64_t outer, n, inner;
+    if (!sc_softmax_groups(x, aa, &outer, &n, &inner))
         return cpu_errorf(call, "axis %lld out of range for rank %d", (long long)aa->axis, x->rank);
-    int64_t outer = prod(dims, 0, axis), n, inner;
-    if (aa->legacy_2d) {
-        n = prod(dims, axis, rank);
-        inner = 1;
-    } else {
-        n = dims[axis];
-        inner = prod(dims, axis + 1, rank);
-    }
     if (n == 0) return SC_OK;
 #pragma omp parallel for collapse(2)
     for (int64_t o = 0; o < outer; o++)

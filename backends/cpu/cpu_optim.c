@@ -30,19 +30,11 @@ static sc_status read_f32_scalar(const sc_kernel_call *c, int i, const char *wha
 }
 
 /* W, G and every present state share one float dtype and element count; G (input 1) may be bf16
- * or f16 with f32 W. */
+ * or f16 with f32 W (sc_optim_tensors_match). */
 static sc_status check_tensors(const sc_kernel_call *c, const int *idx, int n, int64_t *numel) {
-    sc_dtype t = c->in[0].desc.dtype;
-    if (t != SC_F32 && t != SC_F64) return cpu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(t));
+    char why[128];
     *numel = sc_desc_numel(&c->in[0].desc);
-    for (int k = 0; k < n; k++) {
-        const sc_tensor *x = &c->in[idx[k]];
-        if (!x->data) continue;
-        bool half_g = idx[k] == 1 && t == SC_F32 && (x->desc.dtype == SC_BF16 || x->desc.dtype == SC_F16);
-        if ((x->desc.dtype != t && !half_g) || sc_desc_numel(&x->desc) != *numel)
-            return cpu_errorf(c, "input %d must match W (%s, %lld elements)", idx[k], sc_dtype_name(t), (long long)*numel);
-    }
-    return SC_OK;
+    return sc_optim_tensors_match(c->in, idx, n, true, why, sizeof why) ? SC_OK : cpu_errorf(c, "%s", why);
 }
 
 #define SGD_IMPL(T, TG, LOAD, NAME)                                                                        \

@@ -1,6 +1,6 @@
 /* The CPU kernel table, generated from the ops.def rows (docs/STYLE.md habit 2). Kernels are declared in
  * cpu_kernels.h and defined in one file per op family (cpu_<family>*.c). tests/op_coverage.py
- * fails if an op has neither a kernel nor a reason in cpu_kernel_missing_reason. */
+ * fails if an op has neither a kernel nor a reason in sc_kernel_missing_reason. */
 #include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,29 +11,19 @@
 
 /* Generated from the ops.def rows; `none` rows get NULL. */
 #define cpu_none NULL
+#define KERNEL_NAME(kernel) cpu_##kernel
 const sc_cpu_kernel sc_cpu_kernels[SC_OP_COUNT] = {
-#define SC_OP(id, name, min_in, max_in, min_out, max_out, family, attrs, since, shape, kernel, ...) \
-    [SC_OP_##id] = cpu_##kernel,
-#include "graph/ops.def"
-#include "graph/ops_train.def"
-#undef SC_OP
+#include "backends/common/kernel_table.def"
 };
+#undef KERNEL_NAME
 #undef cpu_none
-
-const char *cpu_kernel_missing_reason(sc_op op) {
-    switch (op) {
-    case SC_OP_CONSTANT: return "Constant nodes are turned into constant values by the importer";
-    case SC_OP_EINSUM: return "graph_prepare lowers Einsum to Transpose, Reshape, ReduceSum and MatMul";
-    default: return NULL;
-    }
-}
 
 sc_status cpu_run_node(const sc_node *node, const sc_tensor *in, int n_in, sc_tensor *out, int n_out) {
     sc_cpu_kernel k = sc_cpu_kernels[node->op];
+    const char *why = sc_kernel_missing_reason(node->op);
     if (!k)
         return sc_errorf("node '%s': op %s is not supported by the CPU backend%s%s", node->name,
-                         sc_op_name(node->op), cpu_kernel_missing_reason(node->op) ? ": " : "",
-                         cpu_kernel_missing_reason(node->op) ? cpu_kernel_missing_reason(node->op) : "");
+                         sc_op_name(node->op), why ? ": " : "", why ? why : "");
     sc_kernel_call call = {node, in, n_in, out, n_out};
     bool wide = cpu_needs_widening(node->op, in, n_in, out, n_out);
     if (!sc_profile_enabled()) return wide ? cpu_run_widened(k, &call) : k(&call);

@@ -391,7 +391,7 @@ static sc_status cuda_synchronize(sc_backend *b) {
 static sc_status cuda_run(sc_backend *b, const sc_node *n, const sc_tensor *in, int n_in, sc_tensor *out, int n_out) {
     cuda_backend *c = b->ctx;
     cu_kernel k = cu_kernels[n->op];
-    const char *why = cu_kernel_missing_reason(n->op);
+    const char *why = sc_kernel_missing_reason(n->op);
     if (!k)
         return sc_errorf("node '%s': op %s is not supported by the CUDA backend%s%s", n->name, sc_op_name(n->op),
                          why ? ": " : "", why ? why : "");

@@ -53,15 +53,9 @@ template <int OP> static sc_status softmax_run(const cu_call *c) {
     const sc_axis_attrs *aa = &c->node->attrs->axis;
     bool grad = OP >= SM_SOFTMAX_GRAD;
     const sc_desc *x = &c->in[grad ? 1 : 0].desc;
-    int rank = x->rank > 0 ? x->rank : 1;
-    int64_t one = 1;
-    const int64_t *dims = x->rank > 0 ? x->dims : &one;
-    int axis = (int)(aa->axis < 0 ? aa->axis + rank : aa->axis);
-    if (axis < 0 || axis >= rank + (aa->legacy_2d ? 1 : 0))
+    int64_t outer, n, inner;
+    if (!sc_softmax_groups(x, aa, &outer, &n, &inner))
         return cu_errorf(c, "axis %lld out of range for rank %d", (long long)aa->axis, x->rank);
-    int64_t outer = cu_prod(dims, 0, axis), n, inner;
-    if (aa->legacy_2d) n = cu_prod(dims, axis, rank), inner = 1;
-    else n = dims[axis], inner = cu_prod(dims, axis + 1, rank);
     int64_t rows = outer * inner;
     if (n == 0 || rows == 0) return SC_OK;
     if (grad && (c->in[0].desc.dtype != x->dtype || !sc_desc_same_shape(&c->in[0].desc, x)))

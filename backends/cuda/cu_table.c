@@ -6,19 +6,9 @@
 
 /* Generated from the ops.def rows; `none` rows get NULL. */
 #define cu_none NULL
+#define KERNEL_NAME(kernel) cu_##kernel
 const cu_kernel cu_kernels[SC_OP_COUNT] = {
-#define SC_OP(id, name, min_in, max_in, min_out, max_out, family, attrs, since, shape, kernel, ...) \
-    [SC_OP_##id] = cu_##kernel,
-#include "graph/ops.def"
-#include "graph/ops_train.def"
-#undef SC_OP
+#include "backends/common/kernel_table.def"
 };
+#undef KERNEL_NAME
 #undef cu_none
-
-const char *cu_kernel_missing_reason(sc_op op) {
-    switch (op) {
-    case SC_OP_CONSTANT: return "Constant nodes are turned into constant values by the importer";
-    case SC_OP_EINSUM: return "graph_prepare lowers Einsum to Transpose, Reshape, ReduceSum and MatMul";
-    default: return NULL;
-    }
-}

@@ -31,6 +31,7 @@
 extern "C" {
 #endif
 
+#include "backends/common/common.h"
 #include "graph/graph.h"
 
 typedef struct {
@@ -62,18 +63,13 @@ typedef struct {
 
 typedef struct {
     cu_ctx *ctx;
-    const sc_node *node;
-    const sc_tensor *in; /* n_in entries, data NULL when omitted */
-    int n_in;
-    sc_tensor *out;      /* n_out entries, data NULL when omitted */
-    int n_out;
+    SC_KERNEL_CALL_FIELDS
 } cu_call;
 
 typedef sc_status (*cu_kernel)(const cu_call *c);
 
-/* Indexed by op; NULL = the CUDA backend does not run that op (cu_kernel_missing_reason). */
+/* Indexed by op; NULL = the CUDA backend does not run that op (sc_kernel_missing_reason). */
 extern const cu_kernel cu_kernels[SC_OP_COUNT];
-const char *cu_kernel_missing_reason(sc_op op);
 
 /* "node 'x' (Op): <message>" */
 sc_status cu_errorf(const cu_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,6 +1,6 @@
 /* Cross-backend suite: the CUDA backend against the CPU backend.
  *
- * 1. Table coverage (runs everywhere): every op has a CUDA kernel or a reason (cu_kernel_missing_reason).
+ * 1. Table coverage (runs everywhere): every op has a CUDA kernel or a reason (sc_kernel_missing_reason).
  * 2. Per op (needs a GPU): a one-node graph with random inputs, output descs from shape inference;
  *    the CPU kernel (cpu_run_node, the reference) and the CUDA kernel run on the same inputs and the
  *    outputs must agree within the op's tolerance:  |cuda - cpu| <= tol * (1 + |cpu|). Then the
@@ -653,7 +653,7 @@ static void run_training(pt_kind kind) {
 
 int main(void) {
     for (int op = 0; op < SC_OP_COUNT; op++)
-        CHECK(cu_kernels[op] || cu_kernel_missing_reason((sc_op)op), "op %s has no CUDA kernel and no reason",
+        CHECK(cu_kernels[op] || sc_kernel_missing_reason((sc_op)op), "op %s has no CUDA kernel and no reason",
               sc_op_name((sc_op)op));
     printf("CUDA backend: convolutions on %s\n", backend_cuda_has_cudnn() ? "cuDNN" : "im2col + cuBLAS");
     char why[256];
