@@ -18,10 +18,8 @@ Writes bench/results/<date>-cpu-forward.md (a table) and .json (the same numbers
 machine and versions).
 """
 import argparse
-import datetime
 import json
 import os
-import platform
 import re
 import shlex
 import statistics
@@ -32,6 +30,8 @@ import time
 
 import numpy as np
 import onnxruntime as ort
+
+from bench_common import check_selection, run_meta, write_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -57,17 +57,6 @@ def sh(cmd, capture=False):
             sys.stderr.write(r.stdout + r.stderr)
         sys.exit(f"forward_vs_ort: command failed ({r.returncode}): {cmd[0]} {cmd[1]}")
     return (r.stdout + r.stderr) if capture else ""
-
-
-def machine_name():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        m = re.search(r"^Model name:\s*(.+)$", out, re.M)
-        if m:
-            return m.group(1).strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def make_inputs(sess, tmp, seq):
@@ -178,15 +167,9 @@ def write_results(args, rows):
     date = subprocess.run(["date", "+%F"], capture_output=True, text=True).stdout.strip()
     os.makedirs(args.out_dir, exist_ok=True)
     stem = os.path.join(args.out_dir, f"{date}-cpu-forward")
-    meta = {"date": date, "machine": machine_name(), "cores": os.cpu_count(), "threads": args.threads,
-            "repeat": args.repeat, "rounds": args.rounds, "onnxruntime": ort.__version__,
-            "scorch_run": os.path.abspath(args.scorch_run), "command": " ".join([sys.executable] + sys.argv),
-            "loadavg_start": args.load_start, "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", ""),
-            "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "")}
-    with open(stem + ".json", "w") as f:
-        json.dump({"meta": meta, "results": rows}, f, indent=2)
-        f.write("\n")
+    meta = run_meta(date, args.threads, args.load_start, repeat=args.repeat, rounds=args.rounds,
+                    onnxruntime=ort.__version__, scorch_run=os.path.abspath(args.scorch_run))
+    write_json(stem, meta, rows)
     lines = [
         f"# CPU forward latency, {date}",
         "",
@@ -220,11 +203,7 @@ def main():
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
     args = ap.parse_args()
     keys = [k for k in args.models.split(",") if k]
-    for k in keys:
-        if k not in MODELS:
-            sys.exit(f"forward_vs_ort: unknown model {k} (have {', '.join(MODELS)})")
-    if not os.access(args.scorch_run, os.X_OK):
-        sys.exit(f"forward_vs_ort: {args.scorch_run} not found: build first (scripts/run_tests.sh)")
+    check_selection("forward_vs_ort", keys, MODELS, args.scorch_run)
     args.load_start = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="scorch-bench-") as tmp:
         rows = [bench_model(args, k, tmp) for k in keys]

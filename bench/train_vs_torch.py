@@ -31,14 +31,11 @@ import argparse
 import csv
 import datetime
 import json
-import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 # Both engines run on libgomp; its default spin-wait collapses on a loaded machine (see
 # tools/runtime_env.c), so both get scorch-run's policy, a short spin (GOMP_SPINCOUNT=10000), unless
@@ -53,8 +50,9 @@ OPENBLAS_CORETYPE = peer_env.setup()
 
 import torch  # noqa: E402
 
+from bench_common import check_selection, run_meta, torch_step_times, write_json  # noqa: E402
 from busy import Busy  # noqa: E402
-import torch.nn as nn  # noqa: E402
+from torch_gpt import gpt_class  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,47 +71,7 @@ MODELS = {
 }
 
 
-class Block(nn.Module):
-    def __init__(self, d, h):
-        super().__init__()
-        self.h = h
-        self.ln_1 = nn.LayerNorm(d, eps=1e-5)
-        self.c_attn = nn.Linear(d, 3 * d)
-        self.c_proj = nn.Linear(d, d)
-        self.ln_2 = nn.LayerNorm(d, eps=1e-5)
-        self.c_fc = nn.Linear(d, 4 * d)
-        self.mlp_proj = nn.Linear(4 * d, d)
-
-    def forward(self, x, mask):
-        b, t, d = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
-        q = q.view(b, t, self.h, d // self.h).transpose(1, 2)
-        k = k.view(b, t, self.h, d // self.h).permute(0, 2, 3, 1)
-        v = v.view(b, t, self.h, d // self.h).transpose(1, 2)
-        att = (q @ k) * (1.0 / math.sqrt(d // self.h))
-        att = torch.where(mask[:t, :t], att, torch.tensor(torch.finfo(att.dtype).min)).softmax(-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, d)
-        x = x + self.c_proj(y)
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
-
-
-class GPT(nn.Module):
-    """The layout of tools/gen_gpt.c (Hugging Face GPT2LMHeadModel / nanoGPT)."""
-
-    def __init__(self, layers, heads, dim, seq, vocab):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, dim)
-        self.wpe = nn.Embedding(seq, dim)
-        self.blocks = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
-        self.ln_f = nn.LayerNorm(dim, eps=1e-5)
-        self.register_buffer("mask", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
-
-    def forward(self, ids):
-        t = ids.shape[1]
-        x = self.wte(ids) + self.wpe(torch.arange(t))
-        for blk in self.blocks:
-            x = blk(x, self.mask)
-        return self.ln_f(x) @ self.wte.weight.t()
+GPT = gpt_class(torch)
 
 
 def torch_setup(key):
@@ -135,16 +93,7 @@ def torch_setup(key):
 
 
 def torch_step_ms(state, steps, warmup):
-    model, x, loss_fn, opt = state
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x))
-        loss.backward()
-        opt.step()
-        times.append((time.perf_counter() - t0) * 1000.0)
-    return statistics.median(times[warmup:])
+    return statistics.median(torch_step_times(state, steps)[0][warmup:])
 
 
 def scorch_step_ms(args, model, spec, tmp, steps, warmup, threads=None):
@@ -166,15 +115,7 @@ def scorch_step_ms(args, model, spec, tmp, steps, warmup, threads=None):
     return statistics.median(per_step[warmup:]), " ".join(cmd)
 
 
-def machine_name():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+
 
 
 def bench(args, key, tmp):
@@ -238,15 +179,9 @@ def write_results(args, rows, load_start):
     date = datetime.date.today().isoformat()
     os.makedirs(args.out_dir, exist_ok=True)
     stem = os.path.join(args.out_dir, f"{date}-cpu-train" + ("-busy" if args.busy else ""))
-    meta = {"date": date, "machine": machine_name(), "cores": os.cpu_count(), "threads": args.threads,
-            "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds, "torch": torch.__version__,
-            "command": " ".join([sys.executable] + sys.argv), "loadavg_start": load_start,
-            "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", ""),
-            "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", ""), "OPENBLAS_CORETYPE": OPENBLAS_CORETYPE}
-    with open(stem + ".json", "w") as f:
-        json.dump({"meta": meta, "results": rows}, f, indent=2)
-        f.write("\n")
+    meta = run_meta(date, args.threads, load_start, steps=args.steps, warmup=args.warmup, rounds=args.rounds,
+                    torch=torch.__version__, OPENBLAS_CORETYPE=OPENBLAS_CORETYPE)
+    write_json(stem, meta, rows)
     lines = [
         f"# CPU training step, {date}",
         "",
@@ -284,11 +219,7 @@ def main():
     ap.add_argument("--busy-steps", type=int, default=30, help="steps per run in the --busy rounds")
     args = ap.parse_args()
     keys = [k for k in args.models.split(",") if k]
-    for k in keys:
-        if k not in MODELS:
-            sys.exit(f"train_vs_torch: unknown model {k} (have {', '.join(MODELS)})")
-    if not os.access(args.scorch_run, os.X_OK):
-        sys.exit(f"train_vs_torch: {args.scorch_run} not found: build first")
+    check_selection("train_vs_torch", keys, MODELS, args.scorch_run)
     torch.set_num_threads(args.threads)
     load_start = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="scorch-train-bench-") as tmp:

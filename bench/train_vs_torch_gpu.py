@@ -42,6 +42,9 @@ import sys
 import tempfile
 import time
 
+from bench_common import check_selection, torch_step_times, write_json
+from torch_gpt import gpt_class
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # key: title, gen args, train args, torch side, and the tiny --smoke-cpu variant
@@ -83,49 +86,6 @@ def log(msg):
 
 # ---------------------------------------------------------------- PyTorch side
 
-def torch_models(torch):
-    nn, F = torch.nn, torch.nn.functional
-
-    class Block(nn.Module):
-        def __init__(self, d, h):
-            super().__init__()
-            self.h = h
-            self.ln_1, self.ln_2 = nn.LayerNorm(d, eps=1e-5), nn.LayerNorm(d, eps=1e-5)
-            self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x, mask):
-            b, t, d = x.shape
-            q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
-            q = q.view(b, t, self.h, d // self.h).transpose(1, 2)
-            k = k.view(b, t, self.h, d // self.h).permute(0, 2, 3, 1)
-            v = v.view(b, t, self.h, d // self.h).transpose(1, 2)
-            att = (q @ k) * (1.0 / math.sqrt(d // self.h))
-            att = att.masked_fill(~mask[:t, :t], torch.finfo(att.dtype).min).softmax(-1)
-            y = (att @ v).transpose(1, 2).reshape(b, t, d)
-            x = x + self.c_proj(y)
-            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
-
-    class GPT(nn.Module):
-        """tools/gen_gpt.c's layout (GPT2LMHeadModel / nanoGPT), explicit attention like our graph."""
-
-        def __init__(self, layers, heads, dim, seq, vocab):
-            super().__init__()
-            self.wte, self.wpe = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
-            self.blocks = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
-            self.ln_f = nn.LayerNorm(dim, eps=1e-5)
-            self.register_buffer("mask", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
-
-        def forward(self, ids):
-            t = ids.shape[1]
-            x = self.wte(ids) + self.wpe(torch.arange(t, device=ids.device))
-            for blk in self.blocks:
-                x = blk(x, self.mask)
-            return self.ln_f(x) @ self.wte.weight.t()
-
-    return GPT
-
-
 def torch_setup(torch, spec, onnx_path, device):
     """(model, input, loss_fn, optimizer) on `device`, seeded."""
     F = torch.nn.functional
@@ -138,7 +98,7 @@ def torch_setup(torch, spec, onnx_path, device):
         y = torch.randint(0, 1000, (batch,), generator=g)
         loss_fn = lambda out: F.cross_entropy(out, y_dev)  # noqa: E731
     elif kind == "gpt":
-        model = torch_models(torch)(**size)
+        model = gpt_class(torch)(**size)
         x = torch.randint(0, size["vocab"], (batch, size["seq"]), generator=g)
         y = torch.randint(0, size["vocab"], (batch, size["seq"]), generator=g)
         loss_fn = lambda out: F.cross_entropy(out.reshape(-1, out.shape[-1]), y_dev.reshape(-1))  # noqa: E731
@@ -172,20 +132,10 @@ def torch_setup(torch, spec, onnx_path, device):
 
 
 def torch_step_ms(torch, state, steps, warmup, device):
-    model, x, loss_fn, opt = state
     cuda = device == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x))
-        loss.backward()
-        opt.step()
-        if cuda:
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1000.0)
+    times, loss = torch_step_times(state, steps, torch.cuda.synchronize if cuda else None)
     peak = torch.cuda.max_memory_allocated() if cuda else None
     return statistics.median(times[warmup:]), peak, float(loss.detach().cpu())
 
@@ -273,9 +223,7 @@ def write_results(args, torch, rows, meta):
     slug = re.sub(r"[^a-z0-9]+", "-", meta["device"].lower()).strip("-")
     os.makedirs(args.out_dir, exist_ok=True)
     stem = os.path.join(args.out_dir, f"{date}-gpu-train-{slug}")
-    with open(stem + ".json", "w") as f:
-        json.dump({"meta": meta, "results": rows}, f, indent=2)
-        f.write("\n")
+    write_json(stem, meta, rows)
     lines = [f"# GPU training step against PyTorch, {date}", "",
              f"Device: {meta['device']}; torch {meta['torch']} (CUDA {meta['torch_cuda']}, cuDNN {meta['cudnn']}). "
              f"fp32, SGD lr 0.01 momentum 0.9; median step time of {args.steps} steps after {args.warmup} warm-up "
@@ -316,9 +264,6 @@ def main():
     args = ap.parse_args()
     t_start = time.time()
     keys = [k for k in args.models.split(",") if k]
-    for k in keys:
-        if k not in MODELS:
-            sys.exit(f"train_vs_torch_gpu: unknown model {k} (have {', '.join(MODELS)})")
     modes = [{"off": False, "on": True}[v] for v in args.tf32.split(",") if v]
     try:
         import torch
@@ -329,8 +274,7 @@ def main():
         print(f"SKIP: no CUDA GPU visible to PyTorch {torch.__version__} (torch.cuda.is_available() is False); "
               f"nothing measured (--smoke-cpu checks this script on the CPU)")
         return 0
-    if not os.access(args.scorch_run, os.X_OK):
-        sys.exit(f"train_vs_torch_gpu: {args.scorch_run} not found: build first")
+    check_selection("train_vs_torch_gpu", keys, MODELS, args.scorch_run)
     if not args.smoke_cpu:
         torch.backends.cudnn.benchmark = True
     deadline = t_start + args.budget_s

@@ -1,0 +1,64 @@
+"""What the benchmark scripts share: the machine's name and the metadata and JSON every results file
+carries (bench/results/<date>-*.json beside the table)."""
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+
+def machine_name():
+    """lscpu's model name, else what platform knows."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        m = re.search(r"^Model name:\s*(.+)$", out, re.M)
+        if m:
+            return m.group(1).strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def run_meta(date, threads, load_start, **extra):
+    """The fields every CPU results file records, then the script's own."""
+    meta = {"date": date, "machine": machine_name(), "cores": os.cpu_count(), "threads": threads,
+            "command": " ".join([sys.executable] + sys.argv), "loadavg_start": load_start,
+            "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", ""),
+            "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "")}
+    meta.update(extra)
+    return meta
+
+
+def write_json(stem, meta, rows):
+    with open(stem + ".json", "w") as f:
+        json.dump({"meta": meta, "results": rows}, f, indent=2)
+        f.write("\n")
+
+
+def check_selection(script, keys, models, scorch_run):
+    """Exits naming the script when a --models key is unknown or scorch-run is not built."""
+    for k in keys:
+        if k not in models:
+            sys.exit(f"{script}: unknown model {k} (have {', '.join(models)})")
+    if not os.access(scorch_run, os.X_OK):
+        sys.exit(f"{script}: {scorch_run} not found: build first (scripts/run_tests.sh)")
+
+
+def torch_step_times(state, steps, sync=None):
+    """PyTorch training steps on state = (model, x, loss_fn, optimizer): each step's ms (sync() before
+    the clock stops, for asynchronous devices) and the last loss tensor."""
+    model, x, loss_fn, opt = state
+    times, loss = [], None
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x))
+        loss.backward()
+        opt.step()
+        if sync:
+            sync()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return times, loss
