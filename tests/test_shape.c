@@ -420,7 +420,10 @@ static void test_concat_split_slice(void) {
     struct { int64_t start, end, step; const char *want; } cases[] = {
         {-1, INT64_MIN, -1, "f32[10]"}, {8, 1, -3, "f32[3]"}, {-100, 100, 1, "f32[10]"},
         {5, 2, 1, "f32[0]"},  {9, -100, -2, "f32[5]"}, {3, -3, 2, "f32[2]"},
+        {0, 10, INT64_MAX, "f32[1]"}, {9, -100, INT64_MIN, "f32[1]"}, {-1, 0, INT64_MIN + 1, "f32[1]"},
     };
+    /* SliceGrad checks dY against the same rule: a dY of the slice's shape passes, one element more
+     * fails (steps near +-2^63 once overflowed its own copy of the rule). */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char nm[32];
         snprintf(nm, sizeof nm, "st%zu", i);
@@ -432,6 +435,19 @@ static void test_concat_split_slice(void) {
         n = T_NODE(SC_OP_SLICE, "slice", L(v, st, en, -1, stp), L(y));
         EXPECT_OK(n);
         CHECK_DESC(y, cases[i].want);
+        char ok[32], bad[32], name[32];
+        int64_t len = G.values[y].desc.dims[0];
+        snprintf(ok, sizeof ok, "f32[%lld]", (long long)len);
+        snprintf(bad, sizeof bad, "f32[%lld]", (long long)len + 1);
+        snprintf(name, sizeof name, "dy%zu", i);
+        int dy = t_in(name, ok), dx = t_act(name + 1);
+        name[0] = 'b';
+        int dy_bad = t_in(name, bad);
+        n = T_NODE(SC_OP_SLICE_GRAD, "slice_grad", L(dy, v, st, en, -1, stp), L(dx));
+        EXPECT_OK(n);
+        CHECK_DESC(dx, "f32[10]");
+        n = T_NODE(SC_OP_SLICE_GRAD, "slice_grad_bad", L(dy_bad, v, st, en, -1, stp), L(dx));
+        EXPECT_ERROR(n, bad, NULL);
     }
     int z = t_const_i64("zero", 1, (int64_t[]){0}), big = t_const_i64("big", 1, (int64_t[]){INT64_MAX}),
         axl = t_const_i64("axl", 1, (int64_t[]){-1}), two = t_const_i64("two", 1, (int64_t[]){2});
