@@ -81,13 +81,13 @@ void cpu_dnnl_cache_clear(void) {
     cpu_dnnl_unlock();
 }
 
-void *cpu_prim_list_find(const cpu_prim_list *l, const void *key, size_t key_size) {
+static void *prim_list_find(const cpu_prim_list *l, const void *key) {
     for (int i = 0; i < l->n; i++)
-        if (!memcmp(l->items[i], key, key_size)) return l->items[i];
+        if (!memcmp(l->items[i], key, l->key_size)) return l->items[i];
     return NULL;
 }
 
-bool cpu_prim_list_add(cpu_prim_list *l, void *item) {
+static bool prim_list_add(cpu_prim_list *l, void *item) {
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 32;
         void **p = realloc(l->items, (size_t)cap * sizeof *p);
@@ -127,19 +127,28 @@ sc_status cpu_dnnl_memory_new(const sc_kernel_call *call, dnnl_engine_t eng, con
 }
 
 sc_status cpu_prim_list_get(const sc_kernel_call *call, dnnl_engine_t eng, cpu_prim_list *l, const void *key,
-                            size_t key_size, size_t entry_size, cpu_prim_build_fn build, void (*release)(void *entry),
                             void **out) {
-    *out = cpu_prim_list_find(l, key, key_size);
+    *out = prim_list_find(l, key);
     if (*out) return SC_OK;
-    void *e = calloc(1, entry_size);
+    void *e = calloc(1, l->entry_size);
     if (!e) return cpu_errorf(call, "out of memory for the primitive cache");
-    memcpy(e, key, key_size);
-    sc_status st = build(call, eng, e);
-    if (!st && !cpu_prim_list_add(l, e)) st = cpu_errorf(call, "out of memory for the primitive cache");
+    memcpy(e, key, l->key_size);
+    sc_status st = l->build(call, eng, e);
+    if (!st && !prim_list_add(l, e)) st = cpu_errorf(call, "out of memory for the primitive cache");
     if (st) {
-        release(e);
+        l->release(e);
         return st;
     }
     *out = e;
     return SC_OK;
+}
+
+void cpu_prim_list_clear(cpu_prim_list *l) {
+    for (int i = 0; i < l->n; i++) l->release(l->items[i]);
+    l->n = 0;
+}
+
+sc_status cpu_prim_get(const sc_kernel_call *call, cpu_prim_list *l, const void *key, cpu_prim_ready *out) {
+    SC_TRY(cpu_dnnl_context(&out->eng, &out->strm));
+    return cpu_prim_list_get(call, out->eng, l, key, &out->entry);
 }

@@ -91,24 +91,33 @@ sc_status cpu_matmul_packed_f32(const sc_kernel_call *call, int64_t M, int64_t K
 sc_status cpu_conv_grad_weights_f32(const sc_kernel_call *call, const cpu_window *w, int64_t N, int64_t C, int64_t M,
                                     int64_t G, bool plain, const float *dy, const float *x, float *dw);
 
-/* A list of cached primitive entries, each a heap struct whose first member is its key (compared
- * bytewise, so keys are zero-initialised before filling). Shapes per model are few, so lookup is a
- * linear scan. Used by the forward (cpu_nn_conv.c) and backward (cpu_nn_conv_grad.c) convolution caches. */
+/* A cache of primitive entries, each a heap struct of entry_size bytes whose first member is its key
+ * of key_size bytes (compared bytewise, so keys are zero-initialised before filling). build fills a
+ * new entry; release frees one, half-built ones included. Shapes per model are few, so lookup is a
+ * linear scan. The convolution (forward, backward data, backward weights) and packed matmul caches
+ * are these, each a static initialised with its sizes and functions. */
+typedef sc_status (*cpu_prim_build_fn)(const sc_kernel_call *call, dnnl_engine_t eng, void *entry);
 typedef struct {
+    size_t key_size, entry_size;
+    cpu_prim_build_fn build;
+    void (*release)(void *entry);
     void **items;
     int n, cap;
 } cpu_prim_list;
 
-/* The entry whose leading key_size bytes equal key, or NULL. */
-void *cpu_prim_list_find(const cpu_prim_list *l, const void *key, size_t key_size);
-/* Appends an entry; false when out of memory (the entry is then not owned by the list). */
-bool cpu_prim_list_add(cpu_prim_list *l, void *item);
-/* The entry of key, found or else made: entry_size zeroed bytes, the key copied to their start,
- * then build(call, eng, entry) fills the rest and the entry joins the list. A failed build or a
- * full list frees the entry with release (which must accept a half-built one). */
-typedef sc_status (*cpu_prim_build_fn)(const sc_kernel_call *call, dnnl_engine_t eng, void *entry);
+/* The entry of key, found or else made: zeroed, the key copied to its start, then built; a failed
+ * build or a full list releases it. */
 sc_status cpu_prim_list_get(const sc_kernel_call *call, dnnl_engine_t eng, cpu_prim_list *l, const void *key,
-                            size_t key_size, size_t entry_size, cpu_prim_build_fn build, void (*release)(void *entry),
                             void **out);
+/* Releases every entry (the list stays usable). */
+void cpu_prim_list_clear(cpu_prim_list *l);
+
+/* A cached primitive ready to run: its entry, and the process's engine and stream. */
+typedef struct {
+    void *entry;
+    dnnl_engine_t eng;
+    dnnl_stream_t strm;
+} cpu_prim_ready;
+sc_status cpu_prim_get(const sc_kernel_call *call, cpu_prim_list *l, const void *key, cpu_prim_ready *out);
 
 #endif

@@ -149,7 +149,6 @@ typedef struct {
     dnnl_memory_t src_user, src_prim, dst_user, dst_prim, wei_user, bias;
 } conv_entry;
 
-static cpu_prim_list conv_entries; /* conv_entry *, keyed by conv_key (their first member) */
 static void conv_entry_free(void *entry) {
     conv_entry *e = entry;
     if (e->conv) dnnl_primitive_destroy(e->conv);
@@ -162,10 +161,10 @@ static void conv_entry_free(void *entry) {
     free(e);
 }
 
-static void conv_cache_clear(void) {
-    for (int i = 0; i < conv_entries.n; i++) conv_entry_free(conv_entries.items[i]);
-    conv_entries.n = 0;
-}
+static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, void *entry);
+static cpu_prim_list conv_entries = {.key_size = sizeof(conv_key), .entry_size = sizeof(conv_entry),
+                                     .build = conv_entry_build, .release = conv_entry_free};
+static void conv_cache_clear(void) { cpu_prim_list_clear(&conv_entries); }
 
 void cpu_conv_set_layout(cpu_conv_layout layout) {
     cpu_dnnl_cache_clear();
@@ -261,22 +260,14 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
     return st;
 }
 
-static sc_status conv_entry_get(const sc_kernel_call *call, dnnl_engine_t eng, const conv_key *k, conv_entry **out) {
-    void *e = NULL;
-    sc_status st = cpu_prim_list_get(call, eng, &conv_entries, k, sizeof *k, sizeof **out, conv_entry_build, conv_entry_free, &e);
-    *out = e;
-    return st;
-}
-
 static sc_status conv_run_dnnl(const sc_kernel_call *call, const conv_key *k, const float *x, const float *w,
                                int64_t w_numel, const float *b, float *y) {
-    dnnl_engine_t eng;
-    dnnl_stream_t strm;
-    SC_TRY(cpu_dnnl_context(&eng, &strm));
-    conv_entry *e = NULL;
-    SC_TRY(conv_entry_get(call, eng, k, &e));
+    cpu_prim_ready r;
+    SC_TRY(cpu_prim_get(call, &conv_entries, k, &r));
+    conv_entry *e = r.entry;
+    dnnl_stream_t strm = r.strm;
     dnnl_memory_t wmem = NULL;
-    SC_TRY(cpu_dnnl_weight(call, eng, strm, e->wei_user, &e->user_wei_md, &e->wei_md, w, w_numel, &wmem));
+    SC_TRY(cpu_dnnl_weight(call, r.eng, strm, e->wei_user, &e->user_wei_md, &e->wei_md, w, w_numel, &wmem));
     dnnl_memory_set_data_handle(e->src_user, (void *)x);
     dnnl_memory_set_data_handle(e->dst_user, y);
     if (e->bias) dnnl_memory_set_data_handle(e->bias, (void *)b);

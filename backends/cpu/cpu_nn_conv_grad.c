@@ -118,8 +118,6 @@ typedef struct {
     bwd_mem a, b, c; /* diff_dst, weights, diff_src */
 } bwd_entry;
 
-static cpu_prim_list bwd_entries; /* bwd_entry *, keyed by bwd_key (their first member) */
-
 static void bwd_mem_free(bwd_mem *m) {
     if (m->user) dnnl_memory_destroy(m->user);
     if (m->prim) dnnl_memory_destroy(m->prim);
@@ -206,20 +204,15 @@ static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, 
     return st;
 }
 
-static sc_status bwd_entry_get(const sc_kernel_call *call, dnnl_engine_t eng, const bwd_key *k, bwd_entry **out) {
-    void *e = NULL;
-    sc_status st = cpu_prim_list_get(call, eng, &bwd_entries, k, sizeof *k, sizeof **out, bwd_entry_build, bwd_entry_free, &e);
-    *out = e;
-    return st;
-}
+static cpu_prim_list bwd_entries = {.key_size = sizeof(bwd_key), .entry_size = sizeof(bwd_entry),
+                                    .build = bwd_entry_build, .release = bwd_entry_free};
 
 /* Runs the cached backward-data primitive: dY, W -> dX. */
 static sc_status bwd_data_run(const sc_kernel_call *call, const bwd_key *k, const float *dy, const float *w, float *dx) {
-    dnnl_engine_t eng;
-    dnnl_stream_t strm;
-    SC_TRY(cpu_dnnl_context(&eng, &strm));
-    bwd_entry *e = NULL;
-    SC_TRY(bwd_entry_get(call, eng, k, &e));
+    cpu_prim_ready r;
+    SC_TRY(cpu_prim_get(call, &bwd_entries, k, &r));
+    bwd_entry *e = r.entry;
+    dnnl_stream_t strm = r.strm;
     dnnl_status_t s = dnnl_success;
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_DIFF_DST, bwd_mem_bind(&e->a, (void *)dy, true, strm, &s)},
                                {DNNL_ARG_WEIGHTS, bwd_mem_bind(&e->b, (void *)w, true, strm, &s)},

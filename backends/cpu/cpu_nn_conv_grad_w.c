@@ -66,7 +66,10 @@ typedef struct {
     dnnl_stream_t strm;
 } dw_thread;
 
-static cpu_prim_list dw_entries;
+static sc_status dw_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, void *entry);
+static void dw_entry_free(void *p);
+static cpu_prim_list dw_entries = {.key_size = sizeof(dw_key), .entry_size = sizeof(dw_entry),
+                                   .build = dw_entry_build, .release = dw_entry_free};
 static dw_thread dw_threads[DW_MAX_THREADS];
 static dnnl_engine_t dw_eng; /* the process's engine, set before the items run */
 static float *dw_partial;
@@ -82,8 +85,7 @@ static void dw_entry_free(void *p) {
 }
 
 static void dw_cache_clear(void) {
-    for (int i = 0; i < dw_entries.n; i++) dw_entry_free(dw_entries.items[i]);
-    dw_entries.n = 0;
+    cpu_prim_list_clear(&dw_entries);
     for (int t = 0; t < DW_MAX_THREADS; t++) {
         for (int b = 0; b < 4; b++) free(dw_threads[t].buf[b]);
         if (dw_threads[t].strm) dnnl_stream_destroy(dw_threads[t].strm);
@@ -403,7 +405,7 @@ static sc_status dw_entries_for(const sc_kernel_call *call, dnnl_engine_t eng, c
         dw_item it = dw_item_at(c, cv->N, cv->M, cv->C, cv->G, i);
         dw_key k = dw_key_for(cv, &it);
         void *e = NULL;
-        st = cpu_prim_list_get(call, eng, &dw_entries, &k, sizeof k, sizeof(dw_entry), dw_entry_build, dw_entry_free, &e);
+        st = cpu_prim_list_get(call, eng, &dw_entries, &k, &e);
         entries[i] = e;
         if (!st && (i == 0 || entries[i] != entries[i - 1])) st = dw_prepare_threads(call, eng, e, nthr);
     }

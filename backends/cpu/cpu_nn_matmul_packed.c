@@ -25,8 +25,6 @@ typedef struct {
     dnnl_memory_t a, b_user, y;
 } packed_entry;
 
-static cpu_prim_list packed_entries; /* packed_entry *, keyed by packed_key */
-
 static void packed_entry_free(void *entry) {
     packed_entry *e = entry;
     if (e->prim) dnnl_primitive_destroy(e->prim);
@@ -36,10 +34,10 @@ static void packed_entry_free(void *entry) {
     free(e);
 }
 
-static void packed_cache_clear(void) {
-    for (int i = 0; i < packed_entries.n; i++) packed_entry_free(packed_entries.items[i]);
-    packed_entries.n = 0;
-}
+static sc_status packed_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, void *entry);
+static cpu_prim_list packed_entries = {.key_size = sizeof(packed_key), .entry_size = sizeof(packed_entry),
+                                       .build = packed_entry_build, .release = packed_entry_free};
+static void packed_cache_clear(void) { cpu_prim_list_clear(&packed_entries); }
 
 /* cpu_prim_build_fn of the cache. */
 static sc_status packed_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, void *entry) {
@@ -69,15 +67,12 @@ static sc_status packed_entry_build(const sc_kernel_call *call, dnnl_engine_t en
 }
 
 static sc_status packed_run(const sc_kernel_call *call, const packed_key *k, const float *A, const float *B, float *Y) {
-    dnnl_engine_t eng;
-    dnnl_stream_t strm;
-    SC_TRY(cpu_dnnl_context(&eng, &strm));
-    void *found = NULL;
-    SC_TRY(cpu_prim_list_get(call, eng, &packed_entries, k, sizeof *k, sizeof(packed_entry), packed_entry_build,
-                             packed_entry_free, &found));
-    packed_entry *e = found;
+    cpu_prim_ready r;
+    SC_TRY(cpu_prim_get(call, &packed_entries, k, &r));
+    packed_entry *e = r.entry;
+    dnnl_stream_t strm = r.strm;
     dnnl_memory_t b;
-    SC_TRY(cpu_dnnl_weight(call, eng, strm, e->b_user, &e->b_user_md, &e->b_md, B, k->K * k->N, &b));
+    SC_TRY(cpu_dnnl_weight(call, r.eng, strm, e->b_user, &e->b_user_md, &e->b_md, B, k->K * k->N, &b));
     dnnl_memory_set_data_handle(e->a, (void *)A);
     dnnl_memory_set_data_handle(e->y, Y);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, e->y}};
