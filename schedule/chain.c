@@ -18,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *action_name(sc_chain_action_kind k) {
     switch (k) {
@@ -28,6 +29,34 @@ static const char *action_name(sc_chain_action_kind k) {
     case SC_CHAIN_DROP: return "DROP";
     }
     return "?";
+}
+
+bool chain_alloc(sc_chain *c, int k) {
+    memset(c, 0, sizeof *c);
+    c->k = k;
+    c->pos = calloc((size_t)k + 1, sizeof(int));
+    c->cut_bytes = calloc((size_t)k + 1, sizeof(int64_t));
+    c->fwd_all_bytes = calloc((size_t)k, sizeof(int64_t));
+    c->fwd_peak_bytes = calloc((size_t)k, sizeof(int64_t));
+    c->bwd_peak_bytes = calloc((size_t)k, sizeof(int64_t));
+    c->fwd_time = calloc((size_t)k, sizeof(double));
+    c->bwd_time = calloc((size_t)k, sizeof(double));
+    if (c->pos && c->cut_bytes && c->fwd_all_bytes && c->fwd_peak_bytes && c->bwd_peak_bytes && c->fwd_time &&
+        c->bwd_time)
+        return true;
+    chain_free(c);
+    return false;
+}
+
+void chain_free(sc_chain *c) {
+    free(c->pos);
+    free(c->cut_bytes);
+    free(c->fwd_all_bytes);
+    free(c->fwd_peak_bytes);
+    free(c->bwd_peak_bytes);
+    free(c->fwd_time);
+    free(c->bwd_time);
+    memset(c, 0, sizeof *c);
 }
 
 sc_status chain_schedule_push(sc_chain_schedule *s, sc_chain_action_kind kind, int seg) {

@@ -17,6 +17,7 @@
 #ifndef SC_CHAIN_H
 #define SC_CHAIN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -46,6 +47,11 @@ typedef struct {
     sc_chain_action_kind kind;
     int seg; /* segment index, or cut index for KEEP/DROP */
 } sc_chain_action;
+
+/* Gives c k segments with every array zeroed (fixed_bytes 0); false when out of memory, with c left
+ * empty. chain_free releases the arrays and empties c. */
+bool chain_alloc(sc_chain *c, int k);
+void chain_free(sc_chain *c);
 
 /* A growable action list. */
 typedef struct {

@@ -8,17 +8,6 @@
 
 #include "schedule/sched_internal.h"
 
-void chain_free(sc_chain *c) {
-    free(c->pos);
-    free(c->cut_bytes);
-    free(c->fwd_all_bytes);
-    free(c->fwd_peak_bytes);
-    free(c->bwd_peak_bytes);
-    free(c->fwd_time);
-    free(c->bwd_time);
-    memset(c, 0, sizeof *c);
-}
-
 void sched_segment_of_nodes(const sc_chain *c, int n_fwd, int *seg) {
     for (int i = 0; i < c->k; i++)
         for (int p = c->pos[i]; p < c->pos[i + 1] && p < n_fwd; p++) seg[p] = i;
@@ -342,19 +331,7 @@ sc_status chain_build(const sc_graph *g, const sc_training_graph *tg, const sc_c
     int k = target_segments < 1 ? 1 : target_segments > F ? F : target_segments;
     seg_ctx s = {0};
     sc_status st = ctx_init(&s, g, F, m);
-    if (!st) {
-        c->k = k;
-        c->pos = malloc(sizeof(int) * ((size_t)k + 1));
-        c->cut_bytes = calloc((size_t)k + 1, sizeof(int64_t));
-        c->fwd_all_bytes = calloc((size_t)k, sizeof(int64_t));
-        c->fwd_peak_bytes = calloc((size_t)k, sizeof(int64_t));
-        c->bwd_peak_bytes = calloc((size_t)k, sizeof(int64_t));
-        c->fwd_time = calloc((size_t)k, sizeof(double));
-        c->bwd_time = calloc((size_t)k, sizeof(double));
-        if (!c->pos || !c->cut_bytes || !c->fwd_all_bytes || !c->fwd_peak_bytes || !c->bwd_peak_bytes || !c->fwd_time ||
-            !c->bwd_time)
-            st = sc_errorf("out of memory building the chain");
-    }
+    if (!st && !chain_alloc(c, k)) st = sc_errorf("out of memory building the chain");
     if (!st) {
         positions_choose(&s, k, c->pos);
         forward_numbers(&s, c);

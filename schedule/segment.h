@@ -27,7 +27,5 @@
 /* target_segments is clamped to [1, n_forward_nodes]; m may be NULL (default CPU model). */
 sc_status chain_build(const sc_graph *g, const sc_training_graph *tg, const sc_cost_model *m, int target_segments,
                       sc_chain *c);
-/* Frees the arrays chain_build allocated (not for hand-built chains with other owners). */
-void chain_free(sc_chain *c);
 
 #endif

@@ -210,26 +210,17 @@ typedef struct {
 } coarse_chain;
 
 static void coarse_free(coarse_chain *cc) {
-    free(cc->c.pos), free(cc->c.cut_bytes), free(cc->c.fwd_all_bytes), free(cc->c.fwd_peak_bytes);
-    free(cc->c.bwd_peak_bytes), free(cc->c.fwd_time), free(cc->c.bwd_time), free(cc->start);
+    chain_free(&cc->c);
+    free(cc->start);
 }
 
 static int coarse_build(const sc_chain *f, int n, coarse_chain *cc) {
     memset(cc, 0, sizeof *cc);
     sc_chain *c = &cc->c;
-    c->k = n;
+    if (!chain_alloc(c, n)) return 0;
     c->fixed_bytes = f->fixed_bytes;
-    c->pos = calloc((size_t)n + 1, sizeof(int));
-    c->cut_bytes = calloc((size_t)n + 1, sizeof(int64_t));
-    c->fwd_all_bytes = calloc((size_t)n, sizeof(int64_t));
-    c->fwd_peak_bytes = calloc((size_t)n, sizeof(int64_t));
-    c->bwd_peak_bytes = calloc((size_t)n, sizeof(int64_t));
-    c->fwd_time = calloc((size_t)n, sizeof(double));
-    c->bwd_time = calloc((size_t)n, sizeof(double));
     cc->start = calloc((size_t)n + 1, sizeof(int));
-    if (!c->pos || !c->cut_bytes || !c->fwd_all_bytes || !c->fwd_peak_bytes || !c->bwd_peak_bytes ||
-        !c->fwd_time || !c->bwd_time || !cc->start)
-        return 0;
+    if (!cc->start) return 0;
     for (int g = 0; g <= n; g++) cc->start[g] = (int)((int64_t)f->k * g / n);
     for (int g = 0; g < n; g++) {
         int p = cc->start[g], q = cc->start[g + 1];

@@ -50,30 +50,21 @@ typedef struct {
     sc_chain c;
 } test_chain;
 
-static void chain_alloc(test_chain *t, int k) {
+static void test_chain_alloc(test_chain *t, int k) {
     sc_chain *c = &t->c;
-    memset(c, 0, sizeof *c);
-    c->k = k;
-    c->pos = calloc((size_t)k + 1, sizeof(int));
-    c->cut_bytes = calloc((size_t)k + 1, sizeof(int64_t));
-    c->fwd_all_bytes = calloc((size_t)k, sizeof(int64_t));
-    c->fwd_peak_bytes = calloc((size_t)k, sizeof(int64_t));
-    c->bwd_peak_bytes = calloc((size_t)k, sizeof(int64_t));
-    c->fwd_time = calloc((size_t)k, sizeof(double));
-    c->bwd_time = calloc((size_t)k, sizeof(double));
+    bool ok = chain_alloc(c, k);
+    SC_ASSERT(ok);
     for (int i = 0; i <= k; i++) c->pos[i] = i;
 }
 
 static void chain_release(test_chain *t) {
-    sc_chain *c = &t->c;
-    free(c->pos), free(c->cut_bytes), free(c->fwd_all_bytes), free(c->fwd_peak_bytes);
-    free(c->bwd_peak_bytes), free(c->fwd_time), free(c->bwd_time);
+    chain_free(&t->c);
 }
 
 /* Heterogeneous chain; sizes in multiples of 64 like real tensors; cut 0 and cut k empty as
  * segment.c builds them. */
 static void chain_random(test_chain *t, int k) {
-    chain_alloc(t, k);
+    test_chain_alloc(t, k);
     sc_chain *c = &t->c;
     for (int i = 1; i < k; i++) c->cut_bytes[i] = 64 * rnd_int(1, 20);
     for (int i = 0; i < k; i++) {
@@ -87,7 +78,7 @@ static void chain_random(test_chain *t, int k) {
 }
 
 static void chain_uniform(test_chain *t, int k) {
-    chain_alloc(t, k);
+    test_chain_alloc(t, k);
     sc_chain *c = &t->c;
     for (int i = 1; i < k; i++) c->cut_bytes[i] = 100;
     for (int i = 0; i < k; i++) {
