@@ -20,10 +20,11 @@ const sc_cpu_kernel sc_cpu_kernels[SC_OP_COUNT] = {
 
 sc_status cpu_run_node(const sc_node *node, const sc_tensor *in, int n_in, sc_tensor *out, int n_out) {
     sc_cpu_kernel k = sc_cpu_kernels[node->op];
-    const char *why = sc_kernel_missing_reason(node->op);
-    if (!k)
+    if (!k) {
+        const char *why = sc_kernel_missing_reason(node->op);
         return sc_errorf("node '%s': op %s is not supported by the CPU backend%s%s", node->name,
                          sc_op_name(node->op), why ? ": " : "", why ? why : "");
+    }
     sc_kernel_call call = {node, in, n_in, out, n_out};
     bool wide = cpu_needs_widening(node->op, in, n_in, out, n_out);
     if (!sc_profile_enabled()) return wide ? cpu_run_widened(k, &call) : k(&call);
