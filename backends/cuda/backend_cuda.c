@@ -391,10 +391,11 @@ static sc_status cuda_synchronize(sc_backend *b) {
 static sc_status cuda_run(sc_backend *b, const sc_node *n, const sc_tensor *in, int n_in, sc_tensor *out, int n_out) {
     cuda_backend *c = b->ctx;
     cu_kernel k = cu_kernels[n->op];
-    const char *why = sc_kernel_missing_reason(n->op);
-    if (!k)
+    if (!k) {
+        const char *why = sc_kernel_missing_reason(n->op);
         return sc_errorf("node '%s': op %s is not supported by the CUDA backend%s%s", n->name, sc_op_name(n->op),
                          why ? ": " : "", why ? why : "");
+    }
     cu_call call = {&c->cu, n, in, n_in, out, n_out};
     if (c->cu.n_comm_pend) /* a collective still reading or writing one of these (cu_collective.c) */
         for (int k = 0; k < n_in + n_out; k++) {
