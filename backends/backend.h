@@ -85,6 +85,15 @@ typedef struct {
     void (*destroy)(sc_backend *b);
 } sc_backend_i;
 
+/* The entries every backend defines, as functions named <prefix>_<entry> (run_node: <prefix>_run),
+ * with the host's seed and thread state (below): a backend's interface table starts with these. */
+#define SC_BACKEND_ENTRIES(prefix)                                                                      \
+    .arena_create = prefix##_arena_create, .arena_destroy = prefix##_arena_destroy,                     \
+    .copy_h2d = prefix##_copy_h2d, .copy_d2h = prefix##_copy_d2h, .copy_wire = prefix##_copy_wire,     \
+    .wait = prefix##_wait, .run_node = prefix##_run, .synchronize = prefix##_synchronize,              \
+    .memory = prefix##_memory, .destroy = prefix##_destroy, .set_seed = backend_host_set_seed,          \
+    .set_threads = backend_host_set_threads
+
 struct sc_backend {
     const sc_backend_i *iface;
     void *ctx;

@@ -280,22 +280,11 @@ static void cpu_destroy(sc_backend *b) {
 }
 
 static const sc_backend_i cpu_iface = {
+    SC_BACKEND_ENTRIES(cpu),
     .name = "cpu",
     .compute_on_host = true,
-    .arena_create = cpu_arena_create,
-    .arena_destroy = cpu_arena_destroy,
-    .copy_h2d = cpu_copy_h2d,
-    .copy_d2h = cpu_copy_d2h,
-    .copy_wire = cpu_copy_wire,
-    .wait = cpu_wait,
-    .run_node = cpu_run,
-    .synchronize = cpu_synchronize,
-    .memory = cpu_memory,
     .params_changed = cpu_params_changed_hook,
-    .set_seed = backend_host_set_seed,
-    .set_threads = backend_host_set_threads,
     .evaluator = cpu_backend_evaluator,
-    .destroy = cpu_destroy,
 };
 
 void backend_cpu_set_link_bandwidth(sc_backend *b, double bytes_per_second) {

@@ -47,6 +47,16 @@ from torch_gpt import gpt_class
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+def gpt_case(batch, seq, layers, heads, dim, vocab=50257, gen=None):
+    """gen args (gen: the model's own, default its layer sizes with --seq seq and --vocab vocab), train
+    args and torch side of a GPT trained at batch x seq."""
+    cfg = dict(layers=layers, heads=heads, dim=dim, seq=seq, vocab=vocab)
+    gen = gen or [a for k, v in cfg.items() for a in ("--" + k, str(v))]
+    return {"gen": ["gpt", *gen], "train": ["--batch", str(batch), "--seq", str(seq)], "torch": ("gpt", batch, cfg)}
+
+
+GPT_SMOKE = dict(layers=2, heads=2, dim=64, vocab=128)
+
 # key: title, gen args, train args, torch side, and the tiny --smoke-cpu variant
 MODELS = {
     "resnet50": {
@@ -57,11 +67,8 @@ MODELS = {
     },
     "gpt2": {
         "title": "GPT-2 small (12/12/768, vocab 50257), batch 8, seq 1024",
-        "gen": ["gpt", "--preset", "small"], "train": ["--batch", "8", "--seq", "1024"],
-        "torch": ("gpt", 8, dict(layers=12, heads=12, dim=768, seq=1024, vocab=50257)),
-        "smoke": {"gen": ["gpt", "--layers", "2", "--heads", "2", "--dim", "64", "--seq", "32", "--vocab", "128"],
-                  "train": ["--batch", "2", "--seq", "32"],
-                  "torch": ("gpt", 2, dict(layers=2, heads=2, dim=64, seq=32, vocab=128))},
+        **gpt_case(8, 1024, 12, 12, 768, gen=["--preset", "small"]),
+        "smoke": gpt_case(2, 32, **GPT_SMOKE),
     },
     "dranet50": {
         "title": "DRANet-50 (19 classes), batch 4, 3x512x512",
@@ -71,11 +78,8 @@ MODELS = {
     },
     "stream": {
         "title": "GPT-2 medium (24/16/1024), batch 1, seq 256: --memory = weights (weights + momentum = 2x the cap)",
-        "gen": ["gpt", "--preset", "medium"], "train": ["--batch", "1", "--seq", "256"],
-        "torch": ("gpt", 1, dict(layers=24, heads=16, dim=1024, seq=256, vocab=50257)),
-        "smoke": {"gen": ["gpt", "--layers", "2", "--heads", "2", "--dim", "64", "--seq", "32", "--vocab", "128"],
-                  "train": ["--batch", "1", "--seq", "32"],
-                  "torch": ("gpt", 1, dict(layers=2, heads=2, dim=64, seq=32, vocab=128))},
+        **gpt_case(1, 256, 24, 16, 1024, gen=["--preset", "medium"]),
+        "smoke": gpt_case(1, 32, **GPT_SMOKE),
     },
 }
 

@@ -161,6 +161,11 @@ void shape_set_out(sc_graph *g, const sc_node *n, int k, const sc_desc *d) {
     if (k < n->n_out && n->out[k] >= 0) g->values[n->out[k]].desc = *d;
 }
 
+sc_status shape_out(sc_graph *g, const sc_node *n, const sc_desc *d) {
+    shape_set_out(g, n, 0, d);
+    return SC_OK;
+}
+
 sc_status shape_same_desc(const sc_graph *g, const sc_node *n, int a, int b) {
     const sc_desc *da = shape_in(g, n, a), *db = shape_in(g, n, b);
     if (da->dtype != db->dtype || da->rank != db->rank || !sc_desc_same_shape(da, db))

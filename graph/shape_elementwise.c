@@ -13,15 +13,13 @@ sc_status shape_unary(sc_graph *g, sc_node *n) {
         if (sc_desc_numel(b) != 1 || b->dtype != x->dtype)
             return shape_fail(g, n, "input %d must be a scalar of the input's dtype", i);
     }
-    shape_set_out(g, n, 0, x);
-    return SC_OK;
+    return shape_out(g, n, x);
 }
 
 sc_status shape_not(sc_graph *g, sc_node *n) {
     const sc_desc *x = shape_in(g, n, 0);
     if (x->dtype != SC_BOOL) return shape_fail(g, n, "input must be bool");
-    shape_set_out(g, n, 0, x);
-    return SC_OK;
+    return shape_out(g, n, x);
 }
 
 sc_status shape_cast(sc_graph *g, sc_node *n) {
@@ -30,8 +28,7 @@ sc_status shape_cast(sc_graph *g, sc_node *n) {
     if (to == SC_DTYPE_UNDEFINED || to == SC_STRING || sc_dtype_size(to) == 0)
         return shape_fail(g, n, "cannot cast to %s", sc_dtype_name(to));
     out.dtype = to;
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 static sc_status binary_out(sc_graph *g, sc_node *n, bool same_dtype, sc_desc *out) {
@@ -46,16 +43,14 @@ sc_status shape_binary(sc_graph *g, sc_node *n) {
     sc_desc out;
     SC_TRY(binary_out(g, n, n->op != SC_OP_POW, &out));
     out.dtype = shape_in(g, n, 0)->dtype;
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 sc_status shape_compare(sc_graph *g, sc_node *n) {
     sc_desc out;
     SC_TRY(binary_out(g, n, true, &out));
     out.dtype = SC_BOOL;
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 sc_status shape_logical(sc_graph *g, sc_node *n) {
@@ -63,8 +58,7 @@ sc_status shape_logical(sc_graph *g, sc_node *n) {
         return shape_fail(g, n, "operands must be bool");
     sc_desc out;
     SC_TRY(binary_out(g, n, true, &out));
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* Max, Min: every input broadcasts together. */
@@ -77,8 +71,7 @@ sc_status shape_variadic(sc_graph *g, sc_node *n) {
             return shape_fail(g, n, "input %d has dtype %s, input 0 has %s", i, sc_dtype_name(b->dtype), sc_dtype_name(out.dtype));
         SC_TRY(shape_broadcast(n, &out, b, &out));
     }
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* Where(cond, X, Y): three-way broadcast, X's dtype. */
@@ -90,8 +83,7 @@ sc_status shape_where(sc_graph *g, sc_node *n) {
     SC_TRY(shape_broadcast(n, x, y, &xy));
     SC_TRY(shape_broadcast(n, c, &xy, &out));
     out.dtype = x->dtype;
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* Dropout (X[, ratio[, training_mode]]) -> (Y like X[, mask: bool like X]). */
@@ -108,6 +100,5 @@ sc_status shape_dropout(sc_graph *g, sc_node *n) {
 sc_status shape_grad_unary(sc_graph *g, sc_node *n) {
     SC_TRY(shape_float_input(g, n, 0));
     SC_TRY(shape_same_desc(g, n, 0, 1));
-    shape_set_out(g, n, 0, shape_in(g, n, 1));
-    return SC_OK;
+    return shape_out(g, n, shape_in(g, n, 1));
 }

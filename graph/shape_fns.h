@@ -27,6 +27,8 @@ sc_status shape_fail(const sc_graph *g, const sc_node *n, const char *fmt, ...) 
 sc_status shape_axis(const sc_graph *g, const sc_node *n, int64_t axis, int rank, int *out);
 /* Sets output k's desc (no-op when the output is omitted). */
 void shape_set_out(sc_graph *g, const sc_node *n, int k, const sc_desc *d);
+/* The usual last step of a one-output shape function: sets output 0's desc, returns SC_OK. */
+sc_status shape_out(sc_graph *g, const sc_node *n, const sc_desc *d);
 /* Reads a constant scalar or one-element input of any integer or float dtype as double. */
 sc_status shape_const_scalar(const sc_graph *g, const sc_node *n, int input, double *dst);
 /* Reads a constant 1-D float input (f32, f64) into dst, like shape_const_ints. */

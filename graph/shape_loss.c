@@ -48,7 +48,6 @@ sc_status shape_sce_loss_grad(sc_graph *g, sc_node *n) {
     if (sc_desc_numel(dl) != want || dl->dtype != sce_compute_type(s->dtype))
         return shape_fail(g, n, "dLoss must have %lld elements of %s", (long long)want,
                           sc_dtype_name(sce_compute_type(s->dtype)));
-    shape_set_out(g, n, 0, s);
-    return SC_OK;
+    return shape_out(g, n, s);
 }
 

@@ -7,20 +7,37 @@
 
 #include "graph/shape_fns.h"
 
+/* A constant 1-D integer input of at most SC_MAX_RANK values: a shape, axes, repeats. */
+typedef struct {
+    int64_t v[SC_MAX_RANK];
+    int n;
+} int_list;
+
+static sc_status read_list(const sc_graph *g, const sc_node *n, int input, int_list *l) {
+    return shape_const_ints(g, n, input, l->v, SC_MAX_RANK, &l->n);
+}
+
+/* read_list for an output shape (Expand, ConstantOfShape): every entry must be >= 0. */
+static sc_status read_shape(const sc_graph *g, const sc_node *n, int input, int_list *l) {
+    SC_TRY(read_list(g, n, input, l));
+    for (int i = 0; i < l->n; i++)
+        if (l->v[i] < 0) return shape_fail(g, n, "shape[%d] = %lld is negative", i, (long long)l->v[i]);
+    return SC_OK;
+}
+
 /* Reshape: 0 copies the input dim at that position (a literal 0 with allowzero), one -1 takes what
  * is left. */
 sc_status shape_reshape(sc_graph *g, sc_node *n) {
     const sc_desc *x = shape_in(g, n, 0);
-    int64_t shape[SC_MAX_RANK];
-    int cnt;
-    SC_TRY(shape_const_ints(g, n, 1, shape, SC_MAX_RANK, &cnt));
+    int_list shape;
+    SC_TRY(read_list(g, n, 1, &shape));
     bool allowzero = n->attrs->reshape.allowzero;
     sc_desc out = *x;
-    out.rank = cnt;
+    out.rank = shape.n;
     int infer = -1;
     int64_t known = 1;
-    for (int i = 0; i < cnt; i++) {
-        int64_t d = shape[i];
+    for (int i = 0; i < shape.n; i++) {
+        int64_t d = shape.v[i];
         if (d == -1) {
             if (infer >= 0) return shape_fail(g, n, "shape has more than one -1");
             infer = i;
@@ -46,8 +63,7 @@ sc_status shape_reshape(sc_graph *g, sc_node *n) {
         char buf[160];
         return shape_fail(g, n, "cannot reshape %lld elements to %s", (long long)total, sc_desc_str(&out, buf, sizeof buf));
     }
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* Flatten: [prod(dims[:axis]), prod(dims[axis:])], axis in [-r, r]. */
@@ -59,8 +75,7 @@ sc_status shape_flatten(sc_graph *g, sc_node *n) {
     int64_t dims[2] = {1, 1};
     for (int i = 0; i < x->rank; i++) dims[i >= axis] *= x->dims[i];
     sc_desc out = sc_desc_make(x->dtype, 2, dims);
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 sc_status shape_transpose(sc_graph *g, sc_node *n) {
@@ -82,53 +97,50 @@ sc_status shape_transpose(sc_graph *g, sc_node *n) {
         seen[p] = true;
         out.dims[i] = x->dims[p];
     }
-    shape_set_out(g, n, 0, &out);
+    return shape_out(g, n, &out);
+}
+
+/* Marks the listed axes of a rank-`rank` shape in mask (negative axes count from the back); ONNX
+ * requires them distinct. */
+static sc_status mark_axes(sc_graph *g, sc_node *n, const int_list *axes, int rank, bool *mask) {
+    for (int i = 0; i < axes->n; i++) {
+        int a;
+        SC_TRY(shape_axis(g, n, axes->v[i], rank, &a));
+        if (mask[a]) return shape_fail(g, n, "axis %d repeats in axes", a);
+        mask[a] = true;
+    }
     return SC_OK;
 }
 
 /* Squeeze: listed axes must be 1; without axes every 1 dim goes. */
 sc_status shape_squeeze(sc_graph *g, sc_node *n) {
     const sc_desc *x = shape_in(g, n, 0);
-    int64_t axes[SC_MAX_RANK];
-    int cnt = 0;
-    if (node_has_input(n, 1)) SC_TRY(shape_const_ints(g, n, 1, axes, SC_MAX_RANK, &cnt));
+    int_list axes = {.n = 0};
+    if (node_has_input(n, 1)) SC_TRY(read_list(g, n, 1, &axes));
     bool drop[SC_MAX_RANK] = {false};
-    for (int i = 0; i < cnt; i++) {
-        int a;
-        SC_TRY(shape_axis(g, n, axes[i], x->rank, &a));
-        if (x->dims[a] != 1) return shape_fail(g, n, "cannot squeeze axis %d of size %lld", a, (long long)x->dims[a]);
-        drop[a] = true;
-    }
-    if (cnt == 0)
-        for (int i = 0; i < x->rank; i++) drop[i] = x->dims[i] == 1;
+    SC_TRY(mark_axes(g, n, &axes, x->rank, drop));
     sc_desc out = *x;
     out.rank = 0;
-    for (int i = 0; i < x->rank; i++)
+    for (int i = 0; i < x->rank; i++) {
+        if (axes.n == 0) drop[i] = x->dims[i] == 1;
+        if (drop[i] && x->dims[i] != 1) return shape_fail(g, n, "cannot squeeze axis %d of size %lld", i, (long long)x->dims[i]);
         if (!drop[i]) out.dims[out.rank++] = x->dims[i];
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    }
+    return shape_out(g, n, &out);
 }
 
 /* Unsqueeze: axes index the output (rank r + len(axes)). */
 sc_status shape_unsqueeze(sc_graph *g, sc_node *n) {
     const sc_desc *x = shape_in(g, n, 0);
-    int64_t axes[SC_MAX_RANK];
-    int cnt;
-    SC_TRY(shape_const_ints(g, n, 1, axes, SC_MAX_RANK, &cnt));
-    int rank = x->rank + cnt;
-    if (rank > SC_MAX_RANK) return shape_fail(g, n, "result rank %d exceeds %d", rank, SC_MAX_RANK);
-    bool ins[SC_MAX_RANK] = {false};
-    for (int i = 0; i < cnt; i++) {
-        int a;
-        SC_TRY(shape_axis(g, n, axes[i], rank, &a));
-        if (ins[a]) return shape_fail(g, n, "axis %d repeats in axes", a);
-        ins[a] = true;
-    }
+    int_list axes;
+    SC_TRY(read_list(g, n, 1, &axes));
     sc_desc out = *x;
-    out.rank = rank;
-    for (int i = 0, j = 0; i < rank; i++) out.dims[i] = ins[i] ? 1 : x->dims[j++];
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    out.rank = x->rank + axes.n;
+    if (out.rank > SC_MAX_RANK) return shape_fail(g, n, "result rank %d exceeds %d", out.rank, SC_MAX_RANK);
+    bool ins[SC_MAX_RANK] = {false};
+    SC_TRY(mark_axes(g, n, &axes, out.rank, ins));
+    for (int i = 0, j = 0; i < out.rank; i++) out.dims[i] = ins[i] ? 1 : x->dims[j++];
+    return shape_out(g, n, &out);
 }
 
 sc_status shape_concat(sc_graph *g, sc_node *n) {
@@ -145,8 +157,7 @@ sc_status shape_concat(sc_graph *g, sc_node *n) {
                 return shape_fail(g, n, "input %d differs from input 0 in dim %d (concat axis %d)", i, d, axis);
         out.dims[axis] += b->dims[axis];
     }
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* Split: sizes from input 1; else opset 18's num_outputs with chunks of ceil(dim / num_outputs)
@@ -237,8 +248,7 @@ sc_status shape_slice(sc_graph *g, sc_node *n) {
         if (steps[i] == 0) return shape_fail(g, n, "steps[%d] is 0", i);
         out.dims[a] = shape_slice_len(x->dims[a], starts[i], ends[i], steps[i]);
     }
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* Gather: data[:axis] + indices.shape + data[axis+1:]. */
@@ -254,23 +264,18 @@ sc_status shape_gather(sc_graph *g, sc_node *n) {
     for (int i = 0; i < axis; i++) out.dims[out.rank++] = x->dims[i];
     for (int i = 0; i < idx->rank; i++) out.dims[out.rank++] = idx->dims[i];
     for (int i = axis + 1; i < x->rank; i++) out.dims[out.rank++] = x->dims[i];
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* Expand: bidirectional broadcast of the input with the shape input. */
 sc_status shape_expand(sc_graph *g, sc_node *n) {
     const sc_desc *x = shape_in(g, n, 0);
-    int64_t shape[SC_MAX_RANK];
-    int cnt;
-    SC_TRY(shape_const_ints(g, n, 1, shape, SC_MAX_RANK, &cnt));
-    sc_desc target = sc_desc_make(x->dtype, cnt, shape), out;
-    for (int i = 0; i < cnt; i++)
-        if (shape[i] < 0) return shape_fail(g, n, "shape[%d] = %lld is negative", i, (long long)shape[i]);
+    int_list shape;
+    SC_TRY(read_shape(g, n, 1, &shape));
+    sc_desc target = sc_desc_make(x->dtype, shape.n, shape.v), out;
     SC_TRY(shape_broadcast(n, x, &target, &out));
     out.dtype = x->dtype;
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* Pad: pads input is [x1_begin, x2_begin, ..., x1_end, x2_end, ...] over the axes of input 3 (all
@@ -295,16 +300,14 @@ sc_status shape_pad(sc_graph *g, sc_node *n) {
         out.dims[a] = x->dims[a] + pads[i] + pads[i + na];
         if (out.dims[a] < 0) return shape_fail(g, n, "pads make axis %d negative", a);
     }
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 sc_status shape_trilu(sc_graph *g, sc_node *n) {
     const sc_desc *x = shape_in(g, n, 0);
     if (x->rank < 2) return shape_fail(g, n, "input must have rank >= 2");
     if (node_has_input(n, 1) && sc_desc_numel(shape_in(g, n, 1)) != 1) return shape_fail(g, n, "k must be a scalar");
-    shape_set_out(g, n, 0, x);
-    return SC_OK;
+    return shape_out(g, n, x);
 }
 
 /* Shape (opset 15): i64 [end - start] after clamping start and end to [0, rank]. */
@@ -317,20 +320,15 @@ sc_status shape_shape(sc_graph *g, sc_node *n) {
     end = end < 0 ? 0 : end > rank ? rank : end;
     int64_t len = end > start ? end - start : 0;
     sc_desc out = sc_desc_make(SC_I64, 1, &len);
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 sc_status shape_constant_of_shape(sc_graph *g, sc_node *n) {
-    int64_t shape[SC_MAX_RANK];
-    int cnt;
-    SC_TRY(shape_const_ints(g, n, 0, shape, SC_MAX_RANK, &cnt));
-    for (int i = 0; i < cnt; i++)
-        if (shape[i] < 0) return shape_fail(g, n, "shape[%d] = %lld is negative", i, (long long)shape[i]);
+    int_list shape;
+    SC_TRY(read_shape(g, n, 0, &shape));
     sc_dtype t = n->attrs->fill.dtype ? n->attrs->fill.dtype : SC_F32;
-    sc_desc out = sc_desc_make(t, cnt, shape);
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    sc_desc out = sc_desc_make(t, shape.n, shape.v);
+    return shape_out(g, n, &out);
 }
 
 /* Range: max(ceil((limit - start) / delta), 0) elements of start's dtype. */
@@ -347,8 +345,7 @@ sc_status shape_range(sc_graph *g, sc_node *n) {
     if (!(len <= (double)SC_SHAPE_MAX_DIM)) return shape_fail(g, n, "range has more than 2^40 elements (or is NaN)");
     int64_t dim = (int64_t)len;
     sc_desc out = sc_desc_make(t, 1, &dim);
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* ScatterND: Y has data's desc. indices (i64) is [..., k] with 1 <= k <= rank(data); updates must be
@@ -368,25 +365,23 @@ sc_status shape_scatter_nd(sc_graph *g, sc_node *n) {
         char a[128];
         return shape_fail(g, n, "updates %s must be indices.shape[:-1] + data.shape[%lld:]", sc_desc_str(u, a, sizeof a), (long long)k);
     }
-    shape_set_out(g, n, 0, x);
-    return SC_OK;
+    return shape_out(g, n, x);
 }
 
 /* Tile: output dim i = input dim i * repeats[i]; repeats (i64, one per dim, >= 0) must be constant. */
 sc_status shape_tile(sc_graph *g, sc_node *n) {
     const sc_desc *x = shape_in(g, n, 0);
-    int64_t r[SC_MAX_RANK];
-    int cnt;
-    SC_TRY(shape_const_ints(g, n, 1, r, SC_MAX_RANK, &cnt));
-    if (cnt != x->rank) return shape_fail(g, n, "repeats has %d values for rank %d", cnt, x->rank);
+    int_list r;
+    SC_TRY(read_list(g, n, 1, &r));
+    if (r.n != x->rank) return shape_fail(g, n, "repeats has %d values for rank %d", r.n, x->rank);
     sc_desc out = *x;
-    for (int i = 0; i < cnt; i++) {
-        if (r[i] < 0 || (r[i] && x->dims[i] > SC_SHAPE_MAX_DIM / r[i]))
-            return shape_fail(g, n, "repeats[%d] = %lld is negative or too large", i, (long long)r[i]);
-        out.dims[i] = x->dims[i] * r[i];
+    for (int i = 0; i < r.n; i++) {
+        int64_t k = r.v[i];
+        if (k < 0 || (k && x->dims[i] > SC_SHAPE_MAX_DIM / k))
+            return shape_fail(g, n, "repeats[%d] = %lld is negative or too large", i, (long long)k);
+        out.dims[i] = x->dims[i] * k;
     }
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* GatherElements: Y has indices' shape and data's type; indices (i32/i64) have data's rank. */
@@ -398,6 +393,5 @@ sc_status shape_gather_elements(sc_graph *g, sc_node *n) {
     if (idx->rank != x->rank) return shape_fail(g, n, "indices have rank %d, data %d", idx->rank, x->rank);
     sc_desc out = *idx;
     out.dtype = x->dtype;
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }

@@ -34,8 +34,7 @@ sc_status shape_slice_grad(sc_graph *g, sc_node *n) {
     for (int i = 0; i < x->rank; i++)
         if (dy->dims[i] != want[i])
             return shape_fail(g, n, "dY dim %d is %lld but the slice has %lld", i, (long long)dy->dims[i], (long long)want[i]);
-    shape_set_out(g, n, 0, x);
-    return SC_OK;
+    return shape_out(g, n, x);
 }
 
 /* GatherGrad's output shape: data's, else base's, else the shape autodiff recorded in its attributes
@@ -75,6 +74,5 @@ sc_status shape_gather_grad(sc_graph *g, sc_node *n) {
         const sc_desc *base = shape_in(g, n, 3);
         if (base->dtype != data->dtype || !sc_desc_same_shape(base, data)) return shape_fail(g, n, "base must have data's dtype and shape");
     }
-    shape_set_out(g, n, 0, data);
-    return SC_OK;
+    return shape_out(g, n, data);
 }

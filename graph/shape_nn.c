@@ -120,8 +120,7 @@ sc_status shape_conv(sc_graph *g, sc_node *n) {
     if (w->fused_sum && (shape_in(g, n, 3)->dtype != x->dtype || !sc_desc_same_shape(shape_in(g, n, 3), &out)))
         return shape_fail(g, n, "the fused summand (input 3) must have the output's dtype and shape");
     SC_TRY(graph_node_set_attrs(g, n, &a));
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* MaxPool, AveragePool: X [N, C, D1..Dk] -> [N, C, O1..Ok]; MaxPool's Indices are i64 alike. */
@@ -149,8 +148,7 @@ sc_status shape_global_pool(sc_graph *g, sc_node *n) {
     if (x->rank < 3) return shape_fail(g, n, "X must have rank >= 3");
     sc_desc out = *x;
     for (int i = 2; i < out.rank; i++) out.dims[i] = 1;
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* Y like X; scale, B, mean, var are [C]. Opset 14+ training mode adds running_mean and
@@ -184,8 +182,7 @@ sc_status shape_gemm(sc_graph *g, sc_node *n) {
     if (node_has_input(n, 2)) {
         if (!broadcasts_to(shape_in(g, n, 2), &out)) return shape_fail(g, n, "C does not broadcast to [%lld,%lld]", (long long)m, (long long)nn);
     }
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* numpy.matmul: a 1-D A gains a leading 1 and a 1-D B a trailing 1 (both removed from the result);
@@ -211,16 +208,14 @@ sc_status shape_matmul(sc_graph *g, sc_node *n) {
     if (!a1) out.dims[out.rank++] = a.dims[a.rank - 2];
     if (!b1) out.dims[out.rank++] = b.dims[b.rank - 1];
     if (out.rank > SC_MAX_RANK) return shape_fail(g, n, "result rank exceeds %d", SC_MAX_RANK);
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 sc_status shape_softmax(sc_graph *g, sc_node *n) {
     const sc_desc *x = shape_in(g, n, 0);
     int axis;
     SC_TRY(shape_axis(g, n, n->attrs->axis.axis, x->rank, &axis));
-    shape_set_out(g, n, 0, x);
-    return SC_OK;
+    return shape_out(g, n, x);
 }
 
 /* Y like X; Mean and InvStdDev keep dims[:axis] and set the normalised dims to 1, in stash_type. */
@@ -310,6 +305,5 @@ sc_status shape_resize(sc_graph *g, sc_node *n) {
             }
         }
     }
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }

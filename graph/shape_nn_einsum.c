@@ -83,6 +83,5 @@ sc_status shape_einsum(sc_graph *g, sc_node *n) {
     sc_desc out = *ins[0];
     out.rank = (int)strlen(sp.out);
     for (int d = 0; d < out.rank; d++) out.dims[d] = sp.size[(unsigned char)sp.out[d]];
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }

@@ -15,8 +15,7 @@ sc_status shape_softmax_grad(sc_graph *g, sc_node *n) {
     const sc_desc *y = shape_in(g, n, 1);
     int axis;
     SC_TRY(shape_axis(g, n, n->attrs->axis.axis, y->rank > 0 ? y->rank : 1, &axis));
-    shape_set_out(g, n, 0, y);
-    return SC_OK;
+    return shape_out(g, n, y);
 }
 
 /* Window ops take what the forward's shape function left: explicit pads, kernel_shape set. */
@@ -58,8 +57,7 @@ sc_status shape_pool_grad(sc_graph *g, sc_node *n) {
     if (!n->attrs->window.has_kernel_shape) return shape_fail(g, n, "kernel_shape is missing");
     if (dy->dtype != x->dtype || dy->rank != x->rank || dy->dims[0] != x->dims[0] || dy->dims[1] != x->dims[1])
         return shape_fail(g, n, "dY must be [N, C, O...] with X's N, C and dtype");
-    shape_set_out(g, n, 0, x);
-    return SC_OK;
+    return shape_out(g, n, x);
 }
 
 /* BatchNormalizationGrad (dY, X [N, C, D...], scale [C]) -> (dX like X, dScale [C], dBias [C]). */
@@ -99,6 +97,5 @@ sc_status shape_resize_grad(sc_graph *g, sc_node *n) {
     const sc_desc *dy = shape_in(g, n, 0), *x = shape_in(g, n, 1);
     SC_TRY(shape_float_input(g, n, 0));
     if (dy->dtype != x->dtype || dy->rank != x->rank) return shape_fail(g, n, "dY must have X's dtype and rank");
-    shape_set_out(g, n, 0, x);
-    return SC_OK;
+    return shape_out(g, n, x);
 }

@@ -15,8 +15,7 @@ sc_status shape_reduce(sc_graph *g, sc_node *n) {
     bool reduced[SC_MAX_RANK] = {false};
     if (cnt == 0) {
         if (ra->noop_with_empty_axes) {
-            shape_set_out(g, n, 0, x);
-            return SC_OK;
+            return shape_out(g, n, x);
         }
         for (int i = 0; i < x->rank; i++) reduced[i] = true;
     }
@@ -34,8 +33,7 @@ sc_status shape_reduce(sc_graph *g, sc_node *n) {
         else if (ra->keepdims)
             out.dims[out.rank++] = 1;
     }
-    shape_set_out(g, n, 0, &out);
-    return SC_OK;
+    return shape_out(g, n, &out);
 }
 
 /* CumSum: Y has X's shape and type. axis (input 1) is an integer scalar or 1-element tensor in
@@ -51,6 +49,5 @@ sc_status shape_cum_sum(sc_graph *g, sc_node *n) {
         SC_TRY(shape_const_ints(g, n, 1, &axis, 1, &cnt));
         SC_TRY(shape_axis(g, n, axis, x->rank, &ax));
     }
-    shape_set_out(g, n, 0, x);
-    return SC_OK;
+    return shape_out(g, n, x);
 }

@@ -38,6 +38,11 @@ typedef struct {
     int n_pos;
 } arg_spec;
 
+/* The spec of a command on one model file (its one positional) with the options array opts_. */
+#define ARGS_MODEL_SPEC(usage_, summary_, opts_)                                                             \
+    {.usage = (usage_), .summary = (summary_), .opts = (opts_), .n_opts = (int)(sizeof(opts_) / sizeof(opts_)[0]), \
+     .min_pos = 1, .max_pos = 1}
+
 typedef enum { ARGS_OK = 0, ARGS_HELP = 1, ARGS_ERROR = 2 } args_result;
 
 /* Parses argv[0..argc) (argv[0] is the first argument, not the program). On ARGS_HELP the help was

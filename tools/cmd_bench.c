@@ -374,11 +374,11 @@ int cmd_bench(int argc, char **argv) {
         {.name = "svg", .kind = ARG_STR, .metavar = "FILE.svg", .help = "plot time overhead against activation memory"},
         PLAN_CALIBRATE_OPT,
     };
-    arg_spec spec = {
-        .usage = "scorch-run bench MODEL.onnx --memories a,b,c [options]",
-        .summary = "Runs training steps under every (strategy, memory) plan that fits and reports the measured peak,\n"
-                   "activation memory cut and step time overhead against the store-everything plan.",
-        .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
+    arg_spec spec = ARGS_MODEL_SPEC(
+        "scorch-run bench MODEL.onnx --memories a,b,c [options]",
+        "Runs training steps under every (strategy, memory) plan that fits and reports the measured peak,\n"
+        "activation memory cut and step time overhead against the store-everything plan.",
+        opts);
     int exit_code;
     if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     sc_trainer_config cfg;

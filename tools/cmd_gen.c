@@ -66,8 +66,11 @@ typedef struct {
     sc_status (*build)(onnxb *b, const void *opts);
 } gen_model;
 
-/* The option's integer when given, else def. */
-static int64_t opt_int(const arg_opt *o, int64_t def) { return o->set ? o->i : def; }
+/* Options opts[0..n) given on the command line override the defaults already in *fields[i]. */
+static void apply_ints(const arg_opt *opts, int64_t *const *fields, int n) {
+    for (int i = 0; i < n; i++)
+        if (opts[i].set) *fields[i] = opts[i].i;
+}
 
 static int configure_resnet(const arg_opt *opts, uint64_t seed, gen_any_opts *any, char *what, size_t what_size) {
     if (!opts[0].set) {
@@ -75,25 +78,19 @@ static int configure_resnet(const arg_opt *opts, uint64_t seed, gen_any_opts *an
         return 2;
     }
     gen_resnet_opts *o = &any->resnet;
-    *o = (gen_resnet_opts){.depth = opts[0].i,
-                           .width = opt_int(&opts[1], 64),
-                           .classes = opt_int(&opts[2], 1000),
-                           .image = opt_int(&opts[3], 224),
-                           .zero_init_residual = opts[4].set ? (opts[4].i != 0) : -1,
-                           .seed = seed};
+    *o = (gen_resnet_opts){.width = 64, .classes = 1000, .image = 224, .seed = seed};
+    apply_ints(opts, (int64_t *const[]){&o->depth, &o->width, &o->classes, &o->image}, 4);
+    o->zero_init_residual = opts[4].set ? (opts[4].i != 0) : -1;
     snprintf(what, what_size, "resnet%lld", (long long)o->depth);
     return 0;
 }
 
 static int configure_dranet(const arg_opt *opts, uint64_t seed, gen_any_opts *any, char *what, size_t what_size) {
     gen_dranet_opts *o = &any->dranet;
-    *o = (gen_dranet_opts){.depth = opt_int(&opts[0], 50),
-                           .width = opt_int(&opts[1], 64),
-                           .classes = opt_int(&opts[2], 19),
-                           .image = opt_int(&opts[3], 512),
-                           .gamma = opts[4].set ? opts[4].f : 0.0,
-                           .residual_gamma = opts[5].set ? opts[5].f : 1.0,
-                           .seed = seed};
+    *o = (gen_dranet_opts){.depth = 50, .width = 64, .classes = 19, .image = 512, .residual_gamma = 1.0, .seed = seed};
+    apply_ints(opts, (int64_t *const[]){&o->depth, &o->width, &o->classes, &o->image}, 4);
+    if (opts[4].set) o->gamma = opts[4].f;
+    if (opts[5].set) o->residual_gamma = opts[5].f;
     snprintf(what, what_size, "dranet%lld", (long long)o->depth);
     return 0;
 }
@@ -120,8 +117,7 @@ static int configure_gpt(const arg_opt *opts, uint64_t seed, gen_any_opts *any, 
         }
         o->layers = p->layers, o->heads = p->heads, o->dim = p->dim;
     }
-    int64_t *fields[5] = {&o->layers, &o->heads, &o->dim, &o->vocab, &o->seq};
-    for (int i = 0; i < 5; i++) *fields[i] = opt_int(&opts[1 + i], *fields[i]);
+    apply_ints(opts + 1, (int64_t *const[]){&o->layers, &o->heads, &o->dim, &o->vocab, &o->seq}, 5);
     if (!o->layers || !o->heads || !o->dim) {
         args_error("gen gpt: give --preset or all of --layers, --heads and --dim");
         return 2;
@@ -132,16 +128,18 @@ static int configure_gpt(const arg_opt *opts, uint64_t seed, gen_any_opts *any, 
 
 static int configure_densenet(const arg_opt *opts, uint64_t seed, gen_any_opts *any, char *what, size_t what_size) {
     gen_densenet_opts *o = &any->densenet;
-    *o = (gen_densenet_opts){.blocks = opt_int(&opts[0], 4),
-                             .layers = opt_int(&opts[1], 6),
-                             .growth = opt_int(&opts[2], 12),
-                             .classes = opt_int(&opts[3], 10),
-                             .image = opt_int(&opts[4], 32),
-                             .seed = seed};
+    *o = (gen_densenet_opts){.blocks = 4, .layers = 6, .growth = 12, .classes = 10, .image = 32, .seed = seed};
+    apply_ints(opts, (int64_t *const[]){&o->blocks, &o->layers, &o->growth, &o->classes, &o->image}, 5);
     snprintf(what, what_size, "densenet-B%lld-L%lld-K%lld", (long long)o->blocks, (long long)o->layers,
              (long long)o->growth);
     return 0;
 }
+
+/* Options the image models share, the same name and meaning in each; the help text ends with the
+ * model's default. */
+#define OPT_WIDTH(help) OPT("width", 0, ARG_INT, "W", help)
+#define OPT_CLASSES(help) OPT("classes", 0, ARG_INT, "C", help)
+#define OPT_IMAGE(help) OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S]" help)
 
 static const gen_model gen_models[] = {
     {"resnet", "scorch-run gen resnet --depth D [options] -o FILE.onnx",
@@ -149,9 +147,8 @@ static const gen_model gen_models[] = {
      "output 'logits' [batch,C]. Weights: kaiming normal (fan_out), BN 1/0.",
      {OPT("depth", 0, ARG_INT, "D",
           "18, 34, 50, 101, 152: torchvision's ResNet; any other D >= 1: stem + D basic blocks at constant width"),
-      OPT("width", 0, ARG_INT, "W", "base channels (default 64)"),
-      OPT("classes", 0, ARG_INT, "C", "output classes (default 1000)"),
-      OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S] (default 224)"),
+      OPT_WIDTH("base channels (default 64)"), OPT_CLASSES("output classes (default 1000)"),
+      OPT_IMAGE(" (default 224)"),
       OPT("zero-init-residual", 0, ARG_INT, "0|1",
           "start each block's last BN gamma at 0 (default: 1 for generic depths, 0 for standard ones)")},
      5, configure_resnet, build_resnet},
@@ -159,9 +156,8 @@ static const gen_model gen_models[] = {
      "DRANet/DANet-style segmentation net: dilated ResNet (output stride 8), position and\n"
      "channel attention head, bilinear upsampling; output 'output' [batch,C,S,S].",
      {OPT("depth", 0, ARG_INT, "D", "backbone ResNet depth, 50 or 101 (default 50)"),
-      OPT("width", 0, ARG_INT, "W", "backbone base channels (default 64)"),
-      OPT("classes", 0, ARG_INT, "C", "segmentation classes (default 19)"),
-      OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S], S a multiple of 8 (default 512)"),
+      OPT_WIDTH("backbone base channels (default 64)"), OPT_CLASSES("segmentation classes (default 19)"),
+      OPT_IMAGE(", S a multiple of 8 (default 512)"),
       OPT("gamma", 0, ARG_FLOAT, "G", "initial attention gammas (default 0, as DANet)"),
       OPT("residual-gamma", 0, ARG_FLOAT, "G",
           "initial gamma of each backbone block's last BN (default 1; 0 = zero-init residual, Goyal et al. "
@@ -181,8 +177,7 @@ static const gen_model gen_models[] = {
      {OPT("blocks", 0, ARG_INT, "B", "dense blocks (default 4)"),
       OPT("layers-per-block", 0, ARG_INT, "L", "dense layers per block (default 6)"),
       OPT("growth", 0, ARG_INT, "K", "growth rate: channels each layer adds (default 12)"),
-      OPT("classes", 0, ARG_INT, "C", "output classes (default 10)"),
-      OPT("image", 0, ARG_INT, "S", "input is [batch,3,S,S] (default 32)")},
+      OPT_CLASSES("output classes (default 10)"), OPT_IMAGE(" (default 32)")},
      5, configure_densenet, build_densenet},
 };
 

@@ -81,10 +81,11 @@ static void info_print(const char *path, const sc_graph *g) {
 
 int cmd_info(int argc, char **argv) {
     arg_opt opts[] = {MODEL_LOAD_OPTS};
-    arg_spec spec = {.usage = "scorch-run info MODEL.onnx [--batch N] [--seq N] [--dim NAME=N ...]",
-                     .summary = "Prints the op histogram, parameter count and bytes, FLOPs (conv/gemm/matmul 2*MACs,\n"
-                                "others one per output element) and the bytes of all activations at the given sizes.",
-                     .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
+    arg_spec spec = ARGS_MODEL_SPEC(
+        "scorch-run info MODEL.onnx [--batch N] [--seq N] [--dim NAME=N ...]",
+        "Prints the op histogram, parameter count and bytes, FLOPs (conv/gemm/matmul 2*MACs,\n"
+        "others one per output element) and the bytes of all activations at the given sizes.",
+        opts);
     int exit_code;
     if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     sc_model *m;

@@ -298,11 +298,11 @@ int cmd_plan(int argc, char **argv) {
         {.name = "measure", .kind = ARG_INT, .metavar = "N",
          .help = "run the plan (CPU, 1 warm-up + N steps) and show the measured step time against the prediction"},
     };
-    arg_spec spec = {
-        .usage = "scorch-run plan MODEL.onnx [--memory SIZE] [options]",
-        .summary = "Plans one training step (as `train` would build it) under a device memory budget and prints its\n"
-                   "predicted costs. Nothing is executed unless --measure or --calibrate is given.",
-        .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
+    arg_spec spec = ARGS_MODEL_SPEC(
+        "scorch-run plan MODEL.onnx [--memory SIZE] [options]",
+        "Plans one training step (as `train` would build it) under a device memory budget and prints its\n"
+        "predicted costs. Nothing is executed unless --measure or --calibrate is given.",
+        opts);
     int exit_code;
     if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     plan_model_opts mo = {.path = spec.pos[0], .batch = 1};

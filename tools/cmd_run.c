@@ -244,10 +244,11 @@ int cmd_run(int argc, char **argv) {
         {.name = "profile", .kind = ARG_FLAG, .help = "with --repeat: time per op over the timed passes"},
         {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where the pass runs (default cpu; auto: the GPU when present)"},
     };
-    arg_spec spec = {.usage = "scorch-run run MODEL.onnx [options]",
-                     .summary = "Runs the forward pass on the CPU or the GPU. Inputs not given are random (floats normal(0,1),\n"
-                                "token ids uniform below the embedding's rows). Prints one line per output.",
-                     .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
+    arg_spec spec = ARGS_MODEL_SPEC(
+        "scorch-run run MODEL.onnx [options]",
+        "Runs the forward pass on the CPU or the GPU. Inputs not given are random (floats normal(0,1),\n"
+        "token ids uniform below the embedding's rows). Prints one line per output.",
+        opts);
     int exit_code;
     if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     arg_opt *threads = args_get(&spec, "threads"), *repeat = args_get(&spec, "repeat");

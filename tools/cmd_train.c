@@ -508,11 +508,11 @@ int cmd_train(int argc, char **argv) {
         PLAN_CLI_OPTS,
         PLAN_CALIBRATE_OPT,
     };
-    arg_spec spec = {
-        .usage = "scorch-run train MODEL.onnx [-o FILE] [options]",
-        .summary = "Trains the model on the CPU or an NVIDIA GPU (forward, loss, backward, optimizer update) and writes it back as ONNX.\n"
-                   "Without --data or --tokens it trains on seeded synthetic data shaped for the model.",
-        .opts = opts, .n_opts = sizeof opts / sizeof opts[0], .min_pos = 1, .max_pos = 1};
+    arg_spec spec = ARGS_MODEL_SPEC(
+        "scorch-run train MODEL.onnx [-o FILE] [options]",
+        "Trains the model on the CPU or an NVIDIA GPU (forward, loss, backward, optimizer update) and writes it back as ONNX.\n"
+        "Without --data or --tokens it trains on seeded synthetic data shaped for the model.",
+        opts);
     int exit_code;
     if (args_done(&spec, argc, argv, &exit_code)) return exit_code;
     sc_trainer_config cfg;

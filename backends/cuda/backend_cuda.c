@@ -455,29 +455,19 @@ static void cuda_destroy(sc_backend *b) {
     free(b);
 }
 
+/* set_seed: Dropout keys come from the host's (seed, step) state; set_threads: the threads of the
+ * session's host work (host updates). No cache depends on parameter values (params_changed) and
+ * constant folding has no CUDA evaluator. */
 static const sc_backend_i cuda_iface = {
+    SC_BACKEND_ENTRIES(cuda),
     .name = "cuda",
 #ifdef SC_HAVE_NCCL
     .device_collectives = true, /* NCCL on the compute stream (cu_collective.c) */
 #endif
-    .arena_create = cuda_arena_create,
-    .arena_destroy = cuda_arena_destroy,
-    .copy_h2d = cuda_copy_h2d,
-    .copy_d2h = cuda_copy_d2h,
-    .copy_wire = cuda_copy_wire,
-    .wait = cuda_wait,
-    .run_node = cuda_run,
-    .synchronize = cuda_synchronize,
-    .memory = cuda_memory,
-    .params_changed = NULL, /* no cache depends on parameter values */
-    .set_seed = backend_host_set_seed,       /* Dropout keys come from the host's (seed, step) state */
-    .set_threads = backend_host_set_threads, /* threads of the session's host work (host updates) */
-    .evaluator = NULL,
     .host_pin = cuda_host_pin,
     .host_unpin = cuda_host_unpin,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
-    .destroy = cuda_destroy,
 };
 
 bool backend_cuda_available(char *why, size_t why_size) {

@@ -65,16 +65,21 @@ static sc_status descs_make(const cu_call *c, const cu_window *w, int64_t N, int
 
 #define CU_DNN_WORKSPACE_MAX (256ll << 20)
 
-/* Picks the first usable deterministic algorithm of a perf list whose workspace fits, into algo, and
- * takes its workspace (bytes long) from the call's scratch into work; returns an error status when none fits. */
-#define PICK_ALGO(perf, n, algo, work, bytes)                                                               \
+/* Asks cuDNN for its ranked algorithms of one direction (get_v7: cudnnGetConvolution*Algorithm_v7,
+ * called with the direction's descriptors, the varargs; Perf and COUNT: its perf type and algorithm
+ * count), picks the first usable deterministic one whose workspace fits into algo, and takes its
+ * workspace (bytes long) from the call's scratch into work; returns an error status when none fits. */
+#define FIND_ALGO(Perf, COUNT, get_v7, algo, work, bytes, ...)                                              \
     do {                                                                                                   \
+        Perf perf_[COUNT];                                                                                 \
+        int n_ = 0;                                                                                        \
+        CUDNN_CHECK(c, get_v7(c->ctx->cudnn, __VA_ARGS__, COUNT, &n_, perf_));                             \
         int64_t ws_ = -1;                                                                                  \
-        for (int i_ = 0; i_ < (n) && ws_ < 0; i_++)                                                        \
-            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (perf)[i_].determinism == CUDNN_DETERMINISTIC && \
-                (int64_t)(perf)[i_].memory <= CU_DNN_WORKSPACE_MAX) {                                      \
-                (algo) = (perf)[i_].algo;                                                                  \
-                ws_ = (int64_t)(perf)[i_].memory;                                                          \
+        for (int i_ = 0; i_ < n_ && ws_ < 0; i_++)                                                         \
+            if (perf_[i_].status == CUDNN_STATUS_SUCCESS && perf_[i_].determinism == CUDNN_DETERMINISTIC && \
+                (int64_t)perf_[i_].memory <= CU_DNN_WORKSPACE_MAX) {                                       \
+                (algo) = perf_[i_].algo;                                                                   \
+                ws_ = (int64_t)perf_[i_].memory;                                                           \
             }                                                                                              \
         if (ws_ < 0)                                                                                       \
             return cu_errorf(c, "no deterministic cuDNN algorithm fits a workspace of %lld bytes", CU_DNN_WORKSPACE_MAX); \
@@ -90,13 +95,11 @@ static const void *dnn_one(sc_dtype t) { return t == SC_F64 ? (const void *)&one
 static const void *dnn_zero(sc_dtype t) { return t == SC_F64 ? (const void *)&zero_f64 : (const void *)&zero_f32; }
 
 static sc_status fwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void *x, const void *wt, const void *b, void *y) {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int n = 0;
-    CUDNN_CHECK(c, cudnnGetConvolutionForwardAlgorithm_v7(c->ctx->cudnn, d->x, d->w, d->conv, d->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
     cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
     void *work;
     size_t work_bytes;
-    PICK_ALGO(perf, n, algo, work, work_bytes);
+    FIND_ALGO(cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, cudnnGetConvolutionForwardAlgorithm_v7,
+              algo, work, work_bytes, d->x, d->w, d->conv, d->y);
     const void *al = dnn_one(t);
     CUDNN_CHECK(c, cudnnConvolutionForward(c->ctx->cudnn, al, d->x, x, d->w, wt, d->conv, algo, work, work_bytes, dnn_zero(t), d->y, y));
     if (b) CUDNN_CHECK(c, cudnnAddTensor(c->ctx->cudnn, al, d->b, b, al, d->y, y));
@@ -108,19 +111,15 @@ static sc_status bwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void 
     void *work;
     size_t work_bytes;
     if (dw) {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        int n = 0;
-        CUDNN_CHECK(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->ctx->cudnn, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
         cudnnConvolutionBwdFilterAlgo_t algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
-        PICK_ALGO(perf, n, algo, work, work_bytes);
+        FIND_ALGO(cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                  cudnnGetConvolutionBackwardFilterAlgorithm_v7, algo, work, work_bytes, d->x, d->y, d->conv, d->w);
         CUDNN_CHECK(c, cudnnConvolutionBackwardFilter(c->ctx->cudnn, al, d->x, x, d->y, dy, d->conv, algo, work, work_bytes, be, d->w, dw));
     }
     if (dx) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        int n = 0;
-        CUDNN_CHECK(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(c->ctx->cudnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
         cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-        PICK_ALGO(perf, n, algo, work, work_bytes);
+        FIND_ALGO(cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                  cudnnGetConvolutionBackwardDataAlgorithm_v7, algo, work, work_bytes, d->w, d->y, d->conv, d->x);
         CUDNN_CHECK(c, cudnnConvolutionBackwardData(c->ctx->cudnn, al, d->w, wt, d->y, dy, d->conv, algo, work, work_bytes, be, d->x, dx));
     }
     return SC_OK;

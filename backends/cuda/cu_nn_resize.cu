@@ -23,18 +23,27 @@
 
 #define RZ_LOOP(I, e, n) for (I e = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; e < (n); e += (I)gridDim.x * (I)blockDim.x)
 
+/* The multi-index idx of flat element e over dims[0..rank) (the last dim fastest). */
+template <typename I> __device__ __forceinline__ void rz_index(I e, const int64_t *dims, int rank, int64_t *idx) {
+#pragma unroll
+    for (int k = 0; k < SC_MAX_RANK; k++) {
+        int i = SC_MAX_RANK - 1 - k;
+        if (i >= rank) continue;
+        I d = (I)dims[i];
+        idx[i] = (int64_t)(e % d);
+        e /= d;
+    }
+}
+
 template <typename E, typename I> __global__ void k_resize_nearest(cu_resize_taps t, const E *x, E *y, E ext, I n) {
     RZ_LOOP(I, e, n) {
-        I f = e;
-        int64_t off = 0;
+        int64_t idx[SC_MAX_RANK], off = 0;
         bool outside = false;
+        rz_index(e, t.ydims, t.rank, idx);
 #pragma unroll
-        for (int k = 0; k < SC_MAX_RANK; k++) {
-            int i = SC_MAX_RANK - 1 - k;
+        for (int i = 0; i < SC_MAX_RANK; i++) {
             if (i >= t.rank) continue;
-            I d = (I)t.ydims[i];
-            int64_t o = t.off0[i][f % d];
-            f /= d;
+            int64_t o = t.off0[i][idx[i]];
             outside |= o < 0;
             off += o;
         }
@@ -48,16 +57,8 @@ template <typename E, typename I> __global__ void k_resize_nearest(cu_resize_tap
 template <typename I>
 __device__ __forceinline__ bool rz_taps(const cu_resize_taps &t, I e, int64_t *base, int *m, int64_t *a0,
                                         int64_t *a1, double *aw) {
-    I f = e;
     int64_t idx[SC_MAX_RANK];
-#pragma unroll
-    for (int k = 0; k < SC_MAX_RANK; k++) {
-        int i = SC_MAX_RANK - 1 - k;
-        if (i >= t.rank) continue;
-        I d = (I)t.ydims[i];
-        idx[i] = (int64_t)(f % d);
-        f /= d;
-    }
+    rz_index(e, t.ydims, t.rank, idx);
     bool inside = true;
     int64_t b = 0;
     int cnt = 0;
@@ -152,18 +153,14 @@ __device__ __forceinline__ bool rz_grad_next(const cu_resize_taps &t, const int6
  * empty list: downsampling, or only extrapolated outputs) gets 0, so dX needs no clearing. */
 template <typename T, typename I> __global__ void k_resize_grad(cu_resize_taps t, const T *dy, T *dx, I n) {
     RZ_LOOP(I, e, n) {
-        int64_t lo[SC_MAX_RANK], hi[SC_MAX_RANK], j[SC_MAX_RANK];
+        int64_t lo[SC_MAX_RANK], hi[SC_MAX_RANK], j[SC_MAX_RANK], p[SC_MAX_RANK];
         bool more = true;
-        I f = e;
+        rz_index(e, t.xdims, t.rank, p);
 #pragma unroll
-        for (int k = 0; k < SC_MAX_RANK; k++) {
-            int i = SC_MAX_RANK - 1 - k;
+        for (int i = 0; i < SC_MAX_RANK; i++) {
             if (i >= t.rank) continue;
-            I d = (I)t.xdims[i];
-            I p = f % d;
-            f /= d;
-            lo[i] = j[i] = t.inv_beg[i][p];
-            hi[i] = t.inv_beg[i][p + 1];
+            lo[i] = j[i] = t.inv_beg[i][p[i]];
+            hi[i] = t.inv_beg[i][p[i] + 1];
             more &= lo[i] < hi[i];
         }
         T acc = 0;
