@@ -18,6 +18,12 @@
 /* An error is the library's status under the public name (one pointer, one allocation). */
 static scorch_error *err(sc_status s) { return (scorch_error *)s; }
 
+/* A constructor's last step: on failure the half-made handle h goes (its parts are freed by then). */
+static scorch_error *free_on_error(sc_status st, void *h) {
+    if (st) free(h);
+    return err(st);
+}
+
 const char *scorch_version(void) { return SCORCH_VERSION; }
 const char *scorch_error_message(const scorch_error *e) { return e ? sc_status_message((sc_status)e) : ""; }
 void scorch_error_free(scorch_error *e) { sc_status_free((sc_status)e); }
@@ -57,12 +63,8 @@ scorch_error *scorch_model_load(const char *path, scorch_model **out) {
     scorch_model *h = calloc(1, sizeof *h);
     if (!h) return err(sc_errorf("out of memory"));
     sc_status st = sc_model_load(path, &h->m);
-    if (st) {
-        free(h);
-        return err(st);
-    }
-    *out = h;
-    return NULL;
+    if (!st) *out = h;
+    return free_on_error(st, h);
 }
 
 void scorch_model_free(scorch_model *m) {
@@ -371,12 +373,8 @@ scorch_error *scorch_trainer_create(const char *model_path, const scorch_options
     if (!st && !h) st = sc_errorf("out of memory");
     if (!st) st = sc_trainer_create(&c, &h->t);
     scorch_options_free(own);
-    if (st) {
-        free(h);
-        return err(st);
-    }
-    *out = h;
-    return NULL;
+    if (!st) *out = h;
+    return free_on_error(st, h);
 }
 
 void scorch_trainer_free(scorch_trainer *t) {

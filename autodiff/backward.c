@@ -19,6 +19,7 @@
 
 #include "autodiff/autodiff.h"
 #include "autodiff/grad_rules.h"
+#include "core/free_all.h"
 
 typedef struct {
     sc_graph *g;
@@ -27,6 +28,20 @@ typedef struct {
     bool *need;     /* per value: needs a gradient */
     int *grad;      /* per value: gradient value id (running sum) or -1 */
 } bw_state;
+
+/* Spreads a per-value mark over the forward nodes [0, n_fwd): forward, a node reading a marked value
+ * marks its outputs; backward (in reverse order), a node writing one marks its inputs. */
+static void mark_reach(const sc_graph *g, int n_fwd, bool forward, bool *mark) {
+    for (int j = 0; j < n_fwd; j++) {
+        const sc_node *n = &g->nodes[forward ? j : n_fwd - 1 - j];
+        const int *from = forward ? n->in : n->out, *to = forward ? n->out : n->in;
+        int n_from = forward ? n->n_in : n->n_out, n_to = forward ? n->n_out : n->n_in;
+        bool hit = false;
+        for (int k = 0; k < n_from; k++) hit |= from[k] >= 0 && mark[from[k]];
+        for (int k = 0; hit && k < n_to; k++)
+            if (to[k] >= 0) mark[to[k]] = true;
+    }
+}
 
 static sc_status bw_mark(bw_state *s, int loss, const int *wrt, int n_wrt) {
     sc_graph *g = s->g;
@@ -38,23 +53,9 @@ static sc_status bw_mark(bw_state *s, int loss, const int *wrt, int n_wrt) {
     }
     for (int w = 0; w < n_wrt; w++)
         if (wrt[w] >= 0) from_wrt[wrt[w]] = true;
-    for (int i = 0; i < s->n_fwd; i++) {
-        const sc_node *n = &g->nodes[i];
-        bool hit = false;
-        for (int k = 0; k < n->n_in; k++) hit |= n->in[k] >= 0 && from_wrt[n->in[k]];
-        if (!hit) continue;
-        for (int k = 0; k < n->n_out; k++)
-            if (n->out[k] >= 0) from_wrt[n->out[k]] = true;
-    }
+    mark_reach(g, s->n_fwd, true, from_wrt);
     to_loss[loss] = true;
-    for (int i = s->n_fwd - 1; i >= 0; i--) {
-        const sc_node *n = &g->nodes[i];
-        bool hit = false;
-        for (int k = 0; k < n->n_out; k++) hit |= n->out[k] >= 0 && to_loss[n->out[k]];
-        if (!hit) continue;
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0) to_loss[n->in[k]] = true;
-    }
+    mark_reach(g, s->n_fwd, false, to_loss);
     for (int v = 0; v < g->n_values; v++)
         s->need[v] = from_wrt[v] && to_loss[v] && sc_dtype_is_float(g->values[v].desc.dtype);
     free(from_wrt);
@@ -184,9 +185,7 @@ static sc_status bw_node(bw_state *s, int i) {
     int *gi = malloc(sizeof(int) * ((size_t)fwd.n_in + 1));
     bool *need_gi = malloc((size_t)fwd.n_in + 1);
     if (!go || !gi || !need_gi) {
-        free(go);
-        free(gi);
-        free(need_gi);
+        SC_FREE_ALL(go, gi, need_gi);
         return sc_errorf("out of memory building the backward graph");
     }
     bool any_go = false, any_need = false;
@@ -218,9 +217,7 @@ static sc_status bw_node(bw_state *s, int i) {
             st = c.st;
         }
     }
-    free(go);
-    free(gi);
-    free(need_gi);
+    SC_FREE_ALL(go, gi, need_gi);
     return st;
 }
 
@@ -243,9 +240,7 @@ static sc_status bw_sink(sc_graph *g, int n_fwd) {
     int *count = calloc((size_t)n + 2, sizeof(int));
     sc_node *order = malloc(sizeof(sc_node) * ((size_t)n + 1));
     if (!to || !count || !order) {
-        free(to);
-        free(count);
-        free(order);
+        SC_FREE_ALL(to, count, order);
         return sc_errorf("out of memory ordering the backward graph");
     }
     int moved = 0;
@@ -272,9 +267,7 @@ static sc_status bw_sink(sc_graph *g, int n_fwd) {
         for (int i = 0; i < n; i++) order[count[to[i]]++] = g->nodes[i]; /* stable: sunk nodes come from below */
         memcpy(g->nodes, order, sizeof(sc_node) * (size_t)n);
     }
-    free(to);
-    free(count);
-    free(order);
+    SC_FREE_ALL(to, count, order);
     return moved ? graph_link(g) : SC_OK;
 }
 

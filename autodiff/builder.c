@@ -74,6 +74,11 @@ int ad_emit(sc_grad_ctx *c, sc_op op, const int *in, int n_in, int n_out, int *o
     return ids[0];
 }
 
+void ad_grad_kernel(sc_grad_ctx *c, sc_op op, int v) {
+    int in[2] = {GO(c, 0), v};
+    set_GI(c, 0, ad_emit(c, op, in, 2, 1, NULL, c->fwd.attrs));
+}
+
 int ad_unary(sc_grad_ctx *c, sc_op op, int x) { return ad_emit(c, op, &x, 1, 1, NULL, NULL); }
 
 int ad_binary(sc_grad_ctx *c, sc_op op, int a, int b) {

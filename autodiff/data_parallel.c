@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "autodiff/train_internal.h"
+#include "core/free_all.h"
 #include "graph/shape.h"
 
 #define FIRST_BUCKET_BYTES ((int64_t)1 << 20)
@@ -186,11 +187,7 @@ sc_status data_parallel_build(sc_graph *g, const sc_train_options *opt, sc_train
     if (!st) st = tb_place_new_nodes(g, first, pos);
     if (!st) st = updates_lag(g, tg, order, start, n);
     if (!st && opt->shard_optimizer) st = params_keep_owned(g, tg, order, start, owner, n, opt->rank);
-    free(order);
-    free(start);
-    free(pos);
-    free(owner);
-    free(bytes);
+    SC_FREE_ALL(order, start, pos, owner, bytes);
     return st;
 }
 

@@ -46,6 +46,9 @@ static inline const sc_desc *ad_desc(const sc_grad_ctx *c, int v) { return &c->g
  * named after the forward node, infers their descs, stores their ids in out (may be NULL when
  * n_out == 1) and returns the first output id, or -1 after an error. */
 int ad_emit(sc_grad_ctx *c, sc_op op, const int *in, int n_in, int n_out, int *out, const sc_attrs *attrs);
+/* dX = op(dY, v) with the forward node's attributes: the rules whose gradient kernel reads dY and one
+ * forward value v (the input X or the output Y); sets input 0's gradient. */
+void ad_grad_kernel(sc_grad_ctx *c, sc_op op, int v);
 /* Shorthands for single-output ops without attributes. */
 int ad_unary(sc_grad_ctx *c, sc_op op, int x);
 int ad_binary(sc_grad_ctx *c, sc_op op, int a, int b);

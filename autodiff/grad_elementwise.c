@@ -75,8 +75,7 @@ void grad_hard_swish(sc_grad_ctx *c) {
 
 /* Gelu: dX = GeluGrad(dY, X) with the forward's approximation. */
 void grad_gelu(sc_grad_ctx *c) {
-    int in[2] = {GO(c, 0), I(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_GELU_GRAD, in, 2, 1, NULL, c->fwd.attrs));
+    ad_grad_kernel(c, SC_OP_GELU_GRAD, I(c, 0));
 }
 
 /* Clip: dX = dY where min <= X <= max (torch.clamp's backward), else 0. The bounds get the

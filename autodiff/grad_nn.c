@@ -113,13 +113,11 @@ void grad_batch_norm(sc_grad_ctx *c) {
 
 /* MaxPool (X) -> (Y[, Indices]); Indices are integers and carry no gradient. */
 void grad_max_pool(sc_grad_ctx *c) {
-    int in[2] = {GO(c, 0), I(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_MAX_POOL_GRAD, in, 2, 1, NULL, c->fwd.attrs));
+    ad_grad_kernel(c, SC_OP_MAX_POOL_GRAD, I(c, 0));
 }
 
 void grad_average_pool(sc_grad_ctx *c) {
-    int in[2] = {GO(c, 0), I(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_AVERAGE_POOL_GRAD, in, 2, 1, NULL, c->fwd.attrs));
+    ad_grad_kernel(c, SC_OP_AVERAGE_POOL_GRAD, I(c, 0));
 }
 
 /* GlobalAveragePool: Y[n, c] = mean X[n, c, :], so dX = dY broadcast over the spatial dims / S. */
@@ -133,13 +131,11 @@ void grad_global_average_pool(sc_grad_ctx *c) {
 }
 
 void grad_softmax(sc_grad_ctx *c) {
-    int in[2] = {GO(c, 0), O(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_SOFTMAX_GRAD, in, 2, 1, NULL, c->fwd.attrs));
+    ad_grad_kernel(c, SC_OP_SOFTMAX_GRAD, O(c, 0));
 }
 
 void grad_log_softmax(sc_grad_ctx *c) {
-    int in[2] = {GO(c, 0), O(c, 0)};
-    set_GI(c, 0, ad_emit(c, SC_OP_LOG_SOFTMAX_GRAD, in, 2, 1, NULL, c->fwd.attrs));
+    ad_grad_kernel(c, SC_OP_LOG_SOFTMAX_GRAD, O(c, 0));
 }
 
 /* LayerNormalization (X, Scale[, B]) -> (Y[, Mean, InvStdDev]). The kernel wants Scale dense over

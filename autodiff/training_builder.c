@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "autodiff/train_internal.h"
+#include "core/free_all.h"
 #include "graph/shape.h"
 
 int tb_fail(tb_builder *b, sc_status st) {
@@ -170,9 +171,7 @@ sc_status tb_place_new_nodes(sc_graph *g, int first, const int *pos) {
     int *order = malloc(sizeof(int) * ((size_t)n_upd + 1));
     int *start = calloc((size_t)first + 2, sizeof(int)); /* bucket of position p is p + 1 */
     if (!src || !order || !start) {
-        free(src);
-        free(order);
-        free(start);
+        SC_FREE_ALL(src, order, start);
         return sc_errorf("out of memory placing new nodes");
     }
     for (int k = 0; k < n_upd; k++) {
@@ -189,8 +188,6 @@ sc_status tb_place_new_nodes(sc_graph *g, int first, const int *pos) {
     }
     SC_ASSERT(at == n && u == n_upd);
     nodes_permute(g->nodes, src, n);
-    free(src);
-    free(order);
-    free(start);
+    SC_FREE_ALL(src, order, start);
     return graph_link(g);
 }

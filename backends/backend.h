@@ -99,6 +99,13 @@ struct sc_backend {
     void *ctx;
 };
 
+/* A backend's handle *b and its zeroed context *ctx of ctx_size bytes; when host memory runs out,
+ * neither and a status naming the backend. */
+sc_status backend_alloc(const char *name, size_t ctx_size, sc_backend **b, void **ctx);
+/* arena_create's first checks, the same on every backend: no arena exists yet (exists, with its
+ * arena_bytes) and bytes fit the capacity (0: none); the message names the backend. */
+sc_status backend_arena_admits(const char *backend, bool exists, int64_t arena_bytes, int64_t capacity, int64_t bytes);
+
 /* The host's Dropout (seed, step) state and thread count (backends/cpu/cpu_rng.h, OpenMP): the CPU
  * backend's set_seed and set_threads, and the CUDA backend's, whose Dropout keys are computed on
  * the host from the same state so both draw the same masks. */

@@ -127,10 +127,7 @@ static bool finished_upto(const cpu_ctx *c, int64_t t) {
 
 static sc_status cpu_arena_create(sc_backend *b, int64_t bytes, void **base) {
     cpu_ctx *c = b->ctx;
-    if (c->arena) return sc_errorf("cpu backend: an arena already exists (%lld bytes)", (long long)c->arena_bytes);
-    if (c->capacity > 0 && bytes > c->capacity)
-        return sc_errorf("cpu backend: the plan needs an arena of %lld bytes, over the device capacity of %lld",
-                         (long long)bytes, (long long)c->capacity);
+    SC_TRY(backend_arena_admits("cpu", c->arena != NULL, c->arena_bytes, c->capacity, bytes));
     size_t size = (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64);
     c->arena = sc_alloc_fail_now() ? NULL : aligned_alloc(64, size); /* tests: core/alloc_fail.h */
     if (!c->arena) return sc_errorf("cpu backend: out of memory allocating an arena of %lld bytes", (long long)bytes);
@@ -227,16 +224,31 @@ static sc_status cpu_run(sc_backend *b, const sc_node *n, const sc_tensor *in, i
 
 static void cpu_memory(sc_backend *b, sc_backend_memory *m) {
     cpu_ctx *c = b->ctx;
-    m->capacity = c->capacity;
-    m->arena_bytes = c->arena_bytes;
-    m->copied_h2d = c->h2d;
-    m->copied_d2h = c->d2h;
-    m->staged = 0; /* host memory is the device's own: nothing to stage */
+    /* host memory is the device's own: nothing is staged */
+    *m = (sc_backend_memory){.capacity = c->capacity, .arena_bytes = c->arena_bytes, .copied_h2d = c->h2d, .copied_d2h = c->d2h};
 }
 
 static void cpu_params_changed_hook(sc_backend *b) {
     (void)b;
     cpu_params_changed();
+}
+
+sc_status backend_alloc(const char *name, size_t ctx_size, sc_backend **b, void **ctx) {
+    *b = calloc(1, sizeof **b);
+    *ctx = calloc(1, ctx_size);
+    if (*b && *ctx) return SC_OK;
+    free(*b);
+    free(*ctx);
+    *b = NULL, *ctx = NULL;
+    return sc_errorf("%s backend: out of host memory", name);
+}
+
+sc_status backend_arena_admits(const char *backend, bool exists, int64_t arena_bytes, int64_t capacity, int64_t bytes) {
+    if (exists) return sc_errorf("%s backend: an arena already exists (%lld bytes)", backend, (long long)arena_bytes);
+    if (capacity > 0 && bytes > capacity)
+        return sc_errorf("%s backend: the plan needs an arena of %lld bytes, over the device capacity of %lld", backend,
+                         (long long)bytes, (long long)capacity);
+    return SC_OK;
 }
 
 void backend_host_set_seed(sc_backend *b, uint64_t seed, uint64_t step) {
@@ -303,13 +315,10 @@ void backend_cpu_set_inline_copies(sc_backend *b, int64_t max_bytes) {
 
 sc_status backend_cpu_create(int64_t capacity, sc_backend **out) {
     *out = NULL;
-    sc_backend *b = calloc(1, sizeof *b);
-    cpu_ctx *c = calloc(1, sizeof *c);
-    if (!b || !c) {
-        free(b);
-        free(c);
-        return sc_errorf("cpu backend: out of memory");
-    }
+    sc_backend *b;
+    void *ctx;
+    SC_TRY(backend_alloc("cpu", sizeof(cpu_ctx), &b, &ctx));
+    cpu_ctx *c = ctx;
     c->capacity = capacity;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv_done, NULL);

@@ -32,6 +32,7 @@
 #include "backends/plan_exec_internal.h"
 #include "core/alloc_fail.h"
 #include "core/clock.h"
+#include "core/free_all.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -51,21 +52,8 @@ void plan_session_free(sc_plan_session *s) {
     }
     if (s->host)
         for (int v = 0; v < s->g->n_values; v++) host_copy_free(s, s->host[v]);
-    free(s->host);
-    free(s->pinned);
-    free(s->host_step);
-    free(s->root);
-    free(s->fixed_iv);
-    free(s->iv_home);
-    free(s->cur);
-    free(s->xfer);
-    free(s->streamed);
-    free(s->feed_of);
-    free(s->last_xfer);
-    free(s->last_in);
-    free(s->waited);
-    free(s->release_at);
-    free(s->taken);
+    SC_FREE_ALL(s->host, s->pinned, s->host_step, s->root, s->fixed_iv, s->iv_home, s->cur, s->xfer, s->streamed,
+                s->feed_of, s->last_xfer, s->last_in, s->waited, s->release_at, s->taken);
     for (int i = 0; i < s->n_pool; i++) host_copy_free(s, s->pool[i].p);
     free(s->pool);
     free(s->jobs);

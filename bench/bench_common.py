@@ -1,5 +1,6 @@
 """What the benchmark scripts share: the machine's name and the metadata and JSON every results file
 carries (bench/results/<date>-*.json beside the table)."""
+import argparse
 import json
 import os
 import platform
@@ -7,6 +8,19 @@ import re
 import subprocess
 import sys
 import time
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cpu_bench_parser(doc):
+    """The argument parser of a CPU benchmark, with the options every one takes: the binary, the
+    threads both sides use, and the timed repetitions per round."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scorch-run", default=os.path.join(ROOT, "build", "scorch-run"))
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--rounds", type=int, default=3)
+    return ap
 
 
 def machine_name():

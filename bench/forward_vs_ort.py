@@ -17,7 +17,6 @@ warm-up run. The reported latency is the median over rounds of each round's medi
 Writes bench/results/<date>-cpu-forward.md (a table) and .json (the same numbers, with the
 machine and versions).
 """
-import argparse
 import json
 import os
 import re
@@ -31,7 +30,7 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-from bench_common import check_selection, run_meta, write_json
+from bench_common import check_selection, cpu_bench_parser, run_meta, write_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -194,11 +193,8 @@ def write_results(args, rows):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scorch-run", default=os.path.join(ROOT, "build", "scorch-run"))
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap = cpu_bench_parser(__doc__)
     ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default="resnet50,gpt2")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
     args = ap.parse_args()

@@ -94,7 +94,6 @@ def solve(G, budget_act, time_limit=60.0, threads=1):
     h.setOptionValue("threads", threads)
     h.setOptionValue("mip_rel_gap", 1e-6)
     h.setOptionValue("mip_abs_gap", 0.0)
-    inf = highspy.kHighsInf
     binary = highspy.HighsVarType.kInteger
     R, S = {}, {}
     # R[t,i]: forward nodes may be recomputed where something in or after stage t can read them;

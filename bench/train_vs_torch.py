@@ -27,7 +27,6 @@ backends/thread_governor.h), Scorch with 1 thread and with --threads, and PyTorc
 Scorch's default is also timed idle. The issue's criteria per model: busy default at most busy
 1-thread, and at most 1.5x the idle default.
 """
-import argparse
 import csv
 import datetime
 import json
@@ -50,7 +49,7 @@ OPENBLAS_CORETYPE = peer_env.setup()
 
 import torch  # noqa: E402
 
-from bench_common import check_selection, run_meta, torch_step_times, write_json  # noqa: E402
+from bench_common import check_selection, cpu_bench_parser, run_meta, torch_step_times, write_json  # noqa: E402
 from busy import Busy  # noqa: E402
 from torch_gpt import gpt_class  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -207,12 +206,9 @@ def write_results(args, rows, load_start):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scorch-run", default=os.path.join(ROOT, "build", "scorch-run"))
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap = cpu_bench_parser(__doc__)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default="resnet18,gpt")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--busy", action="store_true", help="also time each model beside a busy loop on core 0")

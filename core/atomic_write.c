@@ -13,6 +13,8 @@
 
 #include "core/atomic_write.h"
 
+#include "core/free_all.h"
+
 static sc_status write_all(int fd, const void *data, size_t size, const char *tmp) {
     const char *p = data;
     while (size) {
@@ -109,9 +111,7 @@ void sc_atomic_abort(sc_atomic_file *f) {
     if (f->tmp && f->fd >= 0) unlink(f->tmp);
     f->fd = -1;
     sc_status_free(f->err);
-    free(f->buf);
-    free(f->tmp);
-    free(f->path);
+    SC_FREE_ALL(f->buf, f->tmp, f->path);
     memset(f, 0, sizeof *f);
     f->fd = -1;
 }

@@ -1,6 +1,8 @@
 /* Graph construction, name lookup, linking and topological order. */
 #include "graph/graph.h"
 
+#include "core/free_all.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +14,7 @@ void graph_init(sc_graph *g) {
 }
 
 void graph_free(sc_graph *g) {
-    free(g->values);
-    free(g->nodes);
-    free(g->link_pool);
-    free(g->link_scratch);
-    free(g->attrs_set);
+    SC_FREE_ALL(g->values, g->nodes, g->link_pool, g->link_scratch, g->attrs_set);
     sc_strmap_free(&g->by_name);
     sc_arena_free_all(&g->arena);
     memset(g, 0, sizeof *g);
@@ -380,9 +378,7 @@ sc_status graph_place_appended(sc_graph *g, int n0) {
     int *at = malloc(sizeof(int) * ((size_t)(n - n0) + 1));        /* per appended node: where it goes */
     sc_node *order = malloc(sizeof(sc_node) * ((size_t)n + 1));
     if (!reader || !at || !order) {
-        free(reader);
-        free(at);
-        free(order);
+        SC_FREE_ALL(reader, at, order);
         return sc_errorf("out of memory placing nodes");
     }
     for (int v = 0; v < g->n_values; v++) reader[v] = n0;
@@ -401,9 +397,7 @@ sc_status graph_place_appended(sc_graph *g, int n0) {
         if (j < n0) order[put++] = g->nodes[j];
     }
     memcpy(g->nodes, order, sizeof(sc_node) * (size_t)n);
-    free(reader);
-    free(at);
-    free(order);
+    SC_FREE_ALL(reader, at, order);
     return graph_link(g);
 }
 
@@ -416,9 +410,7 @@ sc_status graph_topo_sort(sc_graph *g) {
     int *queue = malloc(sizeof(int) * ((size_t)n + 1));
     sc_node *sorted = malloc(sizeof(sc_node) * ((size_t)n + 1));
     if (!pending || !queue || !sorted) {
-        free(pending);
-        free(queue);
-        free(sorted);
+        SC_FREE_ALL(pending, queue, sorted);
         return sc_errorf("out of memory sorting the graph");
     }
     int head = 0, tail = 0;
@@ -450,9 +442,7 @@ sc_status graph_topo_sort(sc_graph *g) {
     } else if (n > 0 && moved) {
         memcpy(g->nodes, sorted, sizeof(sc_node) * (size_t)n);
     }
-    free(pending);
-    free(queue);
-    free(sorted);
+    SC_FREE_ALL(pending, queue, sorted);
     if (st || !moved) return st;
     return graph_link(g);
 }

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/free_all.h"
 #include "graph/pass_internal.h"
 #include "graph/shape.h"
 
@@ -203,10 +204,7 @@ sc_status graph_apply_precision(sc_graph *g, sc_dtype low, const sc_node_evaluat
     for (int i = 0; !st && i < n_nodes; i++) st = node_apply(&c, i);
     for (int i = 0; !st && i < g->n_outputs; i++)
         if (g->values[g->outputs[i]].desc.dtype != out_was[i]) st = output_restore(&c, g->outputs[i], out_was[i]);
-    free(c.cast_low);
-    free(c.cast_f32);
-    free(c.low_read);
-    free(out_was);
+    SC_FREE_ALL(c.cast_low, c.cast_f32, c.low_read, out_was);
     /* each cast lives from its first reader on, not from the start of the step (a topological sort
      * would run every parameter's cast first) */
     if (!st) st = graph_place_appended(g, n_nodes);

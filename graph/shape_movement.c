@@ -251,12 +251,20 @@ sc_status shape_slice(sc_graph *g, sc_node *n) {
     return shape_out(g, n, &out);
 }
 
+/* Gather's and GatherElements' inputs: data x, i32 or i64 indices idx, and the axis attribute
+ * normalised to x's rank. */
+static sc_status gather_inputs(sc_graph *g, sc_node *n, const sc_desc **x, const sc_desc **idx, int *axis) {
+    *x = shape_in(g, n, 0), *idx = shape_in(g, n, 1);
+    SC_TRY(shape_axis(g, n, n->attrs->axis.axis, (*x)->rank, axis));
+    if ((*idx)->dtype != SC_I64 && (*idx)->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
+    return SC_OK;
+}
+
 /* Gather: data[:axis] + indices.shape + data[axis+1:]. */
 sc_status shape_gather(sc_graph *g, sc_node *n) {
-    const sc_desc *x = shape_in(g, n, 0), *idx = shape_in(g, n, 1);
+    const sc_desc *x, *idx;
     int axis;
-    SC_TRY(shape_axis(g, n, n->attrs->axis.axis, x->rank, &axis));
-    if (idx->dtype != SC_I64 && idx->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
+    SC_TRY(gather_inputs(g, n, &x, &idx, &axis));
     int rank = x->rank - 1 + idx->rank;
     if (rank > SC_MAX_RANK) return shape_fail(g, n, "result rank %d exceeds %d", rank, SC_MAX_RANK);
     sc_desc out = *x;
@@ -386,10 +394,9 @@ sc_status shape_tile(sc_graph *g, sc_node *n) {
 
 /* GatherElements: Y has indices' shape and data's type; indices (i32/i64) have data's rank. */
 sc_status shape_gather_elements(sc_graph *g, sc_node *n) {
-    const sc_desc *x = shape_in(g, n, 0), *idx = shape_in(g, n, 1);
+    const sc_desc *x, *idx;
     int axis;
-    SC_TRY(shape_axis(g, n, n->attrs->axis.axis, x->rank, &axis));
-    if (idx->dtype != SC_I64 && idx->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
+    SC_TRY(gather_inputs(g, n, &x, &idx, &axis));
     if (idx->rank != x->rank) return shape_fail(g, n, "indices have rank %d, data %d", idx->rank, x->rank);
     sc_desc out = *idx;
     out.dtype = x->dtype;

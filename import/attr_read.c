@@ -64,12 +64,16 @@ static sc_status attr_expect(const sc_node_ctx *c, const Onnx__AttributeProto *a
     return SC_OK;
 }
 
+/* The attribute `name` in *a, checked to be of type want; NULL when the node does not set it. */
+static sc_status attr_typed(const sc_node_ctx *c, const char *name, int want, const Onnx__AttributeProto **a) {
+    *a = attr_find(c, name);
+    return *a ? attr_expect(c, *a, want) : SC_OK;
+}
+
 sc_status attr_int(const sc_node_ctx *c, const char *name, int64_t def, int64_t *out) {
-    *out = def;
-    const Onnx__AttributeProto *a = attr_find(c, name);
-    if (!a) return SC_OK;
-    SC_TRY(attr_expect(c, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT));
-    *out = a->i;
+    const Onnx__AttributeProto *a;
+    SC_TRY(attr_typed(c, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, &a));
+    *out = a ? a->i : def;
     return SC_OK;
 }
 
@@ -81,21 +85,19 @@ sc_status attr_flag(const sc_node_ctx *c, const char *name, bool def, bool *out)
 }
 
 sc_status attr_float(const sc_node_ctx *c, const char *name, float def, float *out) {
-    *out = def;
-    const Onnx__AttributeProto *a = attr_find(c, name);
-    if (!a) return SC_OK;
-    SC_TRY(attr_expect(c, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT));
-    *out = a->f;
+    const Onnx__AttributeProto *a;
+    SC_TRY(attr_typed(c, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, &a));
+    *out = a ? a->f : def;
     return SC_OK;
 }
 
 sc_status attr_string(const sc_node_ctx *c, const char *name, const char *def, char *buf, size_t size) {
-    const Onnx__AttributeProto *a = attr_find(c, name);
+    const Onnx__AttributeProto *a;
+    SC_TRY(attr_typed(c, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, &a));
     if (!a) {
         snprintf(buf, size, "%s", def);
         return SC_OK;
     }
-    SC_TRY(attr_expect(c, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING));
     if (a->s.len >= size) return attr_errorf(c, name, "string of %zu bytes is too long", a->s.len);
     if (a->s.len) memcpy(buf, a->s.data, a->s.len);
     buf[a->s.len] = 0;
@@ -105,9 +107,9 @@ sc_status attr_string(const sc_node_ctx *c, const char *name, const char *def, c
 
 sc_status attr_ints(const sc_node_ctx *c, const char *name, int64_t *out, int max, int *n) {
     *n = 0;
-    const Onnx__AttributeProto *a = attr_find(c, name);
+    const Onnx__AttributeProto *a;
+    SC_TRY(attr_typed(c, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, &a));
     if (!a) return SC_OK;
-    SC_TRY(attr_expect(c, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS));
     if (a->n_ints > (size_t)max) return attr_errorf(c, name, "has %zu values, at most %d supported", a->n_ints, max);
     for (size_t i = 0; i < a->n_ints; i++) out[i] = a->ints[i];
     *n = (int)a->n_ints;

@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/free_all.h"
 #include "import/onnx.h"
 #include "import/onnx_internal.h"
 
@@ -487,9 +488,7 @@ static sc_status model_load_owned(uint8_t *data, size_t size, bool mapped, const
     m->path = strdup(name);
     m->dir = dir ? strdup(dir) : NULL;
     st = (!m->path || (dir && !m->dir)) ? sc_errorf("out of memory") : model_build(m, &c, mp, size);
-    free(c.value_node);
-    free(c.in_buf);
-    free(c.graphs);
+    SC_FREE_ALL(c.value_node, c.in_buf, c.graphs);
     proto_pool_release(c.scratch);
     proto_pool_release(blocks);
     if (st) {
@@ -549,7 +548,5 @@ void sc_model_free(sc_model *m) {
     if (!m) return;
     graph_free(&m->graph);
     if (m->proto_bytes) bytes_release(m->proto_bytes, m->proto_size, m->proto_mapped);
-    free(m->path);
-    free(m->dir);
-    free(m);
+    SC_FREE_ALL(m->path, m->dir, m);
 }

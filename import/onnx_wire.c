@@ -32,44 +32,38 @@ static bool varint_read(const uint8_t **p, const uint8_t *end, uint64_t *out) {
     return false;
 }
 
+/* Moves *p past a field's value of wire type `wire` (0 varint, 1 fixed64, 5 fixed32); for 2
+ * (length-delimited) reads the length into *len and stops at the data, not checked against end.
+ * False when the value is truncated or the wire type is none of these (groups, invalid). */
+static bool value_head(const uint8_t **p, const uint8_t *end, int wire, uint64_t *len) {
+    int fixed = wire == 1 ? 8 : wire == 5 ? 4 : 0;
+    if (wire == 0 || wire == 2) return varint_read(p, end, len);
+    if (!fixed || end - *p < fixed) return false;
+    *p += fixed;
+    return true;
+}
+
 static sc_status scan_message(const uint8_t *p, const uint8_t *end, const ProtobufCMessageDescriptor *desc,
                               int depth) {
     if (depth > SC_IMPORT_MAX_NESTING)
         return sc_errorf("not a supported ONNX model: messages nested more than %d deep (at %s)", SC_IMPORT_MAX_NESTING,
                          desc->short_name);
     while (p < end) {
-        uint64_t tag, len;
-        if (!varint_read(&p, end, &tag)) return SC_OK;
-        switch (tag & 7) {
-        case 0:
-            if (!varint_read(&p, end, &len)) return SC_OK;
-            break;
-        case 1:
-            if (end - p < 8) return SC_OK;
-            p += 8;
-            break;
-        case 5:
-            if (end - p < 4) return SC_OK;
-            p += 4;
-            break;
-        case 2: {
-            const ProtobufCFieldDescriptor *f =
-                tag >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3)) : NULL;
-            if (!varint_read(&p, end, &len)) return SC_OK;
-            if (len > (uint64_t)(end - p))
-                return sc_errorf("not a valid ONNX model: field %s.%s declares %llu bytes but only %zu remain (corrupt "
-                                 "or truncated file)",
-                                 desc->short_name, f ? f->name : "<unknown>", (unsigned long long)len,
-                                 (size_t)(end - p));
-            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) SC_TRY(scan_message(p, p + len, f->descriptor, depth + 1));
-            if (f && f->type == PROTOBUF_C_TYPE_STRING && len && memchr(p, 0, len))
-                return sc_errorf("not a valid ONNX model: string field %s.%s contains a NUL byte", desc->short_name,
-                                 f->name);
-            p += len;
-            break;
-        }
-        default: return SC_OK; /* groups and invalid wire types: unpack refuses them */
-        }
+        uint64_t tag, len = 0;
+        /* a truncated value, a group or an invalid wire type: unpack refuses them */
+        if (!varint_read(&p, end, &tag) || !value_head(&p, end, (int)(tag & 7), &len)) return SC_OK;
+        if ((tag & 7) != 2) continue;
+        const ProtobufCFieldDescriptor *f =
+            tag >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3)) : NULL;
+        if (len > (uint64_t)(end - p))
+            return sc_errorf("not a valid ONNX model: field %s.%s declares %llu bytes but only %zu remain (corrupt "
+                             "or truncated file)",
+                             desc->short_name, f ? f->name : "<unknown>", (unsigned long long)len, (size_t)(end - p));
+        if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) SC_TRY(scan_message(p, p + len, f->descriptor, depth + 1));
+        if (f && f->type == PROTOBUF_C_TYPE_STRING && len && memchr(p, 0, len))
+            return sc_errorf("not a valid ONNX model: string field %s.%s contains a NUL byte", desc->short_name,
+                             f->name);
+        p += len;
     }
     return SC_OK;
 }
@@ -83,25 +77,12 @@ bool onnx_wire_next(const uint8_t **p, const uint8_t *end, onnx_wire_field *f) {
     f->start = *p;
     f->data = NULL;
     f->size = 0;
-    switch (f->wire) {
-    case 0:
-        if (!varint_read(&q, end, &len)) return false;
-        break;
-    case 1:
-        if (end - q < 8) return false;
-        q += 8;
-        break;
-    case 5:
-        if (end - q < 4) return false;
-        q += 4;
-        break;
-    case 2:
-        if (!varint_read(&q, end, &len) || len > (uint64_t)(end - q)) return false;
+    if (!value_head(&q, end, f->wire, &len)) return false;
+    if (f->wire == 2) {
+        if (len > (uint64_t)(end - q)) return false;
         f->data = q;
         f->size = (size_t)len;
         q += len;
-        break;
-    default: return false;
     }
     f->end = *p = q;
     return true;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/free_all.h"
 #include "schedule/sched_internal.h"
 
 typedef struct {
@@ -369,11 +370,6 @@ sc_status plan_alloc(const sc_graph *g, sc_plan *plan) {
     }
     plan->arena_bytes = A.high;
     if (!st) st = place_offline(plan, opened);
-    free(cur);
-    free(iv_blk);
-    free(taken);
-    free(opened);
-    free(A.b);
-    free(A.spare);
+    SC_FREE_ALL(cur, iv_blk, taken, opened, A.b, A.spare);
     return st;
 }

@@ -16,6 +16,8 @@
  */
 #include "schedule/chain.h"
 
+#include "core/free_all.h"
+
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,13 +51,7 @@ bool chain_alloc(sc_chain *c, int k) {
 }
 
 void chain_free(sc_chain *c) {
-    free(c->pos);
-    free(c->cut_bytes);
-    free(c->fwd_all_bytes);
-    free(c->fwd_peak_bytes);
-    free(c->bwd_peak_bytes);
-    free(c->fwd_time);
-    free(c->bwd_time);
+    SC_FREE_ALL(c->pos, c->cut_bytes, c->fwd_all_bytes, c->fwd_peak_bytes, c->bwd_peak_bytes, c->fwd_time, c->bwd_time);
     memset(c, 0, sizeof *c);
 }
 

@@ -32,6 +32,8 @@
  */
 #include "schedule/evict_sim.h"
 
+#include "core/free_all.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,9 +70,8 @@ struct evict_sim {
 typedef struct evict_sim ev_ctx;
 
 static void ev_free(ev_ctx *x) {
-    free(x->ntime), free(x->use_start), free(x->use), free(x->next), free(x->bytes), free(x->flag);
-    free(x->lock), free(x->mark), free(x->res), free(x->res_at), free(x->pending), free(x->runs), free(x->order);
-    free(x->nmark), free(x->list), free(x->pend), free(x->memo), free(x->block);
+    SC_FREE_ALL(x->ntime, x->use_start, x->use, x->next, x->bytes, x->flag, x->lock, x->mark, x->res, x->res_at,
+                x->pending, x->runs, x->order, x->nmark, x->list, x->pend, x->memo, x->block);
 }
 
 static bool writes_persistent(const sc_node *n) {

@@ -18,6 +18,7 @@
  * updates still queued. */
 #include <stdlib.h>
 
+#include "core/free_all.h"
 #include "schedule/sched_internal.h"
 #include "graph/ops.h"
 
@@ -138,10 +139,6 @@ int64_t plan_host_copy_bytes(const sc_graph *g, const sc_plan *p) {
             if (!made) break;
         }
     }
-    free(r.root);
-    free(r.release_at);
-    free(r.home);
-    free(r.has);
-    free(r.pool);
+    SC_FREE_ALL(r.root, r.release_at, r.home, r.has, r.pool);
     return total;
 }

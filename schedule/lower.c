@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/free_all.h"
 #include "schedule/sched_internal.h"
 
 enum { END_OF_PLAN = INT_MAX };
@@ -43,16 +44,8 @@ typedef struct {
 enum { VF_PERSISTENT = 1, VF_OUTPUT = 2 };
 
 static void ctx_free(lower_ctx *x) {
-    free(x->seg);
-    free(x->phase);
-    free(x->border);
-    free(x->bstart);
-    free(x->runs);
-    free(x->out_base);
-    free(x->slot_end);
-    free(x->root);
-    free(x->vflag);
-    free(x->vbytes);
+    SC_FREE_ALL(x->seg, x->phase, x->border, x->bstart, x->runs, x->out_base, x->slot_end, x->root, x->vflag,
+                x->vbytes);
 }
 
 static bool slot_opens(const sc_node *n, int o) { return n->out[o] >= 0 && sched_alias_input(n, o) < 0; }
@@ -143,11 +136,7 @@ static sc_status runs_prune_dead(lower_ctx *x) {
         x->out_base[x->R] = (int)slots;
         x->n_slots = (int)slots;
     }
-    free(seen);
-    free(keep);
-    free(read_later);
-    free(made_later);
-    free(first);
+    SC_FREE_ALL(seen, keep, read_later, made_later, first);
     return st;
 }
 

@@ -57,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/free_all.h"
 #include "schedule/sched_internal.h"
 
 typedef enum { EV_PREFETCH, EV_WAIT, EV_OFFLOAD, EV_FREE, EV_HOST_RUN } ev_kind;
@@ -103,23 +104,9 @@ typedef struct {
 } off_ctx;
 
 static void ctx_free(off_ctx *x) {
-    free(x->run_step);
-    free(x->run_host);
-    free(x->hr_run);
-    free(x->hr_ent);
-    free(x->ent_wait);
-    free(x->root);
-    free(x->streamed);
-    free(x->ent_value);
-    free(x->ent_of_value);
-    free(x->ent_of_iv);
-    free(x->ent_output);
-    free(x->uses);
-    free(x->ent_start);
-    free(x->free_run);
-    free(x->free_value);
-    free(x->free_iv);
-    free(x->ev);
+    SC_FREE_ALL(x->run_step, x->run_host, x->hr_run, x->hr_ent, x->ent_wait, x->root, x->streamed, x->ent_value,
+                x->ent_of_value, x->ent_of_iv, x->ent_output, x->uses, x->ent_start, x->free_run, x->free_value,
+                x->free_iv, x->ev);
 }
 
 static sc_status ev_push(off_ctx *x, int64_t place, int cls, ev_kind kind, int value, int ref, int *idx) {
@@ -347,9 +334,7 @@ static sc_status uses_collect(off_ctx *x) {
         if (!st) x->ent_start[x->n_ent] = w;
         free(fill);
     }
-    free(all);
-    free(ent);
-    free(cur);
+    SC_FREE_ALL(all, ent, cur);
     return st;
 }
 

@@ -79,13 +79,7 @@ static bool pick_offer(stream_pick *k, sc_plan *cand, int64_t budget) {
         if (cand->host_bytes < k->host_short) k->host_short = cand->host_bytes;
         fits = false;
     }
-    if (fits && (!k->have || plan_better(cand, &k->best))) {
-        if (k->have) plan_free(&k->best);
-        k->best = *cand;
-        k->have = true;
-    } else {
-        plan_free(cand);
-    }
+    plan_keep_best(&k->best, &k->have, cand, fits);
     return fits;
 }
 

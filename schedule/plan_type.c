@@ -1,6 +1,7 @@
 /* The plan type's own functions (schedule/plan.h): names and parsing of its options, freeing, and
  * the figures the strategies and the driver (plan.c) both use. Split from the driver so that the
  * parts plan_build calls (search.c, offload.c) depend on the type, not on the driver. */
+#include "core/free_all.h"
 #include "schedule/plan.h"
 
 #include <stdlib.h>
@@ -44,10 +45,18 @@ bool plan_better(const sc_plan *a, const sc_plan *b) {
     return a->predicted_time <= b->predicted_time + eps && a->arena_bytes < b->arena_bytes;
 }
 
+void plan_keep_best(sc_plan *best, bool *have, sc_plan *cand, bool eligible) {
+    if (!eligible || (*have && !plan_better(cand, best))) {
+        plan_free(cand);
+        return;
+    }
+    if (*have) plan_free(best);
+    *best = *cand;
+    *have = true;
+}
+
 void plan_free(sc_plan *plan) {
-    free(plan->steps);
-    free(plan->intervals);
-    free(plan->iv_from);
+    SC_FREE_ALL(plan->steps, plan->intervals, plan->iv_from);
     memset(plan, 0, sizeof *plan);
 }
 

@@ -88,6 +88,9 @@ sc_status plan_refine(const sc_graph *g, int n_forward, const sc_cost_model *m, 
 /* plan_type.c: whether a is a better plan than b: faster (beyond a relative 1e-9), or as fast and
  * smaller. */
 bool plan_better(const sc_plan *a, const sc_plan *b);
+/* plan_type.c: a search's best plan so far. Takes cand over: it becomes *best when it is eligible
+ * (it fits) and the first (*have false) or better than *best, which is then freed; else it is freed. */
+void plan_keep_best(sc_plan *best, bool *have, sc_plan *cand, bool eligible);
 
 /* evict.c: a lowered, placed plan of budget (> 0) made by running the graph's node order and evicting
  * forward values, recomputed when read again, wherever the live bytes would pass the budget

@@ -33,13 +33,7 @@ static sc_status offer_placed(search *x, sc_plan *p, sc_strategy by, bool frugal
     bool fits = x->budget <= 0 || p->arena_bytes <= x->budget;
     sc_status st = SC_OK;
     if (fits && x->budget > 0 && by != SC_STRATEGY_NONE) st = plan_refine(x->g, x->tg->n_forward_nodes, x->m, x->budget, p);
-    if (!st && fits && (!x->have || plan_better(p, &x->best))) {
-        if (x->have) plan_free(&x->best);
-        x->best = *p;
-        x->have = true;
-    } else {
-        plan_free(p);
-    }
+    plan_keep_best(&x->best, &x->have, p, !st && fits);
     return st;
 }
 

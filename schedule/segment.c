@@ -2,6 +2,8 @@
  * backward phases shared with lower.c (sched_internal.h). */
 #include "schedule/segment.h"
 
+#include "core/free_all.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,9 +100,7 @@ sc_status sched_phase_buckets(const sc_graph *g, int n_fwd, const int *phase, in
     *start = calloc((size_t)k + 2, sizeof(int));
     int *fill = calloc((size_t)k + 1, sizeof(int));
     if (!*order || !*start || !fill) {
-        free(*order);
-        free(*start);
-        free(fill);
+        SC_FREE_ALL(*order, *start, fill);
         *order = *start = NULL;
         return sc_errorf("out of memory ordering backward phases");
     }
@@ -189,11 +189,7 @@ static sc_status ctx_init(seg_ctx *s, const sc_graph *g, int F, const sc_cost_mo
 }
 
 static void ctx_free(seg_ctx *s) {
-    free(s->vbytes);
-    free(s->last_fwd);
-    free(s->bwd_read);
-    free(s->cutb);
-    free(s->cc);
+    SC_FREE_ALL(s->vbytes, s->last_fwd, s->bwd_read, s->cutb, s->cc);
 }
 
 /* First position p in [lo, hi] with cc[p] >= t (hi + 1 if none). */
@@ -310,11 +306,7 @@ static sc_status backward_numbers(const seg_ctx *s, const sc_cost_model *m, sc_c
             c->bwd_time[p] = time;
         }
     }
-    free(seg);
-    free(phase);
-    free(last);
-    free(order);
-    free(start);
+    SC_FREE_ALL(seg, phase, last, order, start);
     return st;
 }
 

@@ -21,6 +21,7 @@
  * is computed. */
 #include <stdlib.h>
 
+#include "core/free_all.h"
 #include "schedule/sched_internal.h"
 
 static double later(double a, double b) { return a > b ? a : b; }
@@ -129,9 +130,7 @@ sc_status plan_timeline(const sc_graph *g, const sc_plan *p, const double *node_
 }
 
 void plan_timeline_free(sc_timeline *tl) {
-    free(tl->t0);
-    free(tl->t1);
-    free(tl->track);
+    SC_FREE_ALL(tl->t0, tl->t1, tl->track);
     tl->t0 = tl->t1 = NULL;
     tl->track = NULL;
 }

@@ -355,19 +355,17 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
 
 int cmd_bench(int argc, char **argv) {
     arg_opt opts[] = {
-        {.name = "batch", .kind = ARG_INT, .metavar = "N", .help = "batch size (default 1)"},
-        PRECISION_OPT,
-        {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs"},
+        STEP_SHAPE_OPTS,
         {.name = "memories", .kind = ARG_STR, .metavar = "a,b,c", .help = "budgets: sizes or N% of the none peak"},
         {.name = "strategies", .kind = ARG_STR, .metavar = "s,t,...", .help = "default none,sqrt,dc,optimal,evict"},
         {.name = "steps", .kind = ARG_INT, .metavar = "N", .help = "measured steps per point after one warm-up (default 3)"},
-        {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "as train (default sgd, momentum 0.9)"},
+        OPTIMIZER_OPT,
         {.name = "offload", .kind = ARG_STR, .metavar = "auto|weights|activations|none", .help = "as plan (default none)"},
         {.name = "slots", .kind = ARG_INT, .metavar = "S", .help = "dc points: at most S snapshot slots"},
         PLAN_LINK_OPT, PLAN_UPDATE_OPT, PARAM_BLOCK_OPT,
         {.name = "memory", .kind = ARG_STR, .metavar = "SIZE", .help = "(unused by bench; see --memories)"},
         {.name = "strategy", .kind = ARG_STR, .metavar = "S", .help = "(unused by bench; see --strategies)"},
-        {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"},
+        THREADS_OPT,
         {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where the steps run (default auto: the GPU when present)"},
         {.name = "tf32", .kind = ARG_FLAG, .help = "allow TF32 for f32 products and convolutions (CUDA)"},
         {.name = "csv", .kind = ARG_STR, .metavar = "FILE.csv", .help = "write the table as CSV"},

@@ -277,11 +277,9 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
 
 int cmd_plan(int argc, char **argv) {
     arg_opt opts[] = {
-        {.name = "batch", .kind = ARG_INT, .metavar = "N", .help = "batch size, binds the inputs' dim 0 (default 1)"},
-        PRECISION_OPT,
-        {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs (default: the model's)"},
-        {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "as train (default sgd, momentum 0.9)"},
-        {.name = "clip", .kind = ARG_FLOAT, .metavar = "X", .help = "as train: clip gradients to global norm X"},
+        STEP_SHAPE_OPTS,
+        OPTIMIZER_OPT,
+        CLIP_OPT,
         PARAM_BLOCK_OPT,
         {.name = "ranks", .kind = ARG_INT, .metavar = "N",
          .help = "plan one rank of a data-parallel job of N ranks (mpirun -np N ... train): the gradient "
@@ -294,7 +292,7 @@ int cmd_plan(int argc, char **argv) {
          .help = "write the training graph as the planner sees it (node times, value bytes) for an external solver "
                  "(bench/milp_oracle.py)"},
         PLAN_CALIBRATE_OPT,
-        {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads of --measure/--calibrate (default: all cores)"},
+        THREADS_OPT,
         {.name = "measure", .kind = ARG_INT, .metavar = "N",
          .help = "run the plan (CPU, 1 warm-up + N steps) and show the measured step time against the prediction"},
     };

@@ -1,6 +1,8 @@
 /* ONNX model builder (see onnx_builder.h for the memory and external-data contract). */
 #include "tools/onnx_builder.h"
 
+#include "core/free_all.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -131,20 +133,14 @@ void onnxb_free(onnxb *b) {
         unlink(b->data_tmp);
     }
     for (size_t i = 0; i < b->inits.n; i++) free(((Onnx__TensorProto *)b->inits.items[i])->raw_data.data);
-    free(b->nodes.items);
-    free(b->inits.items);
-    free(b->inputs.items);
-    free(b->outputs.items);
+    SC_FREE_ALL(b->nodes.items, b->inits.items, b->inputs.items, b->outputs.items);
     while (b->chunks) {
         onnxb_chunk *next = b->chunks->next;
         free(b->chunks);
         b->chunks = next;
     }
     sc_status_free(b->err);
-    free(b->out_path);
-    free(b->data_path);
-    free(b->data_tmp);
-    free(b);
+    SC_FREE_ALL(b->out_path, b->data_path, b->data_tmp, b);
 }
 
 sc_status onnxb_error(const onnxb *b) { return b->err; }

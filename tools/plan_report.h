@@ -58,6 +58,17 @@
              "blocks of about SIZE, each streamed, differentiated and updated alone (default 16MiB)"}
 #define PARAM_BLOCK_USAGE "--param-block must be a size such as 16MiB, or off"
 
+/* The step's shape and optimizer, and the host threads: the same options of `plan`, `train` and
+ * `bench`. */
+#define STEP_SHAPE_OPTS                                                                                      \
+    {.name = "batch", .kind = ARG_INT, .metavar = "N", .help = "batch size, binds the inputs' dim 0 (default 1)"}, \
+        PRECISION_OPT,                                                                                       \
+        {.name = "seq", .kind = ARG_INT, .metavar = "N", .help = "sequence length of token inputs (default: the model's)"}
+#define OPTIMIZER_OPT \
+    {.name = "optimizer", .kind = ARG_STR, .metavar = "sgd|adamw", .help = "sgd (default; momentum 0.9) or adamw"}
+#define CLIP_OPT {.name = "clip", .kind = ARG_FLOAT, .metavar = "X", .help = "clip gradients to global norm X"}
+#define THREADS_OPT {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "CPU threads (default: all cores)"}
+
 /* --calibrate of `plan`, `train` and `bench` (train/calibrate.h). */
 #define PLAN_CALIBRATE_OPT                                                                                   \
     {.name = "calibrate", .kind = ARG_FLAG,                                                                   \

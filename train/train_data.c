@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/free_all.h"
 #include "core/npy.h"
 
 uint64_t td_mix64(uint64_t x) {
@@ -486,8 +487,6 @@ void train_data_close(train_data *d) {
     free(d->target);
     free(d->succ);
     for (int j = 0; j < 8; j++) free(d->xs[j].data);
-    free(d->y.data);
-    free(d->tokens);
-    free(d->perm);
+    SC_FREE_ALL(d->y.data, d->tokens, d->perm);
     memset(d, 0, sizeof *d);
 }

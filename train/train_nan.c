@@ -16,6 +16,7 @@
 #endif
 
 #include "backends/comm.h"
+#include "core/free_all.h"
 #include "train/trainer_internal.h"
 
 typedef enum { FIN_OK = 0, FIN_INF = 1, FIN_NAN = 2 } fin_kind;
@@ -143,10 +144,7 @@ typedef struct {
 static void run_free(nan_run *r) {
     for (int v = 0; r->owned && v < r->g->n_values; v++)
         if (r->owned[v]) free(r->data[v]);
-    free(r->data);
-    free(r->owned);
-    free(r->fin);
-    free(r->last_use);
+    SC_FREE_ALL(r->data, r->owned, r->fin, r->last_use);
 }
 
 static sc_status run_init(nan_run *r, sc_trainer *t) {

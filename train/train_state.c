@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "backends/comm.h"
+#include "core/free_all.h"
 #include "train/trainer_internal.h"
 
 static const char MAGIC[8] = {'S', 'C', 'O', 'R', 'C', 'H', 'T', 'S'};
@@ -255,9 +256,7 @@ static sc_status state_write_sharded(sc_trainer *t, const char *dir) {
         for (int r = 1; r < size; r++) extra.size += (uint64_t)sizes[r], extra.count += counts[r];
         st = state_write(t, dir, &extra);
     }
-    free(all);
-    free(sizes);
-    free(counts);
+    SC_FREE_ALL(all, sizes, counts);
     return st;
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "backends/comm.h"
+#include "core/free_all.h"
 #include "core/npy.h"
 #include "graph/passes.h"
 #include "train/trainer_internal.h"
@@ -272,12 +273,7 @@ void sc_trainer_free(sc_trainer *t) {
     if (t->feeds && t->model)
         for (int i = 0; i < t->model->graph.n_inputs; i++) free(t->feeds[i].data);
     for (int i = 0; t->snapshot && i < t->n_state; i++) free(t->snapshot[i]);
-    free(t->snapshot);
-    free(t->spent);
-    free(t->state_ids);
-    free(t->feeds);
-    free(t->outs);
-    free(t->wb_out);
+    SC_FREE_ALL(t->snapshot, t->spent, t->state_ids, t->feeds, t->outs, t->wb_out);
     train_data_close(&t->data);
     sc_model_free(t->model);
     backend_destroy(t->host);

@@ -143,6 +143,13 @@ sc_status cpu_prim_list_get(const sc_kernel_call *call, dnnl_engine_t eng, cpu_p
     return SC_OK;
 }
 
+void cpu_dnnl_destroy(const dnnl_primitive_t *prims, int n_prims, const dnnl_memory_t *mems, int n_mems) {
+    for (int i = 0; i < n_prims; i++)
+        if (prims[i]) dnnl_primitive_destroy(prims[i]);
+    for (int i = 0; i < n_mems; i++)
+        if (mems[i]) dnnl_memory_destroy(mems[i]);
+}
+
 void cpu_prim_list_clear(cpu_prim_list *l) {
     for (int i = 0; i < l->n; i++) l->release(l->items[i]);
     l->n = 0;

@@ -109,6 +109,9 @@ typedef struct {
  * build or a full list releases it. */
 sc_status cpu_prim_list_get(const sc_kernel_call *call, dnnl_engine_t eng, cpu_prim_list *l, const void *key,
                             void **out);
+/* Destroys the non-NULL primitives prims[0..n_prims) and memories mems[0..n_mems) of a cache entry:
+ * the body of its release function. */
+void cpu_dnnl_destroy(const dnnl_primitive_t *prims, int n_prims, const dnnl_memory_t *mems, int n_mems);
 /* Releases every entry (the list stays usable). */
 void cpu_prim_list_clear(cpu_prim_list *l);
 

@@ -151,13 +151,9 @@ typedef struct {
 
 static void conv_entry_free(void *entry) {
     conv_entry *e = entry;
-    if (e->conv) dnnl_primitive_destroy(e->conv);
-    if (e->src_reorder) dnnl_primitive_destroy(e->src_reorder);
-    if (e->dst_reorder) dnnl_primitive_destroy(e->dst_reorder);
-    if (e->dst_in_reorder) dnnl_primitive_destroy(e->dst_in_reorder);
+    dnnl_primitive_t prims[] = {e->conv, e->src_reorder, e->dst_reorder, e->dst_in_reorder};
     dnnl_memory_t mems[] = {e->src_user, e->src_prim, e->dst_user, e->dst_prim, e->wei_user, e->bias};
-    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
-        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    cpu_dnnl_destroy(prims, 4, mems, 6);
     free(e);
 }
 

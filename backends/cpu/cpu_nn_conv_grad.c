@@ -118,18 +118,11 @@ typedef struct {
     bwd_mem a, b, c; /* diff_dst, weights, diff_src */
 } bwd_entry;
 
-static void bwd_mem_free(bwd_mem *m) {
-    if (m->user) dnnl_memory_destroy(m->user);
-    if (m->prim) dnnl_memory_destroy(m->prim);
-    if (m->reorder) dnnl_primitive_destroy(m->reorder);
-}
-
 static void bwd_entry_free(void *entry) {
     bwd_entry *e = entry;
-    if (e->prim) dnnl_primitive_destroy(e->prim);
-    bwd_mem_free(&e->a);
-    bwd_mem_free(&e->b);
-    bwd_mem_free(&e->c);
+    dnnl_primitive_t prims[] = {e->prim, e->a.reorder, e->b.reorder, e->c.reorder};
+    dnnl_memory_t mems[] = {e->a.user, e->a.prim, e->b.user, e->b.prim, e->c.user, e->c.prim};
+    cpu_dnnl_destroy(prims, 4, mems, 6);
     free(e);
 }
 

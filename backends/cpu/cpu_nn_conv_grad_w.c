@@ -77,10 +77,8 @@ static size_t dw_partial_size;
 
 static void dw_entry_free(void *p) {
     dw_entry *e = p;
-    if (e->conv) dnnl_primitive_destroy(e->conv);
-    dw_side *sides[] = {&e->src, &e->dst, &e->wei};
-    for (int i = 0; i < 3; i++)
-        if (sides[i]->reorder) dnnl_primitive_destroy(sides[i]->reorder);
+    dnnl_primitive_t prims[] = {e->conv, e->src.reorder, e->dst.reorder, e->wei.reorder};
+    cpu_dnnl_destroy(prims, 4, NULL, 0);
     free(e);
 }
 

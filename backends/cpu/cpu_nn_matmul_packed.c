@@ -27,10 +27,8 @@ typedef struct {
 
 static void packed_entry_free(void *entry) {
     packed_entry *e = entry;
-    if (e->prim) dnnl_primitive_destroy(e->prim);
     dnnl_memory_t mems[] = {e->a, e->b_user, e->y};
-    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
-        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    cpu_dnnl_destroy(&e->prim, 1, mems, 3);
     free(e);
 }
 

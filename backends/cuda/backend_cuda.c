@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_common.h"
+#include "core/free_all.h"
 #include "core/half.h"
 
 typedef struct {
@@ -104,10 +105,7 @@ static int64_t device_free_bytes(void) {
 
 static sc_status cuda_arena_create(sc_backend *b, int64_t bytes, void **base) {
     cuda_backend *c = b->ctx;
-    if (c->arena) return sc_errorf("cuda backend: an arena already exists (%lld bytes)", (long long)c->arena_bytes);
-    if (c->capacity > 0 && bytes > c->capacity)
-        return sc_errorf("cuda backend: the plan needs an arena of %lld bytes, over the memory cap of %lld",
-                         (long long)bytes, (long long)c->capacity);
+    SC_TRY(backend_arena_admits("cuda", c->arena != NULL, c->arena_bytes, c->capacity, bytes));
     int64_t fr = device_free_bytes();
     if (fr >= 0 && bytes > fr)
         return sc_errorf("cuda backend: the plan needs an arena of %lld bytes; the GPU has %lld bytes free",
@@ -416,11 +414,8 @@ static sc_status cuda_run(sc_backend *b, const sc_node *n, const sc_tensor *in, 
 
 static void cuda_memory(sc_backend *b, sc_backend_memory *m) {
     cuda_backend *c = b->ctx;
-    m->capacity = c->capacity;
-    m->arena_bytes = c->arena_bytes;
-    m->copied_h2d = c->h2d;
-    m->copied_d2h = c->d2h;
-    m->staged = c->staged;
+    *m = (sc_backend_memory){.capacity = c->capacity, .arena_bytes = c->arena_bytes, .copied_h2d = c->h2d,
+                             .copied_d2h = c->d2h, .staged = c->staged};
 }
 
 static void cuda_destroy(sc_backend *b) {
@@ -447,10 +442,7 @@ static void cuda_destroy(sc_backend *b) {
         for (int i = 0; i < c->n_pins; i++) /* the sessions give theirs back first; this is a backstop */
             if (c->pins[i].allocated) cudaFreeHost((void *)c->pins[i].base);
             else cudaHostUnregister((void *)c->pins[i].base);
-        free(c->pins);
-        free(c->pool);
-        free(c->pend);
-        free(c);
+        SC_FREE_ALL(c->pins, c->pool, c->pend, c);
     }
     free(b);
 }
@@ -500,13 +492,10 @@ sc_status backend_cuda_create(int64_t capacity, sc_backend **out) {
     *out = NULL;
     char why[256];
     if (!backend_cuda_available(why, sizeof why)) return sc_errorf("cuda backend: no CUDA device (%s)", why);
-    sc_backend *b = calloc(1, sizeof *b);
-    cuda_backend *c = calloc(1, sizeof *c);
-    if (!b || !c) {
-        free(b);
-        free(c);
-        return sc_errorf("cuda backend: out of host memory");
-    }
+    sc_backend *b;
+    void *ctx;
+    SC_TRY(backend_alloc("cuda", sizeof(cuda_backend), &b, &ctx));
+    cuda_backend *c = ctx;
     b->iface = &cuda_iface;
     b->ctx = c;
     c->capacity = capacity;

@@ -1,10 +1,31 @@
-/* Block-wide reductions shared by the row kernels (cu_reduce.cu, cu_nn.cu, cu_nn_norm.cu, cu_loss.cu): warp
+/* The dispatch of launches by element size (CU_BY_SIZE) and float type (CU_BY_FLOAT), the grid-stride loop, and the
+ * block-wide reductions shared by the row kernels (cu_reduce.cu, cu_nn.cu, cu_nn_norm.cu, cu_loss.cu): warp
  * shuffles, then one value per warp through shared memory. Every thread of the block must call
  * them (they contain __syncthreads) and every thread receives the result. Blocks are at most 1024
  * threads, a multiple of 32.
  */
 #ifndef SC_CU_BLOCK_CUH
 #define SC_CU_BLOCK_CUH
+
+/* Runs CASE with T the unsigned type of es bytes (1, 2, 4, 8): the kernels that only move elements
+ * serve every dtype this way; another size returns an error naming call c. */
+#define CU_BY_SIZE(c, es, CASE)                                                                            \
+    switch (es) {                                                                                          \
+    case 1: { typedef uint8_t T; CASE; break; }                                                            \
+    case 2: { typedef uint16_t T; CASE; break; }                                                           \
+    case 4: { typedef uint32_t T; CASE; break; }                                                           \
+    case 8: { typedef uint64_t T; CASE; break; }                                                           \
+    default: return cu_errorf(c, "element size %zu not supported", (size_t)(es));                          \
+    }
+
+/* Runs CASE with T float or double for an f32 or f64 dtype t; another dtype returns an error naming
+ * call c. */
+#define CU_BY_FLOAT(c, t, CASE)                                                                            \
+    switch (t) {                                                                                           \
+    case SC_F32: { typedef float T; CASE; break; }                                                         \
+    case SC_F64: { typedef double T; CASE; break; }                                                        \
+    default: return cu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(t));                   \
+    }
 
 #define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 

@@ -12,11 +12,7 @@ template <typename T> __global__ void k_divide(T *x, T d, int64_t n) {
 extern "C" sc_status cu_divide_launch(cudaStream_t s, void *x, sc_dtype t, double d, int64_t n) {
     const cu_call *c = NULL;
     if (n == 0) return SC_OK;
-    switch (t) {
-    case SC_F32: k_divide<float><<<cu_grid(n), CU_BLOCK, 0, s>>>((float *)x, (float)d, n); break;
-    case SC_F64: k_divide<double><<<cu_grid(n), CU_BLOCK, 0, s>>>((double *)x, d, n); break;
-    default: return cu_errorf(c, "division of %s not supported", sc_dtype_name(t));
-    }
+    CU_BY_FLOAT(c, t, (k_divide<T><<<cu_grid(n), CU_BLOCK, 0, s>>>((T *)x, (T)d, n)));
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backends/cuda/cu_block.cuh"
 #include "backends/cuda/cu_kernels.h"
 #include "core/half.h"
 
@@ -514,19 +515,10 @@ static sc_status by_size(const cu_call *c, size_t es, int which, const bc_geom *
     cudaStream_t s = c->ctx->stream;
     const void *cnd = c->in[0].data, *a = c->in[which == 0 ? 1 : 0].data, *b = c->in[2 < c->n_in ? 2 : 0].data;
     void *y = c->out[0].data;
-#define SZ_CASE(SZ, T)                                                                                     \
-    case SZ:                                                                                               \
-        if (which == 0) k_where<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(*g, (const uint8_t *)cnd, (const T *)a, (const T *)b, (T *)y, n); \
-        else k_bcast_copy<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(*g, (const T *)a, (T *)y, n);                 \
-        break;
-    switch (es) {
-        SZ_CASE(1, uint8_t)
-        SZ_CASE(2, uint16_t)
-        SZ_CASE(4, uint32_t)
-        SZ_CASE(8, uint64_t)
-    default: return cu_errorf(c, "element size %zu not supported", es);
-    }
-#undef SZ_CASE
+    CU_BY_SIZE(c, es, ({
+        if (which == 0) k_where<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(*g, (const uint8_t *)cnd, (const T *)a, (const T *)b, (T *)y, n);
+        else k_bcast_copy<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(*g, (const T *)a, (T *)y, n);
+    }));
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

@@ -48,19 +48,10 @@ template <typename T> __global__ void k_strided_scatter(strided_geom g, const T 
 static sc_status strided_run(const cu_call *c, const strided_geom *g, size_t es, const void *src, void *dst, int64_t n, bool scatter) {
     if (n == 0) return SC_OK;
     cudaStream_t s = c->ctx->stream;
-#define SZ(SZ_, T)                                                                                         \
-    case SZ_:                                                                                              \
-        if (scatter) k_strided_scatter<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(*g, (const T *)src, (T *)dst, n); \
-        else k_strided_gather<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(*g, (const T *)src, (T *)dst, n);         \
-        break;
-    switch (es) {
-        SZ(1, uint8_t)
-        SZ(2, uint16_t)
-        SZ(4, uint32_t)
-        SZ(8, uint64_t)
-    default: return cu_errorf(c, "element size %zu not supported", es);
-    }
-#undef SZ
+    CU_BY_SIZE(c, es, ({
+        if (scatter) k_strided_scatter<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(*g, (const T *)src, (T *)dst, n);
+        else k_strided_gather<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(*g, (const T *)src, (T *)dst, n);
+    }));
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }
@@ -216,15 +207,6 @@ template <typename T> __global__ void k_range(T *y, T s, T dl, int64_t n) {
     GRID_STRIDE(i, n) y[i] = (T)(s + (T)i * dl);
 }
 
-#define BY_SIZE(es, CASE)                                                                                  \
-    switch (es) {                                                                                          \
-    case 1: { typedef uint8_t T; CASE; break; }                                                            \
-    case 2: { typedef uint16_t T; CASE; break; }                                                           \
-    case 4: { typedef uint32_t T; CASE; break; }                                                           \
-    case 8: { typedef uint64_t T; CASE; break; }                                                           \
-    default: return cu_errorf(c, "element size %zu not supported", (size_t)(es));                          \
-    }
-
 /* Concat (to_whole) and Split: each piece is `outer` rows of dims[axis] * inner elements, placed at
  * a running offset along the axis of the whole tensor. */
 static sc_status pieces_move(const cu_call *c, const sc_tensor *whole, const sc_tensor *pieces, int n, int64_t axis_raw, bool to_whole) {
@@ -319,7 +301,7 @@ sc_status cu_gather(const cu_call *c) {
     if (n == 0) return SC_OK;
     bool i64 = c->in[1].desc.dtype == SC_I64;
     cudaStream_t s = c->ctx->stream;
-    BY_SIZE(sc_dtype_size(c->in[0].desc.dtype),
+    CU_BY_SIZE(c, sc_dtype_size(c->in[0].desc.dtype),
             (k_gather<T><<<cu_grid(n), CU_BLOCK, 0, s>>>((const T *)c->in[0].data, c->in[1].data, i64, (T *)c->out[0].data, K, A, J, n)));
     CU_LAUNCH_CHECK(c);
     return SC_OK;
@@ -396,7 +378,7 @@ sc_status cu_pad(const cu_call *c) {
     int64_t n = sc_desc_numel(y);
     if (n == 0) return SC_OK;
     cudaStream_t s = c->ctx->stream;
-    BY_SIZE(es, ({
+    CU_BY_SIZE(c, es, ({
                 T v;
                 memcpy(&v, &value, sizeof v);
                 k_pad<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(g, (const T *)c->in[0].data, (T *)c->out[0].data, v, n);
@@ -418,7 +400,7 @@ sc_status cu_trilu(const cu_call *c) {
     if (n == 0) return SC_OK;
     bool upper = c->node->attrs->trilu.upper;
     cudaStream_t s = c->ctx->stream;
-    BY_SIZE(sc_dtype_size(x->dtype), (k_trilu<T><<<cu_grid(n), CU_BLOCK, 0, s>>>((const T *)c->in[0].data, (T *)c->out[0].data, N, M, k, upper, n)));
+    CU_BY_SIZE(c, sc_dtype_size(x->dtype), (k_trilu<T><<<cu_grid(n), CU_BLOCK, 0, s>>>((const T *)c->in[0].data, (T *)c->out[0].data, N, M, k, upper, n)));
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

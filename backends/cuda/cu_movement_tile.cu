@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backends/cuda/cu_block.cuh"
 #include "backends/cuda/cu_kernels.h"
 
 struct elem_geom {
@@ -55,15 +56,6 @@ template <typename T> __global__ void k_gather_elements(elem_geom g, const T *x,
     }
 }
 
-#define BY_ELEM_SIZE(es, LAUNCH)                                                                           \
-    switch (es) {                                                                                          \
-    case 1: { typedef uint8_t T; LAUNCH; break; }                                                          \
-    case 2: { typedef uint16_t T; LAUNCH; break; }                                                         \
-    case 4: { typedef uint32_t T; LAUNCH; break; }                                                         \
-    case 8: { typedef uint64_t T; LAUNCH; break; }                                                         \
-    default: return cu_errorf(c, "element size %zu not supported", es);                                   \
-    }
-
 extern "C" sc_status cu_tile(const cu_call *c) {
     const sc_desc *x = &c->in[0].desc, *y = &c->out[0].desc;
     int64_t n = sc_desc_numel(y);
@@ -71,7 +63,7 @@ extern "C" sc_status cu_tile(const cu_call *c) {
     elem_geom g = geom_of(x, y, 0);
     size_t es = sc_dtype_size(x->dtype);
     cudaStream_t s = c->ctx->stream;
-    BY_ELEM_SIZE(es, (k_tile<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(g, (const T *)c->in[0].data, (T *)c->out[0].data, n)));
+    CU_BY_SIZE(c, es, (k_tile<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(g, (const T *)c->in[0].data, (T *)c->out[0].data, n)));
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }
@@ -86,7 +78,7 @@ extern "C" sc_status cu_gather_elements(const cu_call *c) {
     size_t es = sc_dtype_size(x->dtype);
     cudaStream_t s = c->ctx->stream;
     bool i64 = id->dtype == SC_I64;
-    BY_ELEM_SIZE(es, (k_gather_elements<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(g, (const T *)c->in[0].data, c->in[1].data, i64, (T *)c->out[0].data, n)));
+    CU_BY_SIZE(c, es, (k_gather_elements<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(g, (const T *)c->in[0].data, c->in[1].data, i64, (T *)c->out[0].data, n)));
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

@@ -314,8 +314,7 @@ sc_status cu_max_pool(const cu_call *c) {
         return cu_errorf(c, "Indices must be int64 with storage_order 0 (column-major Indices not supported on CUDA)");
     int64_t n = sc_desc_numel(y);
     if (n == 0) return SC_OK;
-    if (x->dtype == SC_F32) k_max_pool<float><<<cu_grid(n), CU_BLOCK, 0, c->ctx->stream>>>(w, (const float *)c->in[0].data, (float *)c->out[0].data, ind, n);
-    else k_max_pool<double><<<cu_grid(n), CU_BLOCK, 0, c->ctx->stream>>>(w, (const double *)c->in[0].data, (double *)c->out[0].data, ind, n);
+    CU_BY_FLOAT(c, x->dtype, (k_max_pool<T><<<cu_grid(n), CU_BLOCK, 0, c->ctx->stream>>>(w, (const T *)c->in[0].data, (T *)c->out[0].data, ind, n)));
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }
@@ -328,8 +327,7 @@ sc_status cu_average_pool(const cu_call *c) {
     bool inc = c->node->attrs->window.count_include_pad;
     int64_t n = sc_desc_numel(y);
     if (n == 0) return SC_OK;
-    if (x->dtype == SC_F32) k_avg_pool<float><<<cu_grid(n), CU_BLOCK, 0, c->ctx->stream>>>(w, (const float *)c->in[0].data, (float *)c->out[0].data, inc, n);
-    else k_avg_pool<double><<<cu_grid(n), CU_BLOCK, 0, c->ctx->stream>>>(w, (const double *)c->in[0].data, (double *)c->out[0].data, inc, n);
+    CU_BY_FLOAT(c, x->dtype, (k_avg_pool<T><<<cu_grid(n), CU_BLOCK, 0, c->ctx->stream>>>(w, (const T *)c->in[0].data, (T *)c->out[0].data, inc, n)));
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

@@ -207,13 +207,7 @@ sc_status cu_resize(const cu_call *c) {
         if (x->dtype == SC_F32) linear_launch<float>(s, t, xp, yp, n);
         else linear_launch<double>(s, t, xp, yp, n);
     } else {
-        switch (sc_dtype_size(x->dtype)) {
-        case 1: nearest_launch<uint8_t>(s, t, xp, yp, n); break;
-        case 2: nearest_launch<uint16_t>(s, t, xp, yp, n); break;
-        case 4: nearest_launch<uint32_t>(s, t, xp, yp, n); break;
-        case 8: nearest_launch<uint64_t>(s, t, xp, yp, n); break;
-        default: return cu_errorf(c, "dtype %s not supported", sc_dtype_name(x->dtype));
-        }
+        CU_BY_SIZE(c, sc_dtype_size(x->dtype), nearest_launch<T>(s, t, xp, yp, n));
     }
     CU_LAUNCH_CHECK(c);
     return SC_OK;

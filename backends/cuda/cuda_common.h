@@ -129,20 +129,17 @@ sc_status cu_divide_launch(cudaStream_t s, void *x, sc_dtype t, double d, int64_
         if (cu_e_ != cudaSuccess) return cu_fail((c), "CUDA", "kernel launch", __FILE__, __LINE__, cudaGetErrorString(cu_e_)); \
     } while (0)
 
-#define CUBLAS_CHECK(c, expr)                                                                              \
+/* A library call whose status (of type Status, `ok` on success) is not ok returns cu_fail naming the
+ * library, the call (text) and the status's message (message_of). */
+#define CU_LIB_CHECK(c, lib, Status, ok, message_of, expr, text)                                           \
     do {                                                                                                   \
-        cublasStatus_t cb_e_ = (expr);                                                                     \
-        if (cb_e_ != CUBLAS_STATUS_SUCCESS)                                                                \
-            return cu_fail((c), "cuBLAS", #expr, __FILE__, __LINE__, cublasGetStatusString(cb_e_));         \
+        Status lib_e_ = (expr);                                                                            \
+        if (lib_e_ != (ok)) return cu_fail((c), lib, text, __FILE__, __LINE__, message_of(lib_e_));        \
     } while (0)
-
+#define CUBLAS_CHECK(c, expr) \
+    CU_LIB_CHECK(c, "cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, cublasGetStatusString, expr, #expr)
 #ifdef SC_HAVE_CUDNN
-#define CUDNN_CHECK(c, expr)                                                                               \
-    do {                                                                                                   \
-        cudnnStatus_t dn_e_ = (expr);                                                                      \
-        if (dn_e_ != CUDNN_STATUS_SUCCESS)                                                                 \
-            return cu_fail((c), "cuDNN", #expr, __FILE__, __LINE__, cudnnGetErrorString(dn_e_));            \
-    } while (0)
+#define CUDNN_CHECK(c, expr) CU_LIB_CHECK(c, "cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS, cudnnGetErrorString, expr, #expr)
 #endif
 
 /* Threads per block of the simple one-thread-per-element kernels, and their grid size. */
