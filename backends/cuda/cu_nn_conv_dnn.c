@@ -8,7 +8,8 @@
  * leaves free, and the algorithm repeats its bits (cuDNN's BWD_DATA_ALGO_0 and BWD_FILTER_ALGO_0 /
  * _3 add with atomics), so a recomputed convolution equals the first run and every plan gives the
  * weights of `none`. The fixed cap is within the 256 MiB of scratch the backend always allows.
- * f32 runs with CUDNN_FMA_MATH unless TF32 is enabled (CUDNN_TENSOR_OP_MATH); f64 for checks.
+ * f32 runs with CUDNN_FMA_MATH unless TF32 is enabled (CUDNN_TENSOR_OP_MATH); f64 for checks; bf16
+ * and f16 data (mixed precision) compute in f32 on the tensor cores, without a bias (cu_nn_conv.c).
  * Every descriptor is destroyed on every path, failures included.
  */
 #ifdef SC_HAVE_CUDNN
@@ -37,7 +38,9 @@ static void packed(int nd, const int *dims, int *st) {
 
 static sc_status descs_make(const cu_call *c, const cu_window *w, int64_t N, int64_t C, int64_t M, int64_t G, sc_dtype t, dnn_descs *d) {
     memset(d, 0, sizeof *d);
-    cudnnDataType_t dt = t == SC_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    bool half = t == SC_BF16 || t == SC_F16;
+    cudnnDataType_t dt = t == SC_F64 ? CUDNN_DATA_DOUBLE : t == SC_BF16 ? CUDNN_DATA_BFLOAT16 : t == SC_F16 ? CUDNN_DATA_HALF
+                                                                                                             : CUDNN_DATA_FLOAT;
     int ns = w->ns < 2 ? 2 : w->ns, nd = ns + 2;
     int xd[5] = {(int)N, (int)C}, yd[5] = {(int)N, (int)M}, wd[5] = {(int)M, (int)(C / G)}, bd[5] = {1, (int)M};
     int pad[3], str[3], dil[3], st[5];
@@ -57,9 +60,12 @@ static sc_status descs_make(const cu_call *c, const cu_window *w, int64_t N, int
     packed(nd, bd, st);
     CUDNN_CHECK(c, cudnnSetTensorNdDescriptor(d->b, dt, nd, bd, st));
     CUDNN_CHECK(c, cudnnSetFilterNdDescriptor(d->w, dt, CUDNN_TENSOR_NCHW, nd, wd));
-    CUDNN_CHECK(c, cudnnSetConvolutionNdDescriptor(d->conv, ns, pad, str, dil, CUDNN_CROSS_CORRELATION, dt));
+    /* 16-bit data computes in float (PSEUDO_HALF / PSEUDO_BFLOAT16_CONFIG) on the tensor cores */
+    CUDNN_CHECK(c, cudnnSetConvolutionNdDescriptor(d->conv, ns, pad, str, dil, CUDNN_CROSS_CORRELATION,
+                                                   half ? CUDNN_DATA_FLOAT : dt));
     CUDNN_CHECK(c, cudnnSetConvolutionGroupCount(d->conv, (int)G));
-    CUDNN_CHECK(c, cudnnSetConvolutionMathType(d->conv, t == SC_F32 && c->ctx->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    bool tensor_op = half || (t == SC_F32 && c->ctx->tf32);
+    CUDNN_CHECK(c, cudnnSetConvolutionMathType(d->conv, tensor_op ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     return SC_OK;
 }
 
@@ -88,7 +94,8 @@ static sc_status descs_make(const cu_call *c, const cu_window *w, int64_t N, int
         (bytes) = (size_t)ws_;                                                                             \
     } while (0)
 
-/* cuDNN's alpha = 1 and beta = 0, typed as the computation: double for f64, float otherwise. */
+/* cuDNN's alpha = 1 and beta = 0, typed as the computation: double for f64, float otherwise (16-bit
+ * data computes in float). */
 static const double one_f64 = 1, zero_f64 = 0;
 static const float one_f32 = 1, zero_f32 = 0;
 static const void *dnn_one(sc_dtype t) { return t == SC_F64 ? (const void *)&one_f64 : (const void *)&one_f32; }
@@ -125,9 +132,18 @@ static sc_status bwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void 
     return SC_OK;
 }
 
+/* The dtypes cuDNN runs here: f32, f64, and bf16 / f16 for the convolution alone (bias and its
+ * gradient take f32 or f64: cu_conv widens a 16-bit Conv with a bias). */
+static sc_status dtype_check(const cu_call *c, sc_dtype t, bool bias) {
+    bool half = t == SC_BF16 || t == SC_F16;
+    if (t == SC_F32 || t == SC_F64 || (half && !bias)) return SC_OK;
+    return cu_errorf(c, "dtype %s%s not supported (f32, f64; bf16 and f16 without a bias)", sc_dtype_name(t),
+                     bias ? " with a bias" : "");
+}
+
 sc_status cu_conv_dnn_fwd(const cu_call *c, const cu_window *w, int64_t N, int64_t C, int64_t M, int64_t G, sc_dtype t,
                           const void *x, const void *wt, const void *b, void *y) {
-    if (t != SC_F32 && t != SC_F64) return cu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(t));
+    SC_TRY(dtype_check(c, t, b != NULL));
     dnn_descs d;
     sc_status st = descs_make(c, w, N, C, M, G, t, &d);
     if (!st) st = fwd_run(c, &d, t, x, wt, b, y);
@@ -137,7 +153,7 @@ sc_status cu_conv_dnn_fwd(const cu_call *c, const cu_window *w, int64_t N, int64
 
 sc_status cu_conv_dnn_bwd(const cu_call *c, const cu_window *w, int64_t N, int64_t C, int64_t M, int64_t G, sc_dtype t,
                           const void *dy, const void *x, const void *wt, void *dx, void *dw, void *db) {
-    if (t != SC_F32 && t != SC_F64) return cu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(t));
+    SC_TRY(dtype_check(c, t, db != NULL));
     if (db) SC_TRY(cu_bias_grad(c, t, dy, N, M, w->out[0] * w->out[1] * w->out[2], db));
     if (!dx && !dw) return SC_OK;
     dnn_descs d;

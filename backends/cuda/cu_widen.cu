@@ -101,8 +101,25 @@ static bool native_product(const cu_call *c) {
     return is_half(t);
 }
 
+/* Conv and ConvGrad whose tensors are all of one 16-bit type go to their kernels as they are:
+ * cu_nn_conv.c runs cuDNN's 16-bit convolution where it applies and widens the rest itself. */
+static bool native_conv(const cu_call *c) {
+#ifdef SC_HAVE_CUDNN
+    if (c->node->op != SC_OP_CONV && c->node->op != SC_OP_CONV_GRAD) return false;
+    sc_dtype t = c->in[0].desc.dtype;
+    for (int i = 0; i < c->n_in + c->n_out; i++) {
+        const sc_tensor *x = i < c->n_in ? &c->in[i] : &c->out[i - c->n_in];
+        if (x->data && x->desc.dtype != t) return false;
+    }
+    return is_half(t);
+#else
+    (void)c;
+    return false;
+#endif
+}
+
 extern "C" bool cu_needs_widening(const cu_call *c) {
-    if (takes_16bit(c->node->op) || native_product(c)) return false;
+    if (takes_16bit(c->node->op) || native_product(c) || native_conv(c)) return false;
     for (int i = 0; i < c->n_in; i++)
         if (c->in[i].data && is_half(c->in[i].desc.dtype)) return true;
     for (int i = 0; i < c->n_out; i++)

@@ -25,7 +25,8 @@
  *   1e-4  reductions, softmax, norms, pools, losses (summation order differs; atomics in grads)
  *   2e-4  Gemm / MatMul / Conv (cuBLAS / cuDNN blocking vs oneDNN; TF32 stays off in this test)
  * 16-bit cases (bf16, f16; both backends run the f32 kernel on widened copies and round each output
- * once, cpu_widen.c and cu_widen.cu): 1e-6 where the f32 results are equal (casts, movement,
+ * once, cpu_widen.c and cu_widen.cu, but for CUDA's cuBLAS products and cuDNN convolutions without a
+ * bias, which take the 16-bit data and accumulate in f32): 1e-6 where the f32 results are equal (casts, movement,
  * element-wise arithmetic: one IEEE operation, then the same rounding); else one unit in the last
  * place of the 16-bit result, since f32 results a few ulp apart can round to neighbouring 16-bit
  * values: 2^-7 relative for bf16 (8e-3), 2^-10 for f16 (1e-3).
@@ -320,6 +321,11 @@ static const op_case cases[] = {
     {SC_OP_GEMM, "gemm_f16_mixed_c", 3, 1, {F16(7, 33), F16(5, 33), F32(5)}, a_gemm, F16_ULP}, /* widened */
     {SC_OP_CONV, "conv_bf16", 3, 1, {BF16(2, 3, 9, 9), BF16(4, 3, 3, 3), BF16(4)}, a_conv, BF16_ULP},
     {SC_OP_CONV_GRAD, "conv_grad_bf16", 3, 3, {BF16(2, 4, 5, 9), BF16(2, 3, 9, 9), BF16(4, 3, 3, 3)}, a_conv, BF16_ULP},
+    /* no bias (dB): cuDNN's 16-bit convolutions on CUDA */
+    {SC_OP_CONV, "conv_bf16_native", 2, 1, {BF16(2, 3, 9, 9), BF16(4, 3, 3, 3)}, a_conv, BF16_ULP},
+    {SC_OP_CONV, "conv_f16_native", 2, 1, {F16(2, 3, 9, 9), F16(4, 3, 3, 3)}, a_conv, F16_ULP},
+    {SC_OP_CONV_GRAD, "conv_grad_bf16_native", 3, 2, {BF16(2, 4, 5, 9), BF16(2, 3, 9, 9), BF16(4, 3, 3, 3)}, a_conv, BF16_ULP},
+    {SC_OP_CONV_GRAD, "conv_grad_f16_native", 3, 2, {F16(2, 4, 5, 9), F16(2, 3, 9, 9), F16(4, 3, 3, 3)}, a_conv, F16_ULP},
 };
 
 /* Scalars given as K_INTS on f32 inputs: clip bounds, lr, ratio (by case name and input). */
@@ -469,6 +475,14 @@ static sc_status inplace_device_check(sc_backend *be, const op_case *oc, const s
 
 /* One op case: graph -> shapes -> CPU reference -> CUDA -> compare every output. be NULL (no GPU):
  * the CPU half alone, so a malformed case fails here rather than in a GPU session. */
+/* The "_native" 16-bit convolutions must reach cuDNN's 16-bit path (cu_nn_conv.c), not the widened
+ * f32 copies, where this build has cuDNN: a fallback would pass the comparison unnoticed. */
+static void native_check(const op_case *oc, const sc_node *node, const sc_tensor *in, sc_tensor *out) {
+    if (!strstr(oc->what, "_native") || !backend_cuda_has_cudnn()) return;
+    cu_call call = {.node = node, .in = in, .n_in = oc->n_in, .out = out, .n_out = oc->n_out};
+    CHECK(!cu_needs_widening(&call), "%s: runs on widened f32 copies, not on cuDNN's 16-bit path", oc->what);
+}
+
 static void run_case(sc_backend *be, const op_case *oc) {
     sc_graph g;
     graph_init(&g);
@@ -556,6 +570,7 @@ static void run_case(sc_backend *be, const op_case *oc) {
             p += slot_bytes(sc_desc_bytes(&ref[k].desc));
         }
         if (!st && t) st = be->iface->wait(be, t);
+        if (!st) native_check(oc, node, dev_in, dev_out);
         if (!st) st = be->iface->run_node(be, node, dev_in, oc->n_in, dev_out, oc->n_out);
         if (!st) st = be->iface->synchronize(be);
         CHECK(!st, "%s: CUDA: %s", oc->what, st ? sc_status_message(st) : "");

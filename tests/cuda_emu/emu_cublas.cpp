@@ -282,22 +282,6 @@ struct gemm_job {
     int kind;
 };
 
-/* Storage of the operands: the compute type itself, or 16-bit floats widened on load and rounded
- * on store (core/half.h, the backends' own conversions). */
-struct bf16_t {
-    uint16_t bits;
-};
-struct f16_t {
-    uint16_t bits;
-};
-static inline float load_t(float v) { return v; }
-static inline double load_t(double v) { return v; }
-static inline float load_t(bf16_t v) { return sc_bf16_to_f32(v.bits); }
-static inline float load_t(f16_t v) { return sc_f16_to_f32(v.bits); }
-static inline void store_t(float *p, float v) { *p = v; }
-static inline void store_t(double *p, double v) { *p = v; }
-static inline void store_t(bf16_t *p, float v) { p->bits = sc_f32_to_bf16(v); }
-static inline void store_t(f16_t *p, float v) { p->bits = sc_f32_to_f16(v); }
 
 
 static inline float fma_t(float a, float b, float c) { return fmaf(a, b, c); }

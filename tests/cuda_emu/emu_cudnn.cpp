@@ -28,7 +28,11 @@
  * a wrong output size is NOT_SUPPORTED, as the docs list it); alpha / beta NULL or in device
  * memory; data, filter and workspace pointers not inside one device allocation over what the
  * descriptor spans; an output that overlaps itself (strides) or an input or the workspace.
- * Not emulated (NOT_SUPPORTED with a note): half / int types, NHWC filters, negative strides.
+ * 16-bit data (HALF, BFLOAT16) with FLOAT compute, cuDNN's PSEUDO_HALF_CONFIG and
+ * PSEUDO_BFLOAT16_CONFIG: products of the widened values accumulate in double and the result is
+ * rounded through float to the 16-bit type once; alpha and beta are float.
+ * Not emulated (NOT_SUPPORTED with a note): TRUE_HALF_CONFIG (HALF compute), int types, NHWC
+ * filters, negative strides.
  * The workspace is overwritten with NaN bytes by every computation that asks for one, since a real
  * algorithm leaves garbage there.
  */
@@ -418,6 +422,8 @@ static bool tensor_self_overlaps(const cudnnTensorStruct *t) {
 /* A convolution normalised to 3 spatial dims (2-D ones get a leading unit dim). */
 struct conv_geom {
     bool f64, tf32, flip;
+    cudnnDataType_t dt;      /* the data's type: FLOAT, DOUBLE, or HALF / BFLOAT16 computed in FLOAT */
+    int64_t es;              /* its element size */
     int nd;                  /* 4 or 5 */
     int64_t N, C, K, G;      /* images, input channels, filters (output channels), groups */
     int64_t in[3], out[3], k[3], pad[3], str[3], dil[3];
@@ -455,9 +461,12 @@ static cudnnStatus_t conv_problem(const char *fn, cudnnTensorDescriptor_t xd, cu
         emu::note("%s: %d-D tensors; convolutions take 4-D and 5-D", fn, x->nd);
         return CUDNN_STATUS_NOT_SUPPORTED;
     }
-    if ((x->dt != CUDNN_DATA_FLOAT && x->dt != CUDNN_DATA_DOUBLE) || c->compute != x->dt) {
-        emu::note("%s: data %s with compute type %s: the emulator runs FLOAT_CONFIG and DOUBLE_CONFIG", fn,
-                  dtype_name(x->dt), dtype_name(c->compute));
+    bool half = x->dt == CUDNN_DATA_HALF || x->dt == CUDNN_DATA_BFLOAT16;
+    if ((x->dt != CUDNN_DATA_FLOAT && x->dt != CUDNN_DATA_DOUBLE && !half) ||
+        c->compute != (half ? CUDNN_DATA_FLOAT : x->dt)) {
+        emu::note("%s: data %s with compute type %s: the emulator runs FLOAT_CONFIG, DOUBLE_CONFIG, "
+                  "PSEUDO_HALF_CONFIG and PSEUDO_BFLOAT16_CONFIG (16-bit data, FLOAT compute)",
+                  fn, dtype_name(x->dt), dtype_name(c->compute));
         return CUDNN_STATUS_NOT_SUPPORTED;
     }
     if (w->format != CUDNN_TENSOR_NCHW) {
@@ -493,7 +502,10 @@ static cudnnStatus_t conv_problem(const char *fn, cudnnTensorDescriptor_t xd, cu
     }
     g->xs[0] = x->strides[0], g->xs[1] = x->strides[1], g->ys[0] = y->strides[0], g->ys[1] = y->strides[1];
     g->f64 = x->dt == CUDNN_DATA_DOUBLE;
-    g->tf32 = !g->f64 && c->math != CUDNN_FMA_MATH; /* DEFAULT and TENSOR_OP* let cuDNN use TF32 */
+    g->dt = x->dt;
+    g->es = half ? 2 : g->f64 ? 8 : 4;
+    /* DEFAULT and TENSOR_OP* let cuDNN use TF32 on float data (16-bit values are exact in TF32) */
+    g->tf32 = x->dt == CUDNN_DATA_FLOAT && c->math != CUDNN_FMA_MATH;
     g->flip = c->mode == CUDNN_CONVOLUTION;
     g->math = c->math;
     g->nd = x->nd;
@@ -519,13 +531,12 @@ static bool dilated(const conv_geom &g) { return g.dil[0] > 1 || g.dil[1] > 1 ||
 
 /* One image's im2col matrix: (C * prod k) x prod out elements. */
 static int64_t im2col_bytes(const conv_geom &g) {
-    int64_t es = g.f64 ? 8 : 4;
-    return g.C * g.k[0] * g.k[1] * g.k[2] * g.out[0] * g.out[1] * g.out[2] * es;
+    return g.C * g.k[0] * g.k[1] * g.k[2] * g.out[0] * g.out[1] * g.out[2] * g.es;
 }
 
 /* The heuristic's list for a direction, best first (see the file comment); returns its length. */
 static int algo_list(conv_dir dir, const conv_geom &g, algo_info *a) {
-    int64_t col = im2col_bytes(g), es = g.f64 ? 8 : 4;
+    int64_t col = im2col_bytes(g), es = g.es;
     int64_t filt = g.K * (g.C / g.G) * g.k[0] * g.k[1] * g.k[2];
     const cudnnDeterminism_t D = CUDNN_DETERMINISTIC, ND = CUDNN_NON_DETERMINISTIC;
     switch (dir) {
@@ -686,6 +697,31 @@ static bool workspace_ok(const char *fn, int64_t need, size_t size) {
 
 static inline double in_v(float v, bool tf32) { return tf32 ? emu::tf32_round(v) : v; }
 static inline double in_v(double v, bool) { return v; }
+static inline double in_v(bf16_t v, bool) { return load_t(v); }
+static inline double in_v(f16_t v, bool) { return load_t(v); }
+
+/* Rounding r to the storage type, and the neighbour one unit in the last place from v toward
+ * `up` (for 16-bit types the bit pattern is sign-magnitude: the magnitude grows by one away from
+ * zero). */
+static inline float round_to(float *, double r) { return (float)r; }
+static inline double round_to(double *, double r) { return r; }
+template <typename H> static inline H round_to(H *, double r) {
+    H v;
+    store_t(&v, (float)r);
+    return v;
+}
+static inline float ulp_step(float v, bool up) {
+    return std::nextafter(v, up ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity());
+}
+static inline double ulp_step(double v, bool up) {
+    return std::nextafter(v, up ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity());
+}
+template <typename H> static inline H ulp_step(H v, bool up) {
+    bool neg = v.bits & 0x8000u;
+    if ((v.bits & 0x7fffu) == 0) v.bits = up ? 0x0001u : 0x8001u;
+    else v.bits = (uint16_t)(up != neg ? v.bits + 1 : v.bits - 1);
+    return v;
+}
 
 /* out = alpha acc + beta out, rounded once; beta == 0 does not read out.
  * Real algorithms sum in different orders, so their results differ in the last bits, and the
@@ -697,11 +733,10 @@ static inline double in_v(double v, bool) { return v; }
 template <typename T>
 static inline void blend(T *out, double acc, double alpha, double beta, uint64_t salt = 0, int64_t e = 0) {
     double r = alpha * acc;
-    if (beta != 0) r += beta * (double)*out;
-    T v = (T)r;
+    if (beta != 0) r += beta * (double)load_t(*out);
+    T v = round_to(out, r);
     uint64_t h = (salt ^ (uint64_t)e) * 0x9E3779B97F4A7C15ull;
-    if (salt && ((h ^ (h >> 29)) >> 63) && std::isfinite(v))
-        v = std::nextafter(v, r >= (double)v ? std::numeric_limits<T>::infinity() : -std::numeric_limits<T>::infinity());
+    if (salt && ((h ^ (h >> 29)) >> 63) && std::isfinite((double)load_t(v))) v = ulp_step(v, r >= (double)load_t(v));
     *out = v;
 }
 
@@ -869,7 +904,7 @@ static cudnnStatus_t conv_prepare(const char *fn, conv_dir dir, cudnnHandle_t ha
     st = algo_workspace(fn, dir, algo, g, &need);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     if (!workspace_ok(fn, need, workSpaceSizeInBytes)) return CUDNN_STATUS_BAD_PARAM;
-    int64_t es = g.f64 ? 8 : 4;
+    int64_t es = g.es;
     mem_range xr = {dir == DIR_BWD_DATA ? "dx" : "x", x, g.x_span * es};
     mem_range wr = {dir == DIR_BWD_FILTER ? "dw" : "w", w, g.w_numel * es};
     mem_range yr = {dir == DIR_FWD ? "y" : "dy", y, g.y_span * es};
@@ -884,17 +919,23 @@ static cudnnStatus_t conv_prepare(const char *fn, conv_dir dir, cudnnHandle_t ha
     return CUDNN_STATUS_SUCCESS;
 }
 
+template <typename T> static void conv_run(conv_dir dir, const conv_job &j) {
+    if (dir == DIR_FWD) conv_fwd_run<T>(j);
+    else if (dir == DIR_BWD_DATA) conv_bwd_data_run<T>(j);
+    else conv_bwd_filter_run<T>(j);
+}
+
 /* Queues direction `dir` of job j: scribbles over the workspace, as a real algorithm would, then
- * computes in the data's precision. */
+ * computes with the data's storage type (accumulating in double, rounding once). */
 static void conv_enqueue(cudnnHandle_t handle, const char *fn, conv_dir dir, const conv_job &j) {
     emu::enqueue(handle->stream, fn, [j, dir]() {
         if (j.ws_bytes > 0) memset(j.ws, 0xff, (size_t)j.ws_bytes);
-        if (dir == DIR_FWD)
-            j.g.f64 ? conv_fwd_run<double>(j) : conv_fwd_run<float>(j);
-        else if (dir == DIR_BWD_DATA)
-            j.g.f64 ? conv_bwd_data_run<double>(j) : conv_bwd_data_run<float>(j);
-        else
-            j.g.f64 ? conv_bwd_filter_run<double>(j) : conv_bwd_filter_run<float>(j);
+        switch (j.g.dt) {
+        case CUDNN_DATA_DOUBLE: conv_run<double>(dir, j); break;
+        case CUDNN_DATA_BFLOAT16: conv_run<bf16_t>(dir, j); break;
+        case CUDNN_DATA_HALF: conv_run<f16_t>(dir, j); break;
+        default: conv_run<float>(dir, j); break;
+        }
     });
 }
 

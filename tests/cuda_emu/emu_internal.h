@@ -17,6 +17,25 @@
 
 #include <functional>
 
+#include "core/half.h"
+
+/* Storage of an operand: float or double as such, or 16-bit floats widened on load and rounded to
+ * nearest even on store (core/half.h, the backends' own conversions). */
+struct bf16_t {
+    uint16_t bits;
+};
+struct f16_t {
+    uint16_t bits;
+};
+static inline float load_t(float v) { return v; }
+static inline double load_t(double v) { return v; }
+static inline float load_t(bf16_t v) { return sc_bf16_to_f32(v.bits); }
+static inline float load_t(f16_t v) { return sc_f16_to_f32(v.bits); }
+static inline void store_t(float *p, float v) { *p = v; }
+static inline void store_t(double *p, double v) { *p = v; }
+static inline void store_t(bf16_t *p, float v) { p->bits = sc_f32_to_bf16(v); }
+static inline void store_t(f16_t *p, float v) { p->bits = sc_f32_to_f16(v); }
+
 namespace emu {
 
 /* Queues fn on stream s (NULL = the legacy default stream); `what` names it in messages. */
