@@ -326,6 +326,9 @@ static const op_case cases[] = {
     {SC_OP_CONV, "conv_f16_native", 2, 1, {F16(2, 3, 9, 9), F16(4, 3, 3, 3)}, a_conv, F16_ULP},
     {SC_OP_CONV_GRAD, "conv_grad_bf16_native", 3, 2, {BF16(2, 4, 5, 9), BF16(2, 3, 9, 9), BF16(4, 3, 3, 3)}, a_conv, BF16_ULP},
     {SC_OP_CONV_GRAD, "conv_grad_f16_native", 3, 2, {F16(2, 4, 5, 9), F16(2, 3, 9, 9), F16(4, 3, 3, 3)}, a_conv, F16_ULP},
+    /* 16-bit without a bias, but pads cuDNN cannot take: cu_conv widens them itself */
+    {SC_OP_CONV, "conv_bf16_asym", 2, 1, {BF16(2, 4, 8, 8), BF16(6, 2, 2, 3)}, a_conv_asym, BF16_ULP},
+    {SC_OP_CONV_GRAD, "conv_grad_f16_asym", 3, 2, {F16(2, 6, 8, 7), F16(2, 4, 8, 8), F16(6, 2, 2, 3)}, a_conv_asym, F16_ULP},
 };
 
 /* Scalars given as K_INTS on f32 inputs: clip bounds, lr, ratio (by case name and input). */
