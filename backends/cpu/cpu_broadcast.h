@@ -56,6 +56,13 @@ typedef struct {
 /* False if some input cannot be broadcast to out (the caller names the node). */
 bool cpu_bcast_init(cpu_bcast *b, const sc_desc *out, const sc_desc *const *in, int n_in);
 
+/* Kernels that only move elements serve every dtype by its size: CPU_BY_SIZE instantiates
+ * MACRO(NAME_<bytes>, T) for the unsigned types of 1, 2, 4 and 8 bytes, CPU_BY_SIZE_PICK names the
+ * instance for element size es (NULL for another). */
+#define CPU_BY_SIZE(MACRO, NAME) MACRO(NAME##_1, uint8_t) MACRO(NAME##_2, uint16_t) MACRO(NAME##_4, uint32_t) MACRO(NAME##_8, uint64_t)
+#define CPU_BY_SIZE_PICK(NAME, es) \
+    ((es) == 1 ? NAME##_1 : (es) == 2 ? NAME##_2 : (es) == 4 ? NAME##_4 : (es) == 8 ? NAME##_8 : NULL)
+
 /* o: output row, in[k]: input k's row start, s[k]: input k's element stride (0 or 1), n elements. */
 typedef void (*cpu_bcast_row_fn)(const void *ctx, void *o, const void *const *in, const int64_t *s, int64_t n);
 

@@ -18,6 +18,15 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "core/half.h"
 
+/* One vectorised pass of a row: x and y are XI and YI (an element a[i] / b[i], or a broadcast
+ * scalar read once before the loop, so an output written over an input cannot change it). */
+#define BIN_LOOP(XI, YI, EXPR)                                                                     \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                          \
+        TA x = (XI);                                                                               \
+        TB y = (YI);                                                                               \
+        o[i] = (TO)(EXPR);                                                                         \
+    }
+
 /* A row function over inputs of types TA_, TB_ writing TO_; EXPR sees x (from a) and y (from b). */
 #define BIN_ROW(NAME, TA_, TB_, TO_, EXPR)                                                         \
     static void NAME(const void *ctx, void *o_, const void *const *in, const int64_t *s, int64_t n) { \
@@ -28,27 +37,18 @@
         TO *o = o_;                                                                                \
         const TA *a = in[0];                                                                       \
         const TB *b = in[1];                                                                       \
+        if (n <= 0) return;                                                                        \
+        const TA a0 = a[0];                                                                        \
+        const TB b0 = b[0];                                                                        \
         if (s[0] && s[1]) {                                                                        \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
-                TA x = a[i];                                                                       \
-                TB y = b[i];                                                                       \
-                o[i] = (TO)(EXPR);                                                                 \
-            }                                                                                      \
+            BIN_LOOP(a[i], b[i], EXPR)                                                             \
         } else if (s[0]) {                                                                         \
-            const TB y = b[0];                                                                     \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
-                TA x = a[i];                                                                       \
-                o[i] = (TO)(EXPR);                                                                 \
-            }                                                                                      \
+            BIN_LOOP(a[i], b0, EXPR)                                                               \
         } else if (s[1]) {                                                                         \
-            const TA x = a[0];                                                                     \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
-                TB y = b[i];                                                                       \
-                o[i] = (TO)(EXPR);                                                                 \
-            }                                                                                      \
+            BIN_LOOP(a0, b[i], EXPR)                                                               \
         } else {                                                                                   \
-            const TA x = a[0];                                                                     \
-            const TB y = b[0];                                                                     \
+            const TA x = a0;                                                                       \
+            const TB y = b0;                                                                       \
             const TO v = (TO)(EXPR);                                                               \
             for (int64_t i = 0; i < n; i++) o[i] = v;                                              \
         }                                                                                          \
@@ -289,10 +289,7 @@ sc_status cpu_pow(const sc_kernel_call *c) {
             for (int64_t i = 0; i < n; i++) o[i] = cnd[i * sc] ? x[i * sx] : y[i * sy];            \
         }                                                                                          \
     }
-WHERE_ROW(where_1, uint8_t)
-WHERE_ROW(where_2, uint16_t)
-WHERE_ROW(where_4, uint32_t)
-WHERE_ROW(where_8, uint64_t)
+CPU_BY_SIZE(WHERE_ROW, where)
 
 sc_status cpu_where(const sc_kernel_call *c) {
     const sc_tensor *cnd = &c->in[0], *x = &c->in[1], *y = &c->in[2];
@@ -302,7 +299,7 @@ sc_status cpu_where(const sc_kernel_call *c) {
         return cpu_errorf(c, "X and Y dtypes differ (%s and %s)", sc_dtype_name(x->desc.dtype),
                           sc_dtype_name(y->desc.dtype));
     size_t es = sc_dtype_size(x->desc.dtype);
-    cpu_bcast_row_fn fn = es == 1 ? where_1 : es == 2 ? where_2 : es == 4 ? where_4 : es == 8 ? where_8 : NULL;
+    cpu_bcast_row_fn fn = CPU_BY_SIZE_PICK(where, es);
     if (!fn) return cpu_errorf(c, "dtype %s not supported", sc_dtype_name(x->desc.dtype));
     const sc_desc *d[3] = {&cnd->desc, &x->desc, &y->desc};
     cpu_bcast bc;

@@ -91,7 +91,9 @@ static void outer_offsets(const perm_plan *p, const int *ax, int na, int64_t f, 
 }
 
 #define TRANSPOSE_TILED(NAME, T)                                                                   \
-    static void NAME(const perm_plan *p, const T *x, T *y, int b) {                                \
+    static void NAME(const perm_plan *p, const void *x_, void *y_, int b) {                        \
+        const T *x = x_;                                                                           \
+        T *y = y_;                                                                                 \
         int a = p->rank - 1, ax[SC_MAX_RANK], na = 0;                                              \
         for (int i = 0; i < a; i++)                                                                \
             if (i != b) ax[na++] = i;                                                              \
@@ -114,10 +116,7 @@ static void outer_offsets(const perm_plan *p, const int *ax, int na, int64_t f, 
             }                                                                                      \
         }                                                                                          \
     }
-TRANSPOSE_TILED(transpose_1, uint8_t)
-TRANSPOSE_TILED(transpose_2, uint16_t)
-TRANSPOSE_TILED(transpose_4, uint32_t)
-TRANSPOSE_TILED(transpose_8, uint64_t)
+CPU_BY_SIZE(TRANSPOSE_TILED, transpose)
 
 /* The innermost output axis is also innermost in the input: copy whole rows. */
 static void transpose_rows(const perm_plan *p, const char *x, char *y, size_t es) {
@@ -166,13 +165,9 @@ sc_status cpu_transpose(const sc_kernel_call *c) {
     for (int i = 0; i < p.rank; i++)
         if (p.is[i] == 1) b = i;
     SC_ASSERT(b >= 0 && b != a);
-    switch (es) {
-    case 1: transpose_1(&p, c->in[0].data, c->out[0].data, b); break;
-    case 2: transpose_2(&p, c->in[0].data, c->out[0].data, b); break;
-    case 4: transpose_4(&p, c->in[0].data, c->out[0].data, b); break;
-    case 8: transpose_8(&p, c->in[0].data, c->out[0].data, b); break;
-    default: return cpu_errorf(c, "dtype %s not supported", sc_dtype_name(x->dtype));
-    }
+    void (*tiled)(const perm_plan *, const void *, void *, int) = CPU_BY_SIZE_PICK(transpose, es);
+    if (!tiled) return cpu_errorf(c, "dtype %s not supported", sc_dtype_name(x->dtype));
+    tiled(&p, c->in[0].data, c->out[0].data, b);
     return SC_OK;
 }
 
@@ -277,10 +272,7 @@ sc_status cpu_split(const sc_kernel_call *c) {
             for (int64_t i = 0; i < n; i++) o[i] = v;                                              \
         }                                                                                          \
     }
-EXPAND_ROW(expand_1, uint8_t)
-EXPAND_ROW(expand_2, uint16_t)
-EXPAND_ROW(expand_4, uint32_t)
-EXPAND_ROW(expand_8, uint64_t)
+CPU_BY_SIZE(EXPAND_ROW, expand)
 
 sc_status cpu_expand(const sc_kernel_call *c) {
     const sc_desc *d[1] = {&c->in[0].desc};
@@ -291,7 +283,7 @@ sc_status cpu_expand(const sc_kernel_call *c) {
                           sc_desc_str(&c->out[0].desc, b, sizeof b));
     }
     size_t es = sc_dtype_size(d[0]->dtype);
-    cpu_bcast_row_fn fn = es == 1 ? expand_1 : es == 2 ? expand_2 : es == 4 ? expand_4 : es == 8 ? expand_8 : NULL;
+    cpu_bcast_row_fn fn = CPU_BY_SIZE_PICK(expand, es);
     if (!fn) return cpu_errorf(c, "dtype %s not supported", sc_dtype_name(d[0]->dtype));
     const void *p[1] = {c->in[0].data};
     cpu_bcast_run(&bc, fn, NULL, c->out[0].data, es, p, &es);
