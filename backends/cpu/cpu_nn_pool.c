@@ -172,6 +172,18 @@ sc_status cpu_average_pool(const sc_kernel_call *call) {
     return SC_OK;
 }
 
+/* y[i] = mean of row i of x (NC rows of sp elements). */
+#define GLOBAL_AVG(NAME, T)                                                                        \
+    static void NAME(int64_t NC, int64_t sp, const T *x, T *y) {                                   \
+        _Pragma("omp parallel for") for (int64_t i = 0; i < NC; i++) {                             \
+            T s = 0;                                                                               \
+            _Pragma("omp simd reduction(+ : s)") for (int64_t j = 0; j < sp; j++) s += x[i * sp + j]; \
+            y[i] = s / (T)sp;                                                                      \
+        }                                                                                          \
+    }
+GLOBAL_AVG(global_avg_f32, float)
+GLOBAL_AVG(global_avg_f64, double)
+
 /* Y[n, c, 1, ..] = mean over all spatial positions of X[n, c, ...]. Its attrs are empty but for
  * attrs.window.nhwc_in (channels-last X), set only by graph/pass_fuse.c. */
 sc_status cpu_global_average_pool(const sc_kernel_call *call) {
@@ -184,24 +196,9 @@ sc_status cpu_global_average_pool(const sc_kernel_call *call) {
         if (x->dtype != SC_F32) return cpu_errorf(call, "channels-last input needs f32");
         pool_global_avg_channels_last_f32(x->dims[0], x->dims[1], sp, call->in[0].data, call->out[0].data);
     } else if (x->dtype == SC_F32) {
-        const float *xp = call->in[0].data;
-        float *y = call->out[0].data;
-#pragma omp parallel for
-        for (int64_t i = 0; i < NC; i++) {
-            float s = 0;
-#pragma omp simd reduction(+ : s)
-            for (int64_t j = 0; j < sp; j++) s += xp[i * sp + j];
-            y[i] = s / (float)sp;
-        }
+        global_avg_f32(NC, sp, call->in[0].data, call->out[0].data);
     } else if (x->dtype == SC_F64) {
-        const double *xp = call->in[0].data;
-        double *y = call->out[0].data;
-#pragma omp parallel for
-        for (int64_t i = 0; i < NC; i++) {
-            double s = 0;
-            for (int64_t j = 0; j < sp; j++) s += xp[i * sp + j];
-            y[i] = s / (double)sp;
-        }
+        global_avg_f64(NC, sp, call->in[0].data, call->out[0].data);
     } else {
         return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
     }
