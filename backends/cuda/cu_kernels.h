@@ -50,6 +50,9 @@ sc_status cu_conv_gemm_bwd(const cu_call *c, const cu_window *w, int64_t N, int6
  * cap > 0, sigmoid, swish, hard swish; graph/attrs.h) (cu_nn_conv_gemm.cu). */
 sc_status cu_conv_epilogue(const cu_call *c, sc_dtype t, void *y, const void *s, int64_t n, sc_fused_act act,
                            double cap);
+/* y[n, m, s] = b[m] over [N, M, S] elements of es bytes: the bias a 16-bit cuDNN convolution then
+ * accumulates onto (beta = 1), so conv + bias is rounded once (cu_nn_conv_dnn.c). */
+sc_status cu_fill_channels(const cu_call *c, size_t es, void *y, const void *b, int64_t N, int64_t M, int64_t S);
 /* db[m] = sum over n and spatial of dy[n, m, :]: shared by both convolution paths. */
 sc_status cu_bias_grad(const cu_call *c, sc_dtype t, const void *dy, int64_t N, int64_t M, int64_t S, void *db);
 

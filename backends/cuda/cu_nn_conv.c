@@ -70,9 +70,9 @@ sc_status cu_conv(const cu_call *c) {
     if (wd->dtype != x->dtype || (b && c->in[2].desc.dtype != x->dtype)) return cu_errorf(c, "mixed dtypes not supported");
     SC_TRY(fused_sum_check(c, &sum));
     /* 16-bit tensors reach here only where cu_widen.cu found them all one type: cuDNN runs the
-     * convolution alone in 16 bits; with a bias, a fused epilogue or pads cuDNN cannot take, the
+     * convolution and its bias in 16 bits; with a fused epilogue or pads cuDNN cannot take, the
      * f32 path runs on widened copies */
-    if (is_16bit(x->dtype) && (!use_cudnn(&w) || b || sum || c->node->attrs->window.fused_act != SC_FUSED_NONE))
+    if (is_16bit(x->dtype) && (!use_cudnn(&w) || sum || c->node->attrs->window.fused_act != SC_FUSED_NONE))
         return cu_run_widened(cu_conv, c);
     sc_status st;
 #ifdef SC_HAVE_CUDNN

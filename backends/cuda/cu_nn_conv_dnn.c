@@ -9,7 +9,8 @@
  * _3 add with atomics), so a recomputed convolution equals the first run and every plan gives the
  * weights of `none`. The fixed cap is within the 256 MiB of scratch the backend always allows.
  * f32 runs with CUDNN_FMA_MATH unless TF32 is enabled (CUDNN_TENSOR_OP_MATH); f64 for checks; bf16
- * and f16 data (mixed precision) compute in f32 on the tensor cores, without a bias (cu_nn_conv.c).
+ * and f16 data (mixed precision) compute in f32 on the tensor cores; their bias is put in y first and
+ * the convolution accumulates onto it (beta = 1), and their bias gradient is left to cu_nn_conv.c.
  * Every descriptor is destroyed on every path, failures included.
  */
 #ifdef SC_HAVE_CUDNN
@@ -101,14 +102,17 @@ static const float one_f32 = 1, zero_f32 = 0;
 static const void *dnn_one(sc_dtype t) { return t == SC_F64 ? (const void *)&one_f64 : (const void *)&one_f32; }
 static const void *dnn_zero(sc_dtype t) { return t == SC_F64 ? (const void *)&zero_f64 : (const void *)&zero_f32; }
 
-static sc_status fwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void *x, const void *wt, const void *b, void *y) {
+/* y = conv(x, w) (+ y when onto_y: y holds the bias) (+ b, added after by cudnnAddTensor). */
+static sc_status fwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void *x, const void *wt, const void *b, void *y,
+                         bool onto_y) {
     cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
     void *work;
     size_t work_bytes;
     FIND_ALGO(cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, cudnnGetConvolutionForwardAlgorithm_v7,
               algo, work, work_bytes, d->x, d->w, d->conv, d->y);
     const void *al = dnn_one(t);
-    CUDNN_CHECK(c, cudnnConvolutionForward(c->ctx->cudnn, al, d->x, x, d->w, wt, d->conv, algo, work, work_bytes, dnn_zero(t), d->y, y));
+    const void *be = onto_y ? al : dnn_zero(t);
+    CUDNN_CHECK(c, cudnnConvolutionForward(c->ctx->cudnn, al, d->x, x, d->w, wt, d->conv, algo, work, work_bytes, be, d->y, y));
     if (b) CUDNN_CHECK(c, cudnnAddTensor(c->ctx->cudnn, al, d->b, b, al, d->y, y));
     return SC_OK;
 }
@@ -132,21 +136,26 @@ static sc_status bwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void 
     return SC_OK;
 }
 
-/* The dtypes cuDNN runs here: f32, f64, and bf16 / f16 for the convolution alone (bias and its
- * gradient take f32 or f64: cu_conv widens a 16-bit Conv with a bias). */
-static sc_status dtype_check(const cu_call *c, sc_dtype t, bool bias) {
-    bool half = t == SC_BF16 || t == SC_F16;
-    if (t == SC_F32 || t == SC_F64 || (half && !bias)) return SC_OK;
-    return cu_errorf(c, "dtype %s%s not supported (f32, f64; bf16 and f16 without a bias)", sc_dtype_name(t),
-                     bias ? " with a bias" : "");
+static bool is_half(sc_dtype t) { return t == SC_BF16 || t == SC_F16; }
+
+/* The dtypes cuDNN runs here: f32, f64, and bf16 / f16 but for the bias gradient (cu_conv_grad
+ * widens a 16-bit ConvGrad that asks for dB). */
+static sc_status dtype_check(const cu_call *c, sc_dtype t, bool bias_grad) {
+    if (t == SC_F32 || t == SC_F64 || (is_half(t) && !bias_grad)) return SC_OK;
+    return cu_errorf(c, "dtype %s%s not supported (f32, f64; bf16 and f16 without dB)", sc_dtype_name(t),
+                     bias_grad ? " with a bias gradient" : "");
 }
 
 sc_status cu_conv_dnn_fwd(const cu_call *c, const cu_window *w, int64_t N, int64_t C, int64_t M, int64_t G, sc_dtype t,
                           const void *x, const void *wt, const void *b, void *y) {
-    SC_TRY(dtype_check(c, t, b != NULL));
+    SC_TRY(dtype_check(c, t, false));
+    /* 16-bit: y starts as the bias and the convolution accumulates onto it (beta = 1), so conv +
+     * bias is rounded once, as on the f32 path */
+    bool onto_y = is_half(t) && b;
     dnn_descs d;
     sc_status st = descs_make(c, w, N, C, M, G, t, &d);
-    if (!st) st = fwd_run(c, &d, t, x, wt, b, y);
+    if (!st && onto_y) st = cu_fill_channels(c, 2, y, b, N, M, w->out[0] * w->out[1] * w->out[2]);
+    if (!st) st = fwd_run(c, &d, t, x, wt, onto_y ? NULL : b, y, onto_y);
     descs_free(&d);
     return st;
 }

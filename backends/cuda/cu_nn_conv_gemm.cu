@@ -115,6 +115,21 @@ template <typename T> __global__ void k_conv_epilogue(T *y, const T *s, int64_t 
         y[i] = act_apply(act, cap, s ? y[i] + s[i] : y[i]);
 }
 
+/* y[n, m, s] = b[m], moved by element size. */
+template <typename T> __global__ void k_fill_channels(T *y, const T *b, int64_t M, int64_t S, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = b[(i / S) % M];
+}
+
+extern "C" sc_status cu_fill_channels(const cu_call *c, size_t es, void *y, const void *b, int64_t N, int64_t M,
+                                      int64_t S) {
+    int64_t n = N * M * S;
+    if (n == 0) return SC_OK;
+    cudaStream_t s = c->ctx->stream;
+    CU_BY_SIZE(c, es, (k_fill_channels<T><<<cu_grid(n), CU_BLOCK, 0, s>>>((T *)y, (const T *)b, M, S, n)));
+    CU_LAUNCH_CHECK(c);
+    return SC_OK;
+}
+
 extern "C" sc_status cu_conv_epilogue(const cu_call *c, sc_dtype t, void *y, const void *s, int64_t n, sc_fused_act act,
                                       double cap) {
     if (n == 0 || (!s && act == SC_FUSED_NONE)) return SC_OK;

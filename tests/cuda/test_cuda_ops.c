@@ -25,8 +25,8 @@
  *   1e-4  reductions, softmax, norms, pools, losses (summation order differs; atomics in grads)
  *   2e-4  Gemm / MatMul / Conv (cuBLAS / cuDNN blocking vs oneDNN; TF32 stays off in this test)
  * 16-bit cases (bf16, f16; both backends run the f32 kernel on widened copies and round each output
- * once, cpu_widen.c and cu_widen.cu, but for CUDA's cuBLAS products and cuDNN convolutions without a
- * bias, which take the 16-bit data and accumulate in f32): 1e-6 where the f32 results are equal (casts, movement,
+ * once, cpu_widen.c and cu_widen.cu, but for CUDA's cuBLAS products and cuDNN convolutions, which
+ * take the 16-bit data and accumulate in f32): 1e-6 where the f32 results are equal (casts, movement,
  * element-wise arithmetic: one IEEE operation, then the same rounding); else one unit in the last
  * place of the 16-bit result, since f32 results a few ulp apart can round to neighbouring 16-bit
  * values: 2^-7 relative for bf16 (8e-3), 2^-10 for f16 (1e-3).
@@ -321,12 +321,13 @@ static const op_case cases[] = {
     {SC_OP_GEMM, "gemm_f16_mixed_c", 3, 1, {F16(7, 33), F16(5, 33), F32(5)}, a_gemm, F16_ULP}, /* widened */
     {SC_OP_CONV, "conv_bf16", 3, 1, {BF16(2, 3, 9, 9), BF16(4, 3, 3, 3), BF16(4)}, a_conv, BF16_ULP},
     {SC_OP_CONV_GRAD, "conv_grad_bf16", 3, 3, {BF16(2, 4, 5, 9), BF16(2, 3, 9, 9), BF16(4, 3, 3, 3)}, a_conv, BF16_ULP},
-    /* no bias (dB): cuDNN's 16-bit convolutions on CUDA */
+    /* cuDNN's 16-bit convolutions on CUDA (a bias too; not dB) */
     {SC_OP_CONV, "conv_bf16_native", 2, 1, {BF16(2, 3, 9, 9), BF16(4, 3, 3, 3)}, a_conv, BF16_ULP},
+    {SC_OP_CONV, "conv_bias_f16_native", 3, 1, {F16(2, 3, 9, 9), F16(4, 3, 3, 3), F16(4)}, a_conv, F16_ULP},
     {SC_OP_CONV, "conv_f16_native", 2, 1, {F16(2, 3, 9, 9), F16(4, 3, 3, 3)}, a_conv, F16_ULP},
     {SC_OP_CONV_GRAD, "conv_grad_bf16_native", 3, 2, {BF16(2, 4, 5, 9), BF16(2, 3, 9, 9), BF16(4, 3, 3, 3)}, a_conv, BF16_ULP},
     {SC_OP_CONV_GRAD, "conv_grad_f16_native", 3, 2, {F16(2, 4, 5, 9), F16(2, 3, 9, 9), F16(4, 3, 3, 3)}, a_conv, F16_ULP},
-    /* 16-bit without a bias, but pads cuDNN cannot take: cu_conv widens them itself */
+    /* 16-bit, but pads cuDNN cannot take: cu_conv widens them itself */
     {SC_OP_CONV, "conv_bf16_asym", 2, 1, {BF16(2, 4, 8, 8), BF16(6, 2, 2, 3)}, a_conv_asym, BF16_ULP},
     {SC_OP_CONV_GRAD, "conv_grad_f16_asym", 3, 2, {F16(2, 6, 8, 7), F16(2, 4, 8, 8), F16(6, 2, 2, 3)}, a_conv_asym, F16_ULP},
 };
