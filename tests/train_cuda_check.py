@@ -11,7 +11,8 @@ to 1e-2 in one step, a max-pool tie or a BatchNorm over 4 values flipping); with
 checkpointing and streaming plans (sqrt + offload weights, dc + offload both under a --memory cap)
 must write an ONNX file byte-identical to the none plan's: the CUDA kernels are deterministic
 (no atomics in any gradient), so a recomputed node repeats its bits and a transfer copies them.
-The same in mixed precision (--precision bf16 / fp16; cu_widen.cu), with one change: an f32 result
+The same in mixed precision (--precision bf16 / fp16: cuBLAS's and cuDNN's 16-bit paths for the
+products and convolutions, f32 kernels on widened copies for the rest, cu_widen.cu), with one change: an f32 result
 a few ulp apart can round to another 16-bit value, and that difference then grows like any
 perturbation, so the losses are held to the spread s that 16 bits has against fp32 on the CPU (a
 third run, worst relative difference over the steps): the CUDA run in 16 bits must be within 3s of
