@@ -35,6 +35,7 @@ const char *sc_dtype_name(sc_dtype t) {
 }
 
 bool sc_dtype_is_float(sc_dtype t) { return t == SC_F32 || t == SC_F64 || t == SC_F16 || t == SC_BF16; }
+bool sc_dtype_is_half(sc_dtype t) { return t == SC_BF16 || t == SC_F16; }
 
 int64_t sc_desc_numel(const sc_desc *d) {
     int64_t n = 1;

@@ -31,6 +31,8 @@ typedef enum {
 size_t sc_dtype_size(sc_dtype t);
 const char *sc_dtype_name(sc_dtype t);
 bool sc_dtype_is_float(sc_dtype t);
+/* A 16-bit float: bf16 or f16 (core/half.h converts them). */
+bool sc_dtype_is_half(sc_dtype t);
 
 #define SC_MAX_RANK 8
 

@@ -17,7 +17,7 @@ static sc_status sce_check(const sc_graph *g, const sc_node *n, const sc_desc *s
 /* The type the loss computes in, which its loss, dLoss and weights have: f32 for 16-bit scores (the
  * kernels widen them, as PyTorch's autocast runs the loss in f32), else the scores' type. */
 static sc_dtype sce_compute_type(sc_dtype scores) {
-    return scores == SC_BF16 || scores == SC_F16 ? SC_F32 : scores;
+    return sc_dtype_is_half(scores) ? SC_F32 : scores;
 }
 
 /* (scores, labels[, weights [C]]) -> (loss [N, D1..Dk] with reduction none, else a scalar;

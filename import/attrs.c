@@ -256,7 +256,7 @@ static sc_status parse_fill(const sc_node_ctx *c, sc_attrs *out) {
     SC_TRY(onnx_tensor_decode(a->t, what, &src, &t));
     sc_status st = SC_OK;
     if (sc_desc_numel(&t.desc) != 1) st = attr_errorf(c, "value", "must hold exactly one element");
-    else if (t.desc.dtype == SC_F16 || t.desc.dtype == SC_BF16)
+    else if (sc_dtype_is_half(t.desc.dtype))
         st = attr_errorf(c, "value", "data type %s is not supported", sc_dtype_name(t.desc.dtype));
     else {
         out->fill.dtype = t.desc.dtype;

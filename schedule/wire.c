@@ -21,8 +21,6 @@
 #include "graph/ops.h"
 #include "schedule/sched_internal.h"
 
-static bool is_half(sc_dtype t) { return t == SC_BF16 || t == SC_F16; }
-
 int64_t plan_step_bytes(const sc_graph *g, const sc_step *st) {
     if (st->wire == SC_DTYPE_UNDEFINED) return sched_data_bytes(g, st->value);
     int64_t n = sc_desc_numel(&g->values[st->value].desc);
@@ -31,7 +29,7 @@ int64_t plan_step_bytes(const sc_graph *g, const sc_step *st) {
 
 /* The low type a Cast node converts to, or 0. */
 static sc_dtype cast_to_half(const sc_node *n) {
-    return n->op == SC_OP_CAST && n->attrs && is_half(n->attrs->cast.to) ? n->attrs->cast.to : SC_DTYPE_UNDEFINED;
+    return n->op == SC_OP_CAST && n->attrs && sc_dtype_is_half(n->attrs->cast.to) ? n->attrs->cast.to : SC_DTYPE_UNDEFINED;
 }
 
 /* reads[v]: the low type every device reader of v casts it to; 0 when none or another reader.
@@ -74,7 +72,7 @@ static sc_dtype wire_of(const sc_graph *g, const sc_step *st, const int *reads, 
     if (x->producer < 0) return SC_DTYPE_UNDEFINED;
     const sc_node *n = &g->nodes[x->producer];
     int from = n->op == SC_OP_CAST && n->in[0] >= 0 ? n->in[0] : -1;
-    return from >= 0 && is_half(g->values[from].desc.dtype) ? g->values[from].desc.dtype : SC_DTYPE_UNDEFINED;
+    return from >= 0 && sc_dtype_is_half(g->values[from].desc.dtype) ? g->values[from].desc.dtype : SC_DTYPE_UNDEFINED;
 }
 
 sc_status plan_wire_assign(const sc_graph *g, sc_plan *p) {
@@ -94,7 +92,7 @@ void plan_wire_bytes(const sc_graph *g, const sc_plan *p, int64_t bytes[2]) {
     for (int i = 0; i < p->n_steps; i++) {
         const sc_step *s = &p->steps[i];
         if ((s->kind == SC_STEP_PREFETCH || s->kind == SC_STEP_OFFLOAD) &&
-            (s->wire != SC_DTYPE_UNDEFINED || (s->value >= 0 && is_half(g->values[s->value].desc.dtype))))
+            (s->wire != SC_DTYPE_UNDEFINED || (s->value >= 0 && sc_dtype_is_half(g->values[s->value].desc.dtype))))
             bytes[s->kind == SC_STEP_OFFLOAD] += plan_step_bytes(g, s);
     }
 }

@@ -75,8 +75,6 @@ static bool convert_typed(void *dst, sc_dtype dt, const void *src, sc_dtype st, 
 /* Whether convert_typed handles the pair (a call with no elements touches no memory). */
 static bool typed_known(sc_dtype dt, sc_dtype st) { return convert_typed(NULL, dt, NULL, st, 0); }
 
-static bool is_half(sc_dtype t) { return t == SC_F16 || t == SC_BF16; }
-
 /* Block of values that one thread converts through a float buffer on its stack. */
 #define HALF_BLOCK 1024
 
@@ -123,8 +121,8 @@ bool cpu_convert(void *dst, sc_dtype dt, const void *src, sc_dtype st, int64_t n
         cpu_copy(dst, src, n * (int64_t)es);
         return true;
     }
-    if (!is_half(st) && !is_half(dt)) return convert_typed(dst, dt, src, st, n);
-    if (!(is_half(st) || typed_known(SC_F32, st)) || !(is_half(dt) || typed_known(dt, SC_F32))) return false;
+    if (!sc_dtype_is_half(st) && !sc_dtype_is_half(dt)) return convert_typed(dst, dt, src, st, n);
+    if (!(sc_dtype_is_half(st) || typed_known(SC_F32, st)) || !(sc_dtype_is_half(dt) || typed_known(dt, SC_F32))) return false;
     convert_half(dst, dt, src, st, n);
     return true;
 }

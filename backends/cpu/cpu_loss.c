@@ -72,14 +72,12 @@ static sc_status sce_geom_init(const sc_kernel_call *c, const sc_tensor *scores,
     return SC_OK;
 }
 
-static bool is_16bit(sc_dtype t) { return t == SC_BF16 || t == SC_F16; }
-
 /* The type the kernel computes in: f64 for f64 scores, else f32. */
 static sc_dtype sce_compute_type(sc_dtype scores) { return scores == SC_F64 ? SC_F64 : SC_F32; }
 
 static sc_status sce_check_float(const sc_kernel_call *c, int scores_input, int weights_input) {
     sc_dtype t = c->in[scores_input].desc.dtype;
-    if (t != SC_F32 && t != SC_F64 && !is_16bit(t))
+    if (t != SC_F32 && t != SC_F64 && !sc_dtype_is_half(t))
         return cpu_errorf(c, "dtype %s not supported (f32, f64, bf16, f16)", sc_dtype_name(t));
     if (weights_input < c->n_in && c->in[weights_input].data) {
         if (c->in[weights_input].desc.dtype != sce_compute_type(t))
@@ -102,7 +100,7 @@ static float half_at(const uint16_t *h, sc_dtype t, int64_t i) {
 #define SCE_ROW_FETCH_IMPL(T, NAME)                                                                        \
     static const T *NAME(const sce_scores *x, const sce_geom *s, int64_t r, T *buf, int64_t *stride) {     \
         int64_t C = s->C, D = s->D, base = (r / D) * C * D + r % D;                                        \
-        if (!is_16bit(x->t)) {                                                                             \
+        if (!sc_dtype_is_half(x->t)) {                                                                             \
             *stride = D;                                                                                   \
             return (const T *)x->x + base;                                                                 \
         }                                                                                                  \
@@ -163,7 +161,7 @@ SCE_LSE_IMPL(double, sce_lse_f64, exp_f64, log)
             T *buf = bufs ? bufs + (int64_t)omp_get_thread_num() * 2 * C : NULL;                           \
             const T *xr = FETCH(x, s, r, buf, &S);                                                         \
             T lse = S == 1 ? LSE(xr, C, 1) : LSE(xr, C, S);                                                \
-            if (lp && !is_16bit(lt)) {                                                                     \
+            if (lp && !sc_dtype_is_half(lt)) {                                                                     \
                 T *lr = (T *)lp + (r / D) * C * D + r % D;                                                 \
                 _Pragma("omp simd") for (int64_t c = 0; c < C; c++) lr[c * D] = xr[c * S] - lse;           \
             } else if (lp) {                                                                               \
@@ -210,7 +208,7 @@ sc_status cpu_sce_loss(const sc_kernel_call *c) {
     sc_dtype lt = lp ? c->out[1].desc.dtype : x.t;
     bool f32 = sce_compute_type(x.t) == SC_F32;
     void *bufs;
-    SC_TRY(sce_bufs(c, is_16bit(x.t) || is_16bit(lt), s.C, f32 ? sizeof(float) : sizeof(double), &bufs));
+    SC_TRY(sce_bufs(c, sc_dtype_is_half(x.t) || sc_dtype_is_half(lt), s.C, f32 ? sizeof(float) : sizeof(double), &bufs));
     double wsum, total;
     if (f32) total = sce_fwd_f32(&s, &x, w, lp, lt, none, bufs, &wsum);
     else total = sce_fwd_f64(&s, &x, w, lp, lt, none, bufs, &wsum);
@@ -231,7 +229,7 @@ sc_status cpu_sce_loss(const sc_kernel_call *c) {
         _Pragma("omp parallel for schedule(static)") for (int64_t r = 0; r < R; r++) {                     \
             int64_t y = label_at(s, r), S;                                                                 \
             T *buf = bufs ? bufs + (int64_t)omp_get_thread_num() * 2 * C : NULL;                           \
-            bool direct = !is_16bit(dt) && D == 1;                                                         \
+            bool direct = !sc_dtype_is_half(dt) && D == 1;                                                         \
             T *gr = direct ? (T *)dx + r * C : buf + C;                                                    \
             if (label_ignored(s, y)) {                                                                     \
                 for (int64_t c = 0; c < C; c++) gr[c] = 0;                                                 \
@@ -282,7 +280,7 @@ sc_status cpu_sce_loss_grad(const sc_kernel_call *c) {
     double scale = 1.0;
     if (a->reduction == SC_REDUCTION_MEAN) scale = 1.0 / sce_weight_sum(&s, w, t);
     void *bufs;
-    SC_TRY(sce_bufs(c, is_16bit(x.t) || is_16bit(dt) || s.D > 1, s.C, t == SC_F32 ? sizeof(float) : sizeof(double),
+    SC_TRY(sce_bufs(c, sc_dtype_is_half(x.t) || sc_dtype_is_half(dt) || s.D > 1, s.C, t == SC_F32 ? sizeof(float) : sizeof(double),
                     &bufs));
     if (t == SC_F32) sce_bwd_f32(&s, c->in[0].data, per_elem, scale, &x, w, c->out[0].data, dt, bufs);
     else sce_bwd_f64(&s, c->in[0].data, per_elem, scale, &x, w, c->out[0].data, dt, bufs);

@@ -55,14 +55,12 @@ static bool takes_16bit(sc_op op) {
     }
 }
 
-static bool is_16bit(sc_dtype t) { return t == SC_BF16 || t == SC_F16; }
-
 bool cpu_needs_widening(sc_op op, const sc_tensor *in, int n_in, const sc_tensor *out, int n_out) {
     if (takes_16bit(op)) return false;
     for (int i = 0; i < n_in; i++)
-        if (in[i].data && is_16bit(in[i].desc.dtype)) return true;
+        if (in[i].data && sc_dtype_is_half(in[i].desc.dtype)) return true;
     for (int i = 0; i < n_out; i++)
-        if (out[i].data && is_16bit(out[i].desc.dtype)) return true;
+        if (out[i].data && sc_dtype_is_half(out[i].desc.dtype)) return true;
     return false;
 }
 
@@ -87,7 +85,7 @@ static void convert(void *dst, const void *src, int64_t n, sc_dtype from, sc_dty
 /* t's f32 copy (data converted when `fill`), or t itself when it is not a 16-bit float. */
 static sc_status widen(const sc_tensor *t, bool fill, sc_tensor *w) {
     *w = *t;
-    if (!t->data || !is_16bit(t->desc.dtype)) return SC_OK;
+    if (!t->data || !sc_dtype_is_half(t->desc.dtype)) return SC_OK;
     int64_t n = sc_desc_numel(&t->desc);
     w->desc.dtype = SC_F32;
     w->data = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));

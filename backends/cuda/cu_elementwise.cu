@@ -416,7 +416,7 @@ template <typename T> __global__ void k_fill(T *d, T v, int64_t n) {
 extern "C" sc_status cu_cast_launch(cudaStream_t s, void *dst, sc_dtype dt, const void *src, sc_dtype st, int64_t n) {
     const cu_call *c = NULL;
     if (n == 0) return SC_OK;
-    if (dt == SC_BF16 || dt == SC_F16 || st == SC_BF16 || st == SC_F16) return cu_half_cast_launch(s, dst, dt, src, st, n);
+    if (sc_dtype_is_half(dt) || sc_dtype_is_half(st)) return cu_half_cast_launch(s, dst, dt, src, st, n);
     if (dt == SC_BOOL) {
         DISPATCH_CAST_SRC(st, (k_cast_bool<S><<<cu_grid(n), CU_BLOCK, 0, s>>>((uint8_t *)dst, (const S *)src, n)));
     } else {

@@ -38,7 +38,7 @@ sc_status cu_gemm_rm(const cu_call *c, sc_dtype t, bool ta, bool tb, int64_t M, 
         CUBLAS_CHECK(c, cublasGemmStridedBatchedEx(c->ctx->cublas, opb, opa, (int)N, (int)M, (int)K, &alpha, B, CUDA_R_64F,
                                                    (int)ldb, sb, A, CUDA_R_64F, (int)lda, sa, &beta, C, CUDA_R_64F, (int)ldc, sc,
                                                    (int)batch, CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT));
-    } else if (t == SC_BF16 || t == SC_F16) {
+    } else if (sc_dtype_is_half(t)) {
         float al = (float)alpha, be = (float)beta;
         cudaDataType dt = t == SC_BF16 ? CUDA_R_16BF : CUDA_R_16F;
         CUBLAS_CHECK(c, cublasGemmStridedBatchedEx(c->ctx->cublas, opb, opa, (int)N, (int)M, (int)K, &al, B, dt, (int)ldb, sb,

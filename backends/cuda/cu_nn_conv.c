@@ -21,8 +21,6 @@ sc_status cu_window_get(const cu_call *c, const sc_window_attrs *wa, const sc_de
     return SC_OK;
 }
 
-static bool is_16bit(sc_dtype t) { return t == SC_BF16 || t == SC_F16; }
-
 static bool use_cudnn(const cu_window *w) {
 #ifdef SC_HAVE_CUDNN
     for (int i = 0; i < 3; i++)
@@ -72,7 +70,7 @@ sc_status cu_conv(const cu_call *c) {
     /* 16-bit tensors reach here only where cu_widen.cu found them all one type: cuDNN runs the
      * convolution and its bias in 16 bits; with a fused epilogue or pads cuDNN cannot take, the
      * f32 path runs on widened copies */
-    if (is_16bit(x->dtype) && (!use_cudnn(&w) || sum || c->node->attrs->window.fused_act != SC_FUSED_NONE))
+    if (sc_dtype_is_half(x->dtype) && (!use_cudnn(&w) || sum || c->node->attrs->window.fused_act != SC_FUSED_NONE))
         return cu_run_widened(cu_conv, c);
     sc_status st;
 #ifdef SC_HAVE_CUDNN
@@ -95,7 +93,7 @@ sc_status cu_conv_grad(const cu_call *c) {
     if (dy->dtype != x->dtype || wd->dtype != x->dtype) return cu_errorf(c, "mixed dtypes not supported");
     void *dx = c->n_out > 0 ? c->out[0].data : NULL, *dw = c->n_out > 1 ? c->out[1].data : NULL;
     void *db = c->n_out > 2 ? c->out[2].data : NULL;
-    if (is_16bit(x->dtype) && (!use_cudnn(&w) || db)) return cu_run_widened(cu_conv_grad, c);
+    if (sc_dtype_is_half(x->dtype) && (!use_cudnn(&w) || db)) return cu_run_widened(cu_conv_grad, c);
 #ifdef SC_HAVE_CUDNN
     if (use_cudnn(&w))
         return cu_conv_dnn_bwd(c, &w, x->dims[0], x->dims[1], wd->dims[0], G, x->dtype, c->in[0].data, c->in[1].data,

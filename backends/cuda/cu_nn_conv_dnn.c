@@ -39,7 +39,7 @@ static void packed(int nd, const int *dims, int *st) {
 
 static sc_status descs_make(const cu_call *c, const cu_window *w, int64_t N, int64_t C, int64_t M, int64_t G, sc_dtype t, dnn_descs *d) {
     memset(d, 0, sizeof *d);
-    bool half = t == SC_BF16 || t == SC_F16;
+    bool half = sc_dtype_is_half(t);
     cudnnDataType_t dt = t == SC_F64 ? CUDNN_DATA_DOUBLE : t == SC_BF16 ? CUDNN_DATA_BFLOAT16 : t == SC_F16 ? CUDNN_DATA_HALF
                                                                                                              : CUDNN_DATA_FLOAT;
     int ns = w->ns < 2 ? 2 : w->ns, nd = ns + 2;
@@ -136,12 +136,10 @@ static sc_status bwd_run(const cu_call *c, dnn_descs *d, sc_dtype t, const void 
     return SC_OK;
 }
 
-static bool is_half(sc_dtype t) { return t == SC_BF16 || t == SC_F16; }
-
 /* The dtypes cuDNN runs here: f32, f64, and bf16 / f16 but for the bias gradient (cu_conv_grad
  * widens a 16-bit ConvGrad that asks for dB). */
 static sc_status dtype_check(const cu_call *c, sc_dtype t, bool bias_grad) {
-    if (t == SC_F32 || t == SC_F64 || (is_half(t) && !bias_grad)) return SC_OK;
+    if (t == SC_F32 || t == SC_F64 || (sc_dtype_is_half(t) && !bias_grad)) return SC_OK;
     return cu_errorf(c, "dtype %s%s not supported (f32, f64; bf16 and f16 without dB)", sc_dtype_name(t),
                      bias_grad ? " with a bias gradient" : "");
 }
@@ -151,7 +149,7 @@ sc_status cu_conv_dnn_fwd(const cu_call *c, const cu_window *w, int64_t N, int64
     SC_TRY(dtype_check(c, t, false));
     /* 16-bit: y starts as the bias and the convolution accumulates onto it (beta = 1), so conv +
      * bias is rounded once, as on the f32 path */
-    bool onto_y = is_half(t) && b;
+    bool onto_y = sc_dtype_is_half(t) && b;
     dnn_descs d;
     sc_status st = descs_make(c, w, N, C, M, G, t, &d);
     if (!st && onto_y) st = cu_fill_channels(c, 2, y, b, N, M, w->out[0] * w->out[1] * w->out[2]);

@@ -25,8 +25,6 @@
 
 #define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
-static bool is_half(sc_dtype t) { return t == SC_BF16 || t == SC_F16; }
-
 __device__ __forceinline__ float half_to_float(uint16_t h, bool f16) { return f16 ? sc_f16_to_f32(h) : sc_bf16_to_f32(h); }
 
 template <typename S> __device__ __forceinline__ uint16_t to_half(S v, bool f16) {
@@ -74,11 +72,11 @@ extern "C" sc_status cu_half_cast_launch(cudaStream_t s, void *dst, sc_dtype dt,
         CU_CHECK(c, cudaMemcpyAsync(dst, src, (size_t)n * 2, cudaMemcpyDeviceToDevice, s));
         return SC_OK;
     }
-    if (is_half(st) && is_half(dt)) {
+    if (sc_dtype_is_half(st) && sc_dtype_is_half(dt)) {
         k_half_to_half<<<g, CU_BLOCK, 0, s>>>((uint16_t *)dst, (const uint16_t *)src, n, st == SC_F16, dt == SC_F16);
-    } else if (is_half(st) && dt == SC_BOOL) {
+    } else if (sc_dtype_is_half(st) && dt == SC_BOOL) {
         k_half_to_bool<<<g, CU_BLOCK, 0, s>>>((uint8_t *)dst, (const uint16_t *)src, n, st == SC_F16);
-    } else if (is_half(st)) {
+    } else if (sc_dtype_is_half(st)) {
         HALF_DISPATCH(dt, (k_from_half<T><<<g, CU_BLOCK, 0, s>>>((T *)dst, (const uint16_t *)src, n, st == SC_F16)), "to");
     } else {
         sc_dtype from = st == SC_BOOL ? SC_U8 : st; /* bool is 0 or 1 */
@@ -98,7 +96,7 @@ static bool native_product(const cu_call *c) {
     sc_dtype t = c->out[0].desc.dtype;
     for (int i = 0; i < c->n_in; i++)
         if (c->in[i].data && c->in[i].desc.dtype != t) return false;
-    return is_half(t);
+    return sc_dtype_is_half(t);
 }
 
 /* Conv and ConvGrad whose tensors are all of one 16-bit type go to their kernels as they are:
@@ -111,7 +109,7 @@ static bool native_conv(const cu_call *c) {
         const sc_tensor *x = i < c->n_in ? &c->in[i] : &c->out[i - c->n_in];
         if (x->data && x->desc.dtype != t) return false;
     }
-    return is_half(t);
+    return sc_dtype_is_half(t);
 #else
     (void)c;
     return false;
@@ -121,9 +119,9 @@ static bool native_conv(const cu_call *c) {
 extern "C" bool cu_needs_widening(const cu_call *c) {
     if (takes_16bit(c->node->op) || native_product(c) || native_conv(c)) return false;
     for (int i = 0; i < c->n_in; i++)
-        if (c->in[i].data && is_half(c->in[i].desc.dtype)) return true;
+        if (c->in[i].data && sc_dtype_is_half(c->in[i].desc.dtype)) return true;
     for (int i = 0; i < c->n_out; i++)
-        if (c->out[i].data && is_half(c->out[i].desc.dtype)) return true;
+        if (c->out[i].data && sc_dtype_is_half(c->out[i].desc.dtype)) return true;
     return false;
 }
 
@@ -135,7 +133,7 @@ static int64_t widen_layout(const cu_call *c, int64_t *off) {
     for (int k = 0; k < c->n_in + c->n_out; k++) {
         const sc_tensor *t = k < c->n_in ? &c->in[k] : &c->out[k - c->n_in];
         off[k] = -1;
-        if (!t->data || !is_half(t->desc.dtype)) continue;
+        if (!t->data || !sc_dtype_is_half(t->desc.dtype)) continue;
         for (int j = 0; k >= c->n_in && j < c->n_in; j++) /* an in-place output shares its input's copy */
             if (off[j] >= 0 && c->in[j].data == t->data && sc_desc_numel(&c->in[j].desc) == sc_desc_numel(&t->desc))
                 off[k] = off[j];
