@@ -700,44 +700,35 @@ static inline double in_v(double v, bool) { return v; }
 static inline double in_v(bf16_t v, bool) { return load_t(v); }
 static inline double in_v(f16_t v, bool) { return load_t(v); }
 
-/* Rounding r to the storage type, and the neighbour one unit in the last place from v toward
- * `up` (for 16-bit types the bit pattern is sign-magnitude: the magnitude grows by one away from
- * zero). */
-static inline float round_to(float *, double r) { return (float)r; }
-static inline double round_to(double *, double r) { return r; }
-template <typename H> static inline H round_to(H *, double r) {
+/* r rounded to the storage type, one ulp of the compute type toward r first when `nudge`: float
+ * and double round r directly; 16-bit storage (FLOAT compute) rounds r to float, nudges that, then
+ * rounds to 16 bits, so a summation order that moves the f32 result by an ulp changes the 16-bit
+ * result only where the f32 value sits at a 16-bit rounding boundary, as on the hardware. */
+template <typename F> static inline F nudged(F v, double r, bool nudge) {
+    if (!nudge || !std::isfinite(v)) return v;
+    return std::nextafter(v, r >= (double)v ? std::numeric_limits<F>::infinity() : -std::numeric_limits<F>::infinity());
+}
+static inline float round_to(float *, double r, bool nudge) { return nudged((float)r, r, nudge); }
+static inline double round_to(double *, double r, bool nudge) { return nudged(r, r, nudge); }
+template <typename H> static inline H round_to(H *, double r, bool nudge) {
     H v;
-    store_t(&v, (float)r);
-    return v;
-}
-static inline float ulp_step(float v, bool up) {
-    return std::nextafter(v, up ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity());
-}
-static inline double ulp_step(double v, bool up) {
-    return std::nextafter(v, up ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity());
-}
-template <typename H> static inline H ulp_step(H v, bool up) {
-    bool neg = v.bits & 0x8000u;
-    if ((v.bits & 0x7fffu) == 0) v.bits = up ? 0x0001u : 0x8001u;
-    else v.bits = (uint16_t)(up != neg ? v.bits + 1 : v.bits - 1);
+    store_t(&v, nudged((float)r, r, nudge));
     return v;
 }
 
 /* out = alpha acc + beta out, rounded once; beta == 0 does not read out.
  * Real algorithms sum in different orders, so their results differ in the last bits, and the
- * atomics-based ones differ from call to call. Modelled by rounding the other way (one ulp) for
- * the elements a hash of (salt, element index) picks: each deterministic algorithm has its own
- * fixed salt, a non-deterministic one a new salt per call, cudnnAddTensor none (salt 0). So a
- * caller whose algorithm choice varies between plans, or that runs a non-deterministic one, sees
- * its plans disagree here as they would on a GPU. */
+ * atomics-based ones differ from call to call. Modelled by rounding the other way (one ulp of the
+ * compute type) for the elements a hash of (salt, element index) picks: each deterministic
+ * algorithm has its own fixed salt, a non-deterministic one a new salt per call, cudnnAddTensor
+ * none (salt 0). So a caller whose algorithm choice varies between plans, or that runs a
+ * non-deterministic one, sees its plans disagree here as they would on a GPU. */
 template <typename T>
 static inline void blend(T *out, double acc, double alpha, double beta, uint64_t salt = 0, int64_t e = 0) {
     double r = alpha * acc;
     if (beta != 0) r += beta * (double)load_t(*out);
-    T v = round_to(out, r);
     uint64_t h = (salt ^ (uint64_t)e) * 0x9E3779B97F4A7C15ull;
-    if (salt && ((h ^ (h >> 29)) >> 63) && std::isfinite((double)load_t(v))) v = ulp_step(v, r >= (double)load_t(v));
-    *out = v;
+    *out = round_to(out, r, salt && ((h ^ (h >> 29)) >> 63));
 }
 
 /* Everything a convolution needs, by value: the closure runs after the call returns. */
