@@ -19,7 +19,14 @@ void thread_governor_init(sc_thread_governor *g, int threads) {
     g->until_probe = g->interval;
 }
 
-static bool exploring(const sc_thread_governor *g) { return g->timed[0] < 2 || g->timed[1] < 2; }
+/* Exploring lasts until each arm has two timed steps, or one each when one arm is the clear winner
+ * (the other 1.5x slower or worse): a second 1-thread step then tells nothing new, and on a model
+ * whose idle step takes seconds it is the largest cost of a short run. */
+static bool exploring(const sc_thread_governor *g) {
+    if (g->timed[0] < 1 || g->timed[1] < 1) return true;
+    double lo = g->est[0] < g->est[1] ? g->est[0] : g->est[1], hi = g->est[0] + g->est[1] - lo;
+    return (g->timed[0] < 2 || g->timed[1] < 2) && hi < 1.5 * lo;
+}
 
 int thread_governor_next(sc_thread_governor *g) {
     if (!g->enabled) return g->arms[0];

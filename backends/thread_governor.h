@@ -9,8 +9,9 @@
  *
  * Policy (a two-armed bandit with exponential back-off):
  *   - the first step of each arm is a warm-up and is not counted (it creates the primitives of that
- *     thread count), then the arms alternate until each has two timed steps; the estimate is their
- *     mean;
+ *     thread count), then the arms alternate until each has two timed steps, or one each when one
+ *     arm is 1.5x slower or worse (an idle machine whose cores scale: 2 of the first 4 steps on one
+ *     thread, not 3 of 6); the estimate is their mean;
  *   - afterwards the faster arm runs; each of its steps updates its estimate (weight 1/4);
  *   - every `interval` steps one step runs on the other arm, and its time becomes that arm's
  *     estimate (the old one is stale). When the other arm is faster by 5% it becomes the one that

@@ -5,7 +5,10 @@ Usage: plan_calibrate_check.py SCORCH_RUN (run in an empty working folder).
 
 Checks, on a small generated GPT:
   - `plan --measure 2 --json`: executed, not calibrated; predicted, model and measured times positive,
-    and predicted == model (no calibration: both are the cost model's figure);
+    and predicted == model (no calibration: both are the cost model's figure); the steps ran on the
+    given thread count, and without --threads on one fixed count, all cores (the count the cost
+    profile is measured for), not on train's per-step choice, which would time some of them on one
+    thread against a prediction for all;
   - `plan --calibrate --json`: calibrated; its prediction differs from the cost model's and lies
     within a factor 2 of the plan's measured kernel time (both on the thread CPU clock, measured on
     this machine a moment ago), the plan fits the budget;
@@ -49,6 +52,11 @@ check(not m["calibrated"], "--measure alone says calibrated")
 check(m["measured_steps"] == 2 and m["measured_time"] > 0 and m["measured_kernel_time"] > 0,
       f"--measure: no measured time: {m}")
 check(m["predicted_time"] > 0 and m["model_time"] > 0, "--measure: no predictions")
+check(m["measured_threads"] == 1, f"--measure --threads 1 ran on {m['measured_threads']} threads")
+unthreaded = [*common[:-2], "--memory", str(budget), "--strategy", "optimal"]
+free = json.loads(run("plan", *unthreaded, "--measure", "1", "--json").stdout)
+check(free["measured_threads"] >= 1, f"--measure without --threads ran on {free['measured_threads']} threads "
+      "(0: chosen per step), want one fixed count")
 check(abs(m["timeline_time"] - m["model_time"]) <= 1e-9 * m["model_time"],
       f"uncalibrated: timeline {m['timeline_time']} != model {m['model_time']}")
 

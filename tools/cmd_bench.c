@@ -29,8 +29,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/stats.h"
+#include "backends/backend.h"
 #include "backends/profile.h"
+#include "core/stats.h"
 #include "import/onnx.h"
 #include "schedule/cost.h"
 #include "tools/cmd.h"
@@ -307,6 +308,9 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
     if ((o = args_get(s, "precision"))->set && !(cfg->precision = precision_parse(o->s, &why))) return why;
     if ((o = args_get(s, "seq"))->set && (cfg->seq = o->i) < 1) return "--seq must be at least 1";
     if ((o = args_get(s, "threads"))->set && (cfg->threads = (int)o->i) < 1) return "--threads must be at least 1";
+    /* Measured points compare plans, so every step runs on one fixed count: train's thread governor
+     * would put some of them on one thread. */
+    if (!cfg->threads) cfg->threads = backend_host_threads();
     int k = 0;
     cfg->device = SC_DEVICE_AUTO; /* as train: the GPU when present */
     if ((o = args_get(s, "device"))->set && (k = device_parse(o->s)) < 0) return "--device must be cpu, cuda or auto";

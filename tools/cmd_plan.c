@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backend.h"
 #include "backends/cpu/cpu.h"
 #include "core/stats.h"
 #include "backends/profile.h"
@@ -257,7 +258,10 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     cfg.plan = *po;
     cfg.link_bandwidth = po->link_bandwidth; /* --link-bandwidth (calibration comes later, into the plan only) */
     cfg.device = SC_DEVICE_CPU;
-    cfg.threads = out->threads;
+    /* A fixed count, the one the cost profile was measured with: train's thread governor would run
+     * some of the timed steps on one thread (3 of the first 6 while it explores), and their median
+     * would then compare a 2-thread prediction with a 1-thread step. */
+    cfg.threads = out->threads > 0 ? out->threads : backend_host_threads();
     cfg.calibrate = out->calibrate;
     cfg.precision = mo->precision;
     sc_trainer *t = NULL;
@@ -270,6 +274,9 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     if (sc_trainer_calibration(t) && !out->json) plan_calibration_print(sc_trainer_calibration(t), g, stdout);
     sc_status st = steps_time(t, out->measure, &s->measured_time, &s->measured_kernel_time);
     s->measured_steps = out->measure;
+    int threads;
+    int64_t runs[2];
+    s->measured_threads = sc_trainer_thread_runs(t, &threads, runs) ? 0 : cfg.threads;
     if (!st) st = plan_show(g, tg, sc_trainer_plan(t), &o, false, s, out);
     sc_trainer_free(t);
     return st;

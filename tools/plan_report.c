@@ -254,7 +254,8 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     if (s->calibrated || s->profiled) fprintf(f, "               %.4g s by the built-in constants\n", s->model_time);
     if (s->measured_time > 0) {
         fprintf(f, "measured       %.4g s per step, kernels %.4g s of thread CPU time (medians of %d steps after a "
-                   "warm-up)\n", s->measured_time, s->measured_kernel_time, s->measured_steps);
+                   "warm-up, %d threads)\n", s->measured_time, s->measured_kernel_time, s->measured_steps,
+                s->measured_threads);
         fprintf(f, "error          prediction %+.1f%% of the wall time, %+.1f%% of the kernel time",
                 100.0 * (p->predicted_time / s->measured_time - 1.0),
                 s->measured_kernel_time > 0 ? 100.0 * (p->predicted_time / s->measured_kernel_time - 1.0) : 0.0);
@@ -326,8 +327,8 @@ void plan_summary_json(FILE *f, const sc_graph *g, const plan_summary *s, const 
     fprintf(f, "\"link_time_h2d\": %.17g, \"link_time_d2h\": %.17g, \"bound\": \"%s\", \"host_bytes\": %lld, ",
             s->link_time[0], s->link_time[1], s->bound, (long long)p->host_bytes);
     fprintf(f, "\"calibrated\": %s, \"cost_model\": \"%s\", \"model_time\": %.17g, \"measured_time\": %.17g, "
-               "\"measured_kernel_time\": %.17g, \"measured_steps\": %d}\n",
+               "\"measured_kernel_time\": %.17g, \"measured_steps\": %d, \"measured_threads\": %d}\n",
             s->calibrated ? "true" : "false", s->calibrated ? "calibrated" : s->profiled ? "profile" : "constants",
-            s->model_time, s->measured_time, s->measured_kernel_time, s->measured_steps);
+            s->model_time, s->measured_time, s->measured_kernel_time, s->measured_steps, s->measured_threads);
 }
 

@@ -129,6 +129,7 @@ typedef struct {
     double measured_time;
     double measured_kernel_time; /* median of the kernels' summed thread CPU time (backends/profile.h) */
     int measured_steps;
+    int measured_threads; /* the steps' host thread count; 0 = chosen per step by train's governor */
 } plan_summary;
 
 #define PLAN_SLOW_RATIO 2.0   /* a plan this much slower than storing everything gets a warning */
