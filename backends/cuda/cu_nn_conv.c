@@ -93,7 +93,9 @@ sc_status cu_conv_grad(const cu_call *c) {
     if (dy->dtype != x->dtype || wd->dtype != x->dtype) return cu_errorf(c, "mixed dtypes not supported");
     void *dx = c->n_out > 0 ? c->out[0].data : NULL, *dw = c->n_out > 1 ? c->out[1].data : NULL;
     void *db = c->n_out > 2 ? c->out[2].data : NULL;
-    if (sc_dtype_is_half(x->dtype) && (!use_cudnn(&w) || db)) return cu_run_widened(cu_conv_grad, c);
+    /* 16-bit: cuDNN's 16-bit path for dX and dW, our bias-gradient kernel for dB (it reads 16 bits
+     * itself); pads cuDNN cannot take widen */
+    if (sc_dtype_is_half(x->dtype) && !use_cudnn(&w)) return cu_run_widened(cu_conv_grad, c);
 #ifdef SC_HAVE_CUDNN
     if (use_cudnn(&w))
         return cu_conv_dnn_bwd(c, &w, x->dims[0], x->dims[1], wd->dims[0], G, x->dtype, c->in[0].data, c->in[1].data,

@@ -12,6 +12,7 @@
 
 #include "backends/cuda/cu_block.cuh"
 #include "backends/cuda/cu_kernels.h"
+#include "core/half.h"
 
 typedef struct {
     int64_t in[3], out[3], k[3], stride[3], dil[3], pb[3];
@@ -75,21 +76,34 @@ template <typename T> __global__ void k_add_bias(T *y, const T *b, int64_t M, in
 }
 
 /* db[m] = sum of dy over n and the S positions, in double: chunk sums (ch_parts chunks per channel,
- * cu_block.cuh), then one thread per channel adds its chunks in order. */
-template <typename T> __global__ void k_bias_grad_part(const T *dy, int64_t N, int64_t M, int64_t S, int64_t P, double *part) {
+ * cu_block.cuh), then one thread per channel adds its chunks in order. bf16 and f16 (stored as
+ * uint16_t, `half` the format) are read exactly into double and db is rounded as the widened f32 path
+ * rounds it: to float, then once to the 16-bit type, so the bits are the same without the f32 copy
+ * of dy. */
+template <typename T> struct bias_io {
+    static __device__ double load(T v, bool) { return (double)v; }
+    static __device__ T store(double s, bool) { return (T)s; }
+};
+template <> struct bias_io<uint16_t> {
+    static __device__ double load(uint16_t v, bool f16) { return f16 ? sc_f16_to_f32(v) : sc_bf16_to_f32(v); }
+    static __device__ uint16_t store(double s, bool f16) { return f16 ? sc_f32_to_f16((float)s) : sc_f32_to_bf16((float)s); }
+};
+
+template <typename T>
+__global__ void k_bias_grad_part(const T *dy, int64_t N, int64_t M, int64_t S, int64_t P, bool f16, double *part) {
     int64_t m = blockIdx.x / P, p = blockIdx.x % P, lo, hi;
     ch_chunk(N * S, P, p, &lo, &hi);
     double s = 0;
-    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) s += (double)dy[ch_at(j, m, M, S)];
+    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) s += bias_io<T>::load(dy[ch_at(j, m, M, S)], f16);
     s = block_sum<double>(s);
     if (threadIdx.x == 0) part[m * P + p] = s;
 }
 
-template <typename T> __global__ void k_bias_grad(const double *part, int64_t M, int64_t P, T *db) {
+template <typename T> __global__ void k_bias_grad(const double *part, int64_t M, int64_t P, bool f16, T *db) {
     GRID_STRIDE(m, M) {
         double s = 0;
         for (int64_t p = 0; p < P; p++) s += part[m * P + p];
-        db[m] = (T)s;
+        db[m] = bias_io<T>::store(s, f16);
     }
 }
 
@@ -146,15 +160,20 @@ extern "C" sc_status cu_bias_grad(const cu_call *c, sc_dtype t, const void *dy, 
     void *part = NULL;
     SC_TRY(cu_scratch(c, M * P * (int64_t)sizeof(double), &part));
     cudaStream_t s = c->ctx->stream;
-    if (t == SC_F32) {
-        k_bias_grad_part<float><<<(unsigned)(M * P), cu_row_threads(th), 0, s>>>((const float *)dy, N, M, S, P, (double *)part);
-        CU_LAUNCH_CHECK(c);
-        k_bias_grad<float><<<cu_grid(M), CU_BLOCK, 0, s>>>((const double *)part, M, P, (float *)db);
-    } else {
-        k_bias_grad_part<double><<<(unsigned)(M * P), cu_row_threads(th), 0, s>>>((const double *)dy, N, M, S, P, (double *)part);
-        CU_LAUNCH_CHECK(c);
-        k_bias_grad<double><<<cu_grid(M), CU_BLOCK, 0, s>>>((const double *)part, M, P, (double *)db);
-    }
+    bool f16 = t == SC_F16;
+    unsigned blocks = (unsigned)(M * P), threads = cu_row_threads(th);
+    double *pd = (double *)part;
+#define BIAS_GRAD(T)                                                                          \
+    do {                                                                                      \
+        k_bias_grad_part<T><<<blocks, threads, 0, s>>>((const T *)dy, N, M, S, P, f16, pd);   \
+        CU_LAUNCH_CHECK(c);                                                                   \
+        k_bias_grad<T><<<cu_grid(M), CU_BLOCK, 0, s>>>(pd, M, P, f16, (T *)db);               \
+    } while (0)
+    if (t == SC_F32) BIAS_GRAD(float);
+    else if (t == SC_F64) BIAS_GRAD(double);
+    else if (sc_dtype_is_half(t)) BIAS_GRAD(uint16_t);
+    else return cu_errorf(c, "bias gradient: dtype %s not supported", sc_dtype_name(t));
+#undef BIAS_GRAD
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

@@ -15,8 +15,10 @@
  * An output that aliases an input (an in-place op) shares the input's widened copy, so the f32
  * kernel sees the aliasing it was written for.
  *
- * The rest is the correct path, not the fast one: convolutions run in f32 (TF32 when enabled), not on
- * cuDNN's 16-bit paths, and element-moving ops convert twice. */
+ * Conv and ConvGrad in one 16-bit type go to cu_nn_conv.c as they are: cuDNN's 16-bit convolutions
+ * and the bias gradient's own 16-bit reads; only a fused inference epilogue and pads cuDNN cannot
+ * take come back here. The rest is the correct path, not the fast one: element-moving ops convert
+ * twice. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -144,7 +146,12 @@ static int64_t widen_layout(const cu_call *c, int64_t *off) {
     return total;
 }
 
+static int64_t widened_runs; /* calls run on widened copies, for the tests: cu_widened_runs */
+
+extern "C" int64_t cu_widened_runs(void) { return __atomic_load_n(&widened_runs, __ATOMIC_RELAXED); }
+
 extern "C" sc_status cu_run_widened(cu_kernel k, const cu_call *c) {
+    __atomic_fetch_add(&widened_runs, 1, __ATOMIC_RELAXED);
     int n = c->n_in + c->n_out;
     int64_t *off = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n + 1));
     sc_tensor *wide = (sc_tensor *)malloc(sizeof(sc_tensor) * (size_t)(n + 1));

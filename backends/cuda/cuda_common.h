@@ -97,6 +97,8 @@ sc_status cu_half_cast_launch(cudaStream_t s, void *dst, sc_dtype dt, const void
  * op's kernel does not take as it is, and the call run on f32 copies, outputs rounded once. */
 bool cu_needs_widening(const cu_call *c);
 sc_status cu_run_widened(cu_kernel k, const cu_call *c);
+/* How many calls this process has run through cu_run_widened (tests check a native path stays so). */
+int64_t cu_widened_runs(void);
 /* Fills n elements of dtype t with v. */
 sc_status cu_fill_launch(cudaStream_t s, void *dst, sc_dtype t, double v, int64_t n);
 /* NCCL (cu_collective.c): whether a communicator exists, and the backend's synchronize of stream s

@@ -327,6 +327,8 @@ static const op_case cases[] = {
     {SC_OP_CONV, "conv_f16_native", 2, 1, {F16(2, 3, 9, 9), F16(4, 3, 3, 3)}, a_conv, F16_ULP},
     {SC_OP_CONV_GRAD, "conv_grad_bf16_native", 3, 2, {BF16(2, 4, 5, 9), BF16(2, 3, 9, 9), BF16(4, 3, 3, 3)}, a_conv, BF16_ULP},
     {SC_OP_CONV_GRAD, "conv_grad_f16_native", 3, 2, {F16(2, 4, 5, 9), F16(2, 3, 9, 9), F16(4, 3, 3, 3)}, a_conv, F16_ULP},
+    {SC_OP_CONV_GRAD, "conv_grad_bias_bf16_native", 3, 3, {BF16(2, 4, 5, 9), BF16(2, 3, 9, 9), BF16(4, 3, 3, 3)}, a_conv, BF16_ULP},
+    {SC_OP_CONV_GRAD, "conv_grad_bias_f16_native", 3, 3, {F16(2, 4, 5, 9), F16(2, 3, 9, 9), F16(4, 3, 3, 3)}, a_conv, F16_ULP},
     /* 16-bit, but pads cuDNN cannot take: cu_conv widens them itself */
     {SC_OP_CONV, "conv_bf16_asym", 2, 1, {BF16(2, 4, 8, 8), BF16(6, 2, 2, 3)}, a_conv_asym, BF16_ULP},
     {SC_OP_CONV_GRAD, "conv_grad_f16_asym", 3, 2, {F16(2, 6, 8, 7), F16(2, 4, 8, 8), F16(6, 2, 2, 3)}, a_conv_asym, F16_ULP},
@@ -480,11 +482,16 @@ static sc_status inplace_device_check(sc_backend *be, const op_case *oc, const s
 /* One op case: graph -> shapes -> CPU reference -> CUDA -> compare every output. be NULL (no GPU):
  * the CPU half alone, so a malformed case fails here rather than in a GPU session. */
 /* The "_native" 16-bit convolutions must reach cuDNN's 16-bit path (cu_nn_conv.c), not the widened
- * f32 copies, where this build has cuDNN: a fallback would pass the comparison unnoticed. */
-static void native_check(const op_case *oc, const sc_node *node, const sc_tensor *in, sc_tensor *out) {
+ * f32 copies, where this build has cuDNN: a fallback would pass the comparison unnoticed. Checked
+ * twice: the dispatcher hands the call over as it is, and the run (given the count of widened runs
+ * before it) widened nothing inside the kernel either. */
+static void native_check(const op_case *oc, const sc_node *node, const sc_tensor *in, sc_tensor *out,
+                         int64_t widened_before) {
     if (!strstr(oc->what, "_native") || !backend_cuda_has_cudnn()) return;
     cu_call call = {.node = node, .in = in, .n_in = oc->n_in, .out = out, .n_out = oc->n_out};
     CHECK(!cu_needs_widening(&call), "%s: runs on widened f32 copies, not on cuDNN's 16-bit path", oc->what);
+    CHECK(cu_widened_runs() == widened_before, "%s: the kernel ran %lld calls on widened f32 copies", oc->what,
+          (long long)(cu_widened_runs() - widened_before));
 }
 
 static void run_case(sc_backend *be, const op_case *oc) {
@@ -574,9 +581,10 @@ static void run_case(sc_backend *be, const op_case *oc) {
             p += slot_bytes(sc_desc_bytes(&ref[k].desc));
         }
         if (!st && t) st = be->iface->wait(be, t);
-        if (!st) native_check(oc, node, dev_in, dev_out);
+        int64_t widened_before = cu_widened_runs();
         if (!st) st = be->iface->run_node(be, node, dev_in, oc->n_in, dev_out, oc->n_out);
         if (!st) st = be->iface->synchronize(be);
+        if (!st) native_check(oc, node, dev_in, dev_out, widened_before);
         CHECK(!st, "%s: CUDA: %s", oc->what, st ? sc_status_message(st) : "");
         for (int k = 0; k < oc->n_out && !st; k++) {
             int64_t b = sc_desc_bytes(&ref[k].desc), n = sc_desc_numel(&ref[k].desc);
