@@ -201,6 +201,43 @@ static void test_slice(void) {
     run_fails("Slice step 0", SC_OP_SLICE, NULL, in6, 5, &y4, 1, "step is 0");
 }
 
+/* Slices whose axes slice_geom_copy merges into long runs (whole planes, a channel range, both axes
+ * reversed) or must not merge (one axis reversed, a step of 2, a partial inner range), on a
+ * (2, 6, 3, 4) arange against index arithmetic (an end of INT64_MIN runs a reversed axis to 0). */
+static void slice_merge_case(const char *what, const int64_t *st, const int64_t *en, const int64_t *sp) {
+    const int64_t dims[4] = {2, 6, 3, 4};
+    sc_tensor x = tarange(SC_F32, 4, dims);
+    int64_t idx[4][8], n[4], out[4];
+    for (int a = 0; a < 4; a++) {
+        n[a] = 0;
+        int64_t end = en[a] == INT64_MIN ? -1 : en[a]; /* INT64_MIN: past index 0, going down */
+        for (int64_t i = st[a]; sp[a] > 0 ? i < end : i > end; i += sp[a]) idx[a][n[a]++] = i;
+        out[a] = n[a];
+    }
+    float want[2 * 6 * 3 * 4];
+    int k = 0;
+    for (int a = 0; a < n[0]; a++)
+        for (int b = 0; b < n[1]; b++)
+            for (int c = 0; c < n[2]; c++)
+                for (int d = 0; d < n[3]; d++) want[k++] = (float)(((idx[0][a] * 6 + idx[1][b]) * 3 + idx[2][c]) * 4 + idx[3][d]);
+    sc_tensor in[5] = {x, ints(4, st), ints(4, en), ints(4, I64S(0, 1, 2, 3)), ints(4, sp)};
+    sc_tensor y = tmake(SC_F32, 4, out, NULL);
+    if (run_ok(what, SC_OP_SLICE, NULL, in, 5, &y, 1)) check_f32(what, &y, want, 0);
+}
+
+static void test_slice_merged_axes(void) {
+    const int64_t whole[4] = {0, 0, 0, 0}, ends[4] = {2, 6, 3, 4}, ones[4] = {1, 1, 1, 1};
+    slice_merge_case("Slice whole", whole, ends, ones);
+    slice_merge_case("Slice channels 2:5", I64S(0, 2, 0, 0), I64S(2, 5, 3, 4), ones);
+    slice_merge_case("Slice one sample, channels", I64S(1, 1, 0, 0), I64S(2, 4, 3, 4), ones);
+    slice_merge_case("Slice H and W reversed", I64S(0, 0, 2, 3), I64S(2, 6, INT64_MIN, INT64_MIN), I64S(1, 1, -1, -1));
+    slice_merge_case("Slice H reversed", I64S(0, 1, 2, 0), I64S(2, 4, INT64_MIN, 4), I64S(1, 1, -1, 1));
+    slice_merge_case("Slice W step 2", I64S(0, 0, 0, 0), I64S(2, 6, 3, 4), I64S(1, 1, 1, 2));
+    slice_merge_case("Slice W 1:3", I64S(0, 3, 0, 1), I64S(2, 6, 3, 3), ones);
+    slice_merge_case("Slice all reversed", I64S(1, 5, 2, 3), I64S(INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN), I64S(-1, -1, -1, -1));
+    slice_merge_case("Slice single element", I64S(1, 4, 2, 3), I64S(2, 5, 3, 4), ones);
+}
+
 static void test_gather(void) {
     /* ONNX spec example (axis 0) with a negative index, and axis 1 on a 3x3. */
     sc_tensor d = tmake(SC_F32, 2, DIMS(3, 2), F32S(1.0f, 1.2f, 2.3f, 3.4f, 4.5f, 5.7f));
@@ -397,6 +434,7 @@ int main(void) {
     test_transpose();
     test_concat_split();
     test_slice();
+    test_slice_merged_axes();
     test_gather();
     test_expand_reshape();
     test_pad_trilu();
