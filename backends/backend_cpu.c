@@ -24,6 +24,7 @@
 
 #include "backends/backend.h"
 #include "core/alloc_fail.h"
+#include "core/big_alloc.h"
 #include "core/clock.h"
 #include "core/half.h"
 #include "backends/cpu/cpu.h"
@@ -129,7 +130,7 @@ static sc_status cpu_arena_create(sc_backend *b, int64_t bytes, void **base) {
     cpu_ctx *c = b->ctx;
     SC_TRY(backend_arena_admits("cpu", c->arena != NULL, c->arena_bytes, c->capacity, bytes));
     size_t size = (size_t)(bytes < 64 ? 64 : (bytes + 63) / 64 * 64);
-    c->arena = sc_alloc_fail_now() ? NULL : aligned_alloc(64, size); /* tests: core/alloc_fail.h */
+    c->arena = sc_alloc_fail_now() ? NULL : sc_big_alloc(size); /* tests: core/alloc_fail.h */
     if (!c->arena) return sc_errorf("cpu backend: out of memory allocating an arena of %lld bytes", (long long)bytes);
     c->arena_bytes = bytes;
     *base = c->arena;

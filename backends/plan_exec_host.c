@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/plan_exec_internal.h"
+#include "core/big_alloc.h"
 #include "core/alloc_fail.h"
 
 static bool force_host_worker; /* plan_exec_force_host_worker */
@@ -25,10 +26,10 @@ sc_status host_copy_sync(sc_plan_session *s, bool to_device, void *dev, void *ho
 }
 
 /* The session's host copies: pinned by the backend when it can (CUDA copies them directly, without
- * staging), else plain 64-byte aligned memory. */
+ * staging), else plain memory (core/big_alloc.h: huge pages for large copies). */
 void *host_copy_alloc(const sc_plan_session *s, size_t bytes) {
     if (sc_alloc_fail_now()) return NULL;
-    return s->be && s->be->iface->host_alloc ? s->be->iface->host_alloc(s->be, (int64_t)bytes) : aligned_alloc(64, bytes);
+    return s->be && s->be->iface->host_alloc ? s->be->iface->host_alloc(s->be, (int64_t)bytes) : sc_big_alloc(bytes);
 }
 
 void host_copy_free(const sc_plan_session *s, void *p) {

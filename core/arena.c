@@ -1,6 +1,7 @@
 #include "core/arena.h"
 
 #include "core/alloc_fail.h"
+#include "core/big_alloc.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,6 +35,7 @@ static sc_arena_chunk *chunk_new(size_t size, bool zeroed) {
         return NULL;
     }
     c->mem = mem;
+    sc_big_advise(mem, size); /* parameters and optimizer state of hundreds of MB: core/big_alloc.h */
     c->base = (unsigned char *)(((uintptr_t)mem + SC_ARENA_ALIGN - 1) & ~(uintptr_t)(SC_ARENA_ALIGN - 1));
     c->size = size;
     c->used = 0;

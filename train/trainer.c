@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/big_alloc.h"
 #include "core/clock.h"
 #include "backends/comm.h"
 #include "core/free_all.h"
@@ -177,7 +178,7 @@ static sc_status state_collect(sc_trainer *t) {
     if (!t->snapshot) return sc_errorf("out of memory");
     for (int i = 0; i < t->n_state; i++) {
         int64_t bytes = sc_desc_bytes(&g->values[t->state_ids[i]].desc);
-        t->snapshot[i] = malloc((size_t)(bytes > 0 ? bytes : 1));
+        t->snapshot[i] = sc_big_alloc((size_t)(bytes > 0 ? bytes : 1));
         if (!t->snapshot[i]) return sc_errorf("out of memory copying '%s'", g->values[t->state_ids[i]].name);
     }
     train_snapshot_take(t);
