@@ -65,6 +65,49 @@ sc_status cpu_dnnl_context(dnnl_engine_t *eng, dnnl_stream_t *strm) {
     return SC_OK;
 }
 
+/* Whether oneDNN runs a plain (NCHW) 1x1 forward convolution, unit-strided or strided, as a GEMM
+ * kernel on this CPU (cpu_conv_plain_ok); on any failure to ask, assume it does. */
+static bool plain_1x1_gemm[2];
+static pthread_once_t plain_1x1_once = PTHREAD_ONCE_INIT;
+
+static bool plain_1x1_is_gemm(dnnl_engine_t eng, int64_t stride) {
+    dnnl_dims_t src = {4, 64, 16, 16}, wei = {128, 64, 1, 1}, dst = {4, 128, 16 / stride, 16 / stride};
+    dnnl_dims_t strides = {stride, stride}, pad = {0, 0};
+    dnnl_memory_desc_t s_md, w_md, d_md;
+    dnnl_memory_desc_init_by_tag(&s_md, 4, src, dnnl_f32, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&w_md, 4, wei, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&d_md, 4, dst, dnnl_f32, dnnl_nchw);
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_desc_t pd;
+    if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, &s_md, &w_md, NULL,
+                                           &d_md, strides, pad, pad) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL) != dnnl_success)
+        return true;
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    bool gemm = !impl || strstr(impl, "gemm") != NULL;
+    dnnl_primitive_desc_destroy(pd);
+    return gemm;
+}
+
+static void plain_1x1_probe(void) {
+    dnnl_engine_t eng;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) {
+        plain_1x1_gemm[0] = plain_1x1_gemm[1] = true;
+        return;
+    }
+    plain_1x1_gemm[0] = plain_1x1_is_gemm(eng, 1);
+    plain_1x1_gemm[1] = plain_1x1_is_gemm(eng, 2);
+    dnnl_engine_destroy(eng);
+}
+
+bool cpu_conv_plain_ok(int n_spatial, const int64_t *strides) {
+    bool strided = false;
+    for (int i = 0; i < n_spatial; i++) strided = strided || strides[i] != 1;
+    pthread_once(&plain_1x1_once, plain_1x1_probe);
+    return !plain_1x1_gemm[strided];
+}
+
 void cpu_dnnl_lock(void) { pthread_mutex_lock(&dnnl_mutex); }
 void cpu_dnnl_unlock(void) { pthread_mutex_unlock(&dnnl_mutex); }
 

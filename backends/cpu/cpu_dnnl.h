@@ -38,12 +38,20 @@ void cpu_dnnl_register_cache(cpu_dnnl_cache_clear_fn fn);
  *   BLOCKED: src/dst in the primitive's preferred layout (nhwc / blocked for the AVX-512 brgconv
  *            kernels), reordered from and to the caller's on every call.
  *   AUTO:    channels-last when a side already is or the Conv has a fused summand, else PLAIN for
- *            1x1 kernels and BLOCKED otherwise: the fastest per ResNet-50 conv shape on this
- *            machine (2 threads; measurements in cpu_nn_conv.c).
+ *            1x1 kernels of unit stride (cpu_conv_plain_ok) and BLOCKED otherwise: the fastest per
+ *            ResNet-50 conv shape on this machine (2 threads; measurements in cpu_nn_conv.c).
  * Changing the layout clears the caches. */
 typedef enum { CPU_CONV_LAYOUT_PLAIN, CPU_CONV_LAYOUT_BLOCKED, CPU_CONV_LAYOUT_AUTO } cpu_conv_layout;
 void cpu_conv_set_layout(cpu_conv_layout layout);
 cpu_conv_layout cpu_conv_get_layout(void);
+/* Whether AUTO may keep a 1x1 convolution with these strides in PLAIN layout: not where oneDNN
+ * would run it as "gemm:jit", whose sums depend on the thread count. oneDNN 2.6 without AVX-512 runs
+ * every 1x1 on NCHW that way (forward, backward data and weights): ResNet-18's strided downsample
+ * convolutions and DenseNet's bottlenecks gave other bits on 3 threads than on 1 (a 2-core AVX2
+ * EPYC), where every kernel must give the same bits for any count (backends/thread_governor.h).
+ * Blocked, they run jit 1x1 kernels that do not split sums. Decided once per process and stride
+ * kind (unit or not) by the implementation oneDNN picks for a small plain 1x1. */
+bool cpu_conv_plain_ok(int n_spatial, const int64_t *strides);
 
 /* oneDNN's row-major tag for nd dims (1 to 6). */
 dnnl_format_tag_t cpu_dnnl_plain_tag(int nd);

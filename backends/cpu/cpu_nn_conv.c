@@ -408,11 +408,11 @@ sc_status cpu_conv(const sc_kernel_call *call) {
     k.threads = omp_get_max_threads();
     bool pointwise = true;
     for (int i = 0; i < ns; i++) pointwise = pointwise && wd->dims[2 + i] == 1;
-    k.layout = conv_layout == CPU_CONV_LAYOUT_PLAIN     ? CONV_PRIM_USER
-               : conv_layout == CPU_CONV_LAYOUT_BLOCKED ? CONV_PRIM_ANY
-               : k.src_cl || k.dst_cl || k.sum          ? CONV_PRIM_CL
-               : pointwise                              ? CONV_PRIM_USER
-                                                        : CONV_PRIM_ANY;
+    k.layout = conv_layout == CPU_CONV_LAYOUT_PLAIN         ? CONV_PRIM_USER
+               : conv_layout == CPU_CONV_LAYOUT_BLOCKED     ? CONV_PRIM_ANY
+               : k.src_cl || k.dst_cl || k.sum              ? CONV_PRIM_CL
+               : pointwise && cpu_conv_plain_ok(ns, w.stride) ? CONV_PRIM_USER
+                                                            : CONV_PRIM_ANY;
     cpu_dnnl_lock();
     sc_status st = conv_run_dnnl(call, &k, call->in[0].data, call->in[1].data, sc_desc_numel(wd), bias,
                                  call->out[0].data);

@@ -258,7 +258,8 @@ static sc_status conv_grad_f32(const sc_kernel_call *call, const cpu_window *w, 
     }
     k.group = d.G;
     cpu_conv_layout layout = cpu_conv_get_layout();
-    k.plain = layout == CPU_CONV_LAYOUT_PLAIN || (layout == CPU_CONV_LAYOUT_AUTO && pointwise);
+    k.plain = layout == CPU_CONV_LAYOUT_PLAIN ||
+              (layout == CPU_CONV_LAYOUT_AUTO && pointwise && cpu_conv_plain_ok(w->n_spatial, w->stride));
     sc_status st = SC_OK;
     cpu_dnnl_lock();
     if (dx) st = bwd_data_run(call, &k, call->in[0].data, call->in[2].data, dx);
