@@ -38,8 +38,9 @@ void cpu_dnnl_register_cache(cpu_dnnl_cache_clear_fn fn);
  *   BLOCKED: src/dst in the primitive's preferred layout (nhwc / blocked for the AVX-512 brgconv
  *            kernels), reordered from and to the caller's on every call.
  *   AUTO:    channels-last when a side already is or the Conv has a fused summand, else PLAIN for
- *            1x1 kernels of unit stride (cpu_conv_plain_ok) and BLOCKED otherwise: the fastest per
- *            ResNet-50 conv shape on this machine (2 threads; measurements in cpu_nn_conv.c).
+ *            1x1 kernels that oneDNN does not run as a GEMM (cpu_conv_plain_ok) and BLOCKED
+ *            otherwise: the fastest per ResNet-50 conv shape on the AVX-512 Xeon it was measured on
+ *            (2 threads; measurements in cpu_nn_conv.c).
  * Changing the layout clears the caches. */
 typedef enum { CPU_CONV_LAYOUT_PLAIN, CPU_CONV_LAYOUT_BLOCKED, CPU_CONV_LAYOUT_AUTO } cpu_conv_layout;
 void cpu_conv_set_layout(cpu_conv_layout layout);
