@@ -506,8 +506,8 @@ static void test_conv_weight_update(void) {
 
 /* ---- Gemm / MatMul ---- */
 
-static void gemm_case(const char *name, bool ta, bool tb, int c_rank, const int64_t *c_dims) {
-    int64_t M = 5, N = 7, K = 6;
+static void gemm_case_sized(const char *name, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int c_rank,
+                            const int64_t *c_dims) {
     nn_case c = case_new(name, SC_OP_GEMM);
     c.attrs.gemm = (sc_gemm_attrs){.alpha = 0.7f, .beta = 1.3f, .trans_a = ta, .trans_b = tb};
     int64_t ad[2] = {ta ? K : M, ta ? M : K}, bd[2] = {tb ? N : K, tb ? K : N}, yd[2] = {M, N};
@@ -529,6 +529,10 @@ static void gemm_case(const char *name, bool ta, bool tb, int c_rank, const int6
     case_check(&c);
 }
 
+static void gemm_case(const char *name, bool ta, bool tb, int c_rank, const int64_t *c_dims) {
+    gemm_case_sized(name, 5, 7, 6, ta, tb, c_rank, c_dims);
+}
+
 static void test_gemm(void) {
     int64_t cn[1] = {7}, cm1[2] = {5, 1}, cmn[2] = {5, 7}, c1n[2] = {1, 7};
     char name[64];
@@ -544,6 +548,12 @@ static void test_gemm(void) {
     gemm_case("gemm C(1,N)", false, true, 2, c1n);
     gemm_case("gemm scalar C", false, false, 0, NULL);
     gemm_case("gemm without C", true, false, -1, NULL);
+    /* Operands read across K with a stride of 512 or 1024 floats: cpu_nn_sgemm.c copies those
+     * panels to a shorter stride first (B untransposed, A transposed; both in the second case). */
+    int64_t c1024[1] = {1024};
+    gemm_case_sized("gemm B restrided (64, 40) @ (40, 1024)", 64, 1024, 40, false, false, 1, c1024);
+    gemm_case_sized("gemm A and B restrided (40, 512)^T @ (40, 1024)", 512, 1024, 40, true, false, 1, c1024);
+    gemm_case_sized("gemm transB, no copy (64, 40) @ (1024, 40)^T", 64, 1024, 40, false, true, 1, c1024);
 }
 
 static void matmul_case(const char *name, int ra, const int64_t *ad, int rb, const int64_t *bd) {

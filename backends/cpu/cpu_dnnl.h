@@ -89,6 +89,23 @@ sc_status cpu_dnnl_weight(const sc_kernel_call *call, dnnl_engine_t eng, dnnl_st
                           const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *prim_md, const float *w,
                           int64_t numel, dnnl_memory_t *out);
 
+/* C = alpha op(A) op(B) + beta C, row-major f32 with dnnl_sgemm's arguments, over `batch` problems:
+ * problem k reads A + ao[k] and B + bo[k] (NULL: offset 0) and writes C + k * M * N. Every tile of
+ * every problem is an item; threads take them as they come free, each sgemm on one thread, and the
+ * tiles depend on the shapes and the core count only (cpu_nn_sgemm.c). mt and nt are the cut,
+ * filled in by the call. */
+typedef struct {
+    char ta, tb;
+    int64_t M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    int64_t lda, ldb, ldc;
+    int64_t mt, nt; /* tiles along M and N */
+} cpu_sgemm;
+
+dnnl_status_t cpu_sgemm_tiled(cpu_sgemm t, int64_t batch, const int64_t *ao, const int64_t *bo);
+
 /* Y (M, N) = A (M, K) @ B (K, N), all row-major f32 (B stored (N, K) when trans_b), B constant
  * while the graph runs (cpu_nn_matmul_packed.c). */
 sc_status cpu_matmul_packed_f32(const sc_kernel_call *call, int64_t M, int64_t K, int64_t N, bool trans_b,

@@ -6,10 +6,9 @@
  * (K, 1) whose N dim is dropped; the leading batch dims broadcast.
  *
  * f32 calls oneDNN's row-major sgemm, one thread per call, on tiles of Y that the shapes alone fix
- * (sgemm_tiled): sgemm run on all threads splits K between them when M and N are small, and then
- * its sums, so a GPT's gradients, differed in the last bits between 1 and 2 threads. With fixed
- * tiles the bits do not depend on the thread count, which lets a trainer pick the count by load
- * (backends/thread_governor.h). A batched MatMul whose B carries no batch folds the batch into M
+ * (cpu_sgemm_tiled, cpu_nn_sgemm.c), so the bits do not depend on the thread count. A constant B
+ * goes to the prepacked matmul where oneDNN has a packing kernel for it (cpu_nn_matmul_packed.c).
+ * A batched MatMul whose B carries no batch folds the batch into M
  * (one large GEMM); otherwise its batches are further items. f64 runs reference loops.
  */
 #include <dnnl.h>
@@ -19,75 +18,6 @@
 
 #include "backends/cpu/cpu_dnnl.h"
 #include "backends/cpu/cpu_kernels.h"
-
-/* ---- tiled sgemm ---- */
-
-/* A tile costs at least this many flops (an sgemm call packs its panels), and its edges are at
- * least SGEMM_MIN_EDGE unless the matrix is smaller. */
-#define SGEMM_MIN_TILE_FLOPS 1e6
-#define SGEMM_MIN_EDGE 32
-
-typedef struct {
-    char ta, tb;
-    int64_t M, N, K;
-    float alpha, beta;
-    const float *A, *B;
-    float *C;
-    int64_t lda, ldb, ldc;
-    int64_t mt, nt; /* tiles along M and N */
-} sgemm_tiles;
-
-/* Tiles enough for 4 per core when the flops allow, splitting the longer side while its tiles stay
- * SGEMM_MIN_EDGE long. The machine's core count sets the cut, the thread count never does. */
-static void sgemm_cut(sgemm_tiles *t) {
-    double flops = 2.0 * (double)t->M * (double)t->N * (double)t->K;
-    int64_t want = 4 * (int64_t)omp_get_num_procs();
-    if (flops / SGEMM_MIN_TILE_FLOPS < (double)want) want = (int64_t)(flops / SGEMM_MIN_TILE_FLOPS);
-    t->mt = t->nt = 1;
-    while (t->mt * t->nt < want) {
-        bool m_ok = t->M / (t->mt + 1) >= SGEMM_MIN_EDGE, n_ok = t->N / (t->nt + 1) >= SGEMM_MIN_EDGE;
-        if (m_ok && (!n_ok || t->M / t->mt >= t->N / t->nt)) t->mt++;
-        else if (n_ok) t->nt++;
-        else break;
-    }
-}
-
-/* Tile i of t on this thread alone. */
-static dnnl_status_t sgemm_tile(const sgemm_tiles *t, int64_t i) {
-    int64_t bi = i / t->nt, bj = i % t->nt;
-    int64_t m0 = t->M * bi / t->mt, m1 = t->M * (bi + 1) / t->mt;
-    int64_t n0 = t->N * bj / t->nt, n1 = t->N * (bj + 1) / t->nt;
-    const float *a = t->ta == 'N' ? t->A + m0 * t->lda : t->A + m0;
-    const float *b = t->tb == 'N' ? t->B + n0 : t->B + n0 * t->ldb;
-    return dnnl_sgemm(t->ta, t->tb, m1 - m0, n1 - n0, t->K, t->alpha, a, t->lda, b, t->ldb, t->beta,
-                      t->C + m0 * t->ldc + n0, t->ldc);
-}
-
-/* C = alpha op(A) op(B) + beta C (row-major, dnnl_sgemm's arguments) over `batch` problems: problem
- * k reads A + ao[k] and B + bo[k] (NULL: offset 0) and writes C + k * M * N. Every tile of every
- * problem is an item; threads take them as they come free, each sgemm on one thread. */
-static dnnl_status_t sgemm_tiled(sgemm_tiles t, int64_t batch, const int64_t *ao, const int64_t *bo) {
-    sgemm_cut(&t);
-    int64_t per = t.mt * t.nt, items = batch * per;
-    int nthr = omp_get_max_threads();
-    if ((int64_t)nthr > items) nthr = (int)items;
-    dnnl_status_t err = dnnl_success;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
-    for (int64_t i = 0; i < items; i++) {
-        omp_set_num_threads(1); /* a region of one thread is not nested: sgemm would read this */
-        sgemm_tiles p = t;
-        int64_t k = i / per;
-        p.A += ao ? ao[k] : 0;
-        p.B += bo ? bo[k] : 0;
-        p.C += k * t.M * t.N;
-        dnnl_status_t s = sgemm_tile(&p, i % per);
-        if (s != dnnl_success) {
-#pragma omp atomic write
-            err = s;
-        }
-    }
-    return err;
-}
 
 static sc_status sgemm_status(const sc_kernel_call *call, dnnl_status_t s) {
     return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "sgemm", s);
@@ -170,9 +100,9 @@ sc_status cpu_gemm(const sc_kernel_call *call) {
         if (beta == 0.0f) memset(Y, 0, (size_t)(M * N) * sizeof(float));
         return SC_OK;
     }
-    sgemm_tiles t = {ga->trans_a ? 'T' : 'N', ga->trans_b ? 'T' : 'N', M, N, K, ga->alpha, beta, call->in[0].data,
+    cpu_sgemm t = {ga->trans_a ? 'T' : 'N', ga->trans_b ? 'T' : 'N', M, N, K, ga->alpha, beta, call->in[0].data,
                      call->in[1].data, Y, ga->trans_a ? M : K, ga->trans_b ? K : N, N, 0, 0};
-    return sgemm_status(call, sgemm_tiled(t, 1, NULL, NULL));
+    return sgemm_status(call, cpu_sgemm_tiled(t, 1, NULL, NULL));
 }
 
 /* ---- MatMul ---- */
@@ -268,14 +198,14 @@ static sc_status matmul_f32(const sc_kernel_call *call, const matmul_geom *g, co
         if (g->batch[i] > 1 && g->a_str[i] == 0) a_full = false;
     if (g->b_unbatched && a_full) {
         if (call->node->attrs->matmul.b_const) return cpu_matmul_packed_f32(call, g->n_batch * M, K, N, false, A, B, Y);
-        sgemm_tiles t = {'N', 'N', g->n_batch * M, N, K, 1.0f, 0.0f, A, B, Y, K, N, N, 0, 0};
-        return sgemm_status(call, sgemm_tiled(t, 1, NULL, NULL));
+        cpu_sgemm t = {'N', 'N', g->n_batch * M, N, K, 1.0f, 0.0f, A, B, Y, K, N, N, 0, 0};
+        return sgemm_status(call, cpu_sgemm_tiled(t, 1, NULL, NULL));
     }
     int64_t *off = malloc(sizeof *off * (size_t)(2 * g->n_batch));
     if (!off) return cpu_errorf(call, "out of memory");
     for (int64_t bi = 0; bi < g->n_batch; bi++) matmul_offsets(g, bi, &off[bi], &off[g->n_batch + bi]);
-    sgemm_tiles t = {'N', 'N', M, N, K, 1.0f, 0.0f, A, B, Y, K, N, N, 0, 0};
-    dnnl_status_t s = sgemm_tiled(t, g->n_batch, off, off + g->n_batch);
+    cpu_sgemm t = {'N', 'N', M, N, K, 1.0f, 0.0f, A, B, Y, K, N, N, 0, 0};
+    dnnl_status_t s = cpu_sgemm_tiled(t, g->n_batch, off, off + g->n_batch);
     free(off);
     return sgemm_status(call, s);
 }
