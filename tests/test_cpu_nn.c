@@ -611,6 +611,9 @@ static void test_matmul(void) {
     matmul_case("matmul (5)@(5) dot", 1, v, 1, v);
     int64_t a7[3] = {1, 128, 64}, b7[2] = {64, 96};
     matmul_case("matmul (1,128,64)@(64,96)", 3, a7, 2, b7);
+    /* batches of a B whose stride is 512 floats: each tile copies its panel (cpu_nn_sgemm.c) */
+    int64_t a8[3] = {3, 32, 20}, b8[3] = {3, 20, 512};
+    matmul_case("matmul (3,32,20)@(3,20,512) restrided batches", 3, a8, 3, b8);
 }
 
 /* ---- pools ---- */
