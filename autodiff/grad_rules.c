@@ -14,6 +14,7 @@ const sc_grad_rule sc_grad_rules[SC_OP_COUNT] = {
 
 const char *grad_rule_missing_reason(sc_op op) {
     if (sc_op_is_internal(op)) return "not differentiable: gradient ops are not differentiated twice";
+    if (sc_op_is_control(op)) return "not differentiable as such: " SC_CONTROL_OP_REASON ", which are";
     switch (op) {
     case SC_OP_SHAPE: return "not differentiable: the output is a shape (integers)";
     case SC_OP_CONSTANT_OF_SHAPE: return "not differentiable: the output does not depend on input values";

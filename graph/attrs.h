@@ -197,6 +197,24 @@ typedef struct {
     bool b_const;
 } sc_matmul_attrs;
 
+/* Loop and If (graph/pass_control.c). body[0] is Loop's body or If's then_branch, body[1] If's
+ * else_branch: subgraphs the importer built, owned by the top-level graph (graph_own_subgraph).
+ * A subgraph reads values of enclosing scopes; the importer makes each such capture an explicit
+ * input of the node, after the ONNX inputs: Loop (M, cond, v_initial..., captures of body[0]), If
+ * (cond, captures of body[0], captures of body[1]); n_captures[b] counts them per subgraph, and
+ * each subgraph lists its captured values in the same order (sc_graph.captures). */
+struct sc_graph;
+typedef struct {
+    const struct sc_graph *body[2];
+    int n_captures[2];
+} sc_control_attrs;
+
+/* SplitToSequence (flag: keepdims, default 1) and ConcatFromSequence (flag: new_axis, default 0). */
+typedef struct {
+    int64_t axis; /* default 0 */
+    bool flag;
+} sc_sequence_attrs;
+
 typedef union {
     sc_window_attrs window;         /* Conv, MaxPool, AveragePool (GlobalAveragePool: nhwc_in) */
     sc_batch_norm_attrs batch_norm; /* BatchNormalization */
@@ -226,6 +244,8 @@ typedef union {
     sc_all_reduce_attrs all_reduce; /* AllReduce */
     sc_binary_attrs binary;         /* Add, Sub, Mul (set by graph_fuse_inference only) */
     sc_matmul_attrs matmul;         /* MatMul (set by graph_fuse_inference only) */
+    sc_control_attrs control;       /* Loop, If */
+    sc_sequence_attrs sequence;     /* SplitToSequence, ConcatFromSequence */
 } sc_attrs;
 
 /* All zero: the attributes of every node whose op has none (a node holds a pointer, graph.h). */

@@ -14,10 +14,30 @@ void graph_init(sc_graph *g) {
 }
 
 void graph_free(sc_graph *g) {
-    SC_FREE_ALL(g->values, g->nodes, g->link_pool, g->link_scratch, g->attrs_set);
+    for (int i = 0; i < g->n_subgraphs; i++) {
+        graph_free(g->subgraphs[i]);
+        free(g->subgraphs[i]);
+    }
+    SC_FREE_ALL(g->values, g->nodes, g->link_pool, g->link_scratch, g->attrs_set, g->subgraphs);
     sc_strmap_free(&g->by_name);
     sc_arena_free_all(&g->arena);
     memset(g, 0, sizeof *g);
+}
+
+sc_status graph_own_subgraph(sc_graph *g, sc_graph *sub) {
+    if (g->n_subgraphs == g->cap_subgraphs) {
+        int nc = g->cap_subgraphs ? 2 * g->cap_subgraphs : 8;
+        sc_graph **p = realloc(g->subgraphs, sizeof *p * (size_t)nc);
+        if (!p) {
+            graph_free(sub);
+            free(sub);
+            return sc_errorf("out of memory keeping a subgraph");
+        }
+        g->subgraphs = p;
+        g->cap_subgraphs = nc;
+    }
+    g->subgraphs[g->n_subgraphs++] = sub;
+    return SC_OK;
 }
 
 /* The room beyond the count is not cleared: graph_add_value / graph_add_node clear each entry they

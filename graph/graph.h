@@ -43,6 +43,9 @@ typedef struct {
     int *consumers;                      /* node ids, one entry per use (graph_link) */
     void *data;                          /* host data for PARAM and CONST, else NULL */
     bool is_output;                      /* a graph output */
+    bool is_sequence;                    /* an ONNX sequence of tensors, not a tensor: only control
+                                          * ops (ops.def) read or make one, and none is left once
+                                          * graph_infer_shapes has lowered them */
     bool name_pending;                   /* named between graph_names_defer and _resolve: not yet
                                           * checked for uniqueness nor in by_name */
 } sc_value;
@@ -68,6 +71,14 @@ typedef struct sc_graph {
     int n_outputs;
     int cap_outputs; /* allocated length of outputs when grown by doubling (0: exactly n_outputs) */
     int64_t opset;      /* default-domain opset the model was imported with */
+    /* A Loop body or If branch (sc_control_attrs): its values that are captured from enclosing
+     * scopes (INPUT values not in `inputs`), in the order of the node's capture inputs. */
+    int *captures;
+    int n_captures;
+    /* The subgraphs this graph owns (graph_own_subgraph), freed with it: only the top-level graph
+     * owns any, nested ones included, so that they outlive the nodes copied out of them. */
+    struct sc_graph **subgraphs;
+    int n_subgraphs, cap_subgraphs;
     sc_strmap by_name;  /* value name -> id */
     int names_deferred; /* graph_names_defer depth: > 0 while uniqueness checks are deferred */
     int first_pending;  /* the first value id that may have name_pending set */
@@ -84,6 +95,9 @@ typedef struct sc_graph {
 
 void graph_init(sc_graph *g);
 void graph_free(sc_graph *g);
+/* Gives g ownership of sub (malloc'd, graph_init'ed): graph_free(g) frees it. On failure (out of
+ * memory) sub is freed and an error returned. */
+sc_status graph_own_subgraph(sc_graph *g, sc_graph *sub);
 
 /* Adds a value; the name is copied into the arena and must be unique. Returns the id, or -1 with
  * *st set (duplicate name, out of memory). */

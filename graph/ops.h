@@ -42,6 +42,12 @@ sc_status sc_op_verrorf(const char *what, const char *name, sc_op op, const char
 sc_op sc_op_from_onnx_name(const char *name);
 /* Internal ops (from ops_train.def) are in [SC_OP_PUBLIC_COUNT, SC_OP_COUNT). */
 static inline int sc_op_is_internal(sc_op op) { return op >= SC_OP_PUBLIC_COUNT; }
+/* Loop, If and the sequence ops (ops.def's last rows): graph_infer_shapes lowers them to tensor ops
+ * (graph/pass_control.c), so no later stage sees one. */
+static inline bool sc_op_is_control(sc_op op) { return op >= SC_OP_LOOP && op <= SC_OP_CONCAT_FROM_SEQUENCE; }
+/* What every stage says of a control op it has no function for. */
+#define SC_CONTROL_OP_REASON                                                                                          \
+    "graph_infer_shapes lowers Loop, If and sequence ops to tensor ops once dims are bound (graph/pass_control.c)"
 /* The data-parallel collectives (AllReduce, Reduce, Broadcast; graph/ops_train.def). */
 static inline bool sc_op_is_collective(sc_op op) {
     return op == SC_OP_ALL_REDUCE || op == SC_OP_REDUCE || op == SC_OP_BROADCAST;

@@ -16,7 +16,9 @@
  * the time Reshape's shape function reads its shape input, that input is a constant.
  */
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/free_all.h"
 #include "graph/op_cost.h"
 #include "graph/pass_internal.h"
 #include "graph/shape.h"
@@ -114,37 +116,99 @@ static sc_status infer_check_node(const sc_graph *g, const sc_node *n) {
     return SC_OK;
 }
 
+/* A node that is not a control op must not read a sequence. */
+static sc_status infer_check_tensor_inputs(const sc_graph *g, const sc_node *n) {
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0 && g->values[n->in[k]].is_sequence)
+            return shape_errorf(n, "input %d ('%s') is a sequence; only sequence ops read sequences", k,
+                                g->values[n->in[k]].name);
+    return SC_OK;
+}
+
+typedef struct {
+    bool *keep; /* per node: kept (false: folded or lowered) */
+    bool *is_out; /* per value: a graph output */
+    int cap_nodes, cap_values;
+} infer_walk;
+
+static bool walk_grow(infer_walk *w, const sc_graph *g) {
+    if (g->n_nodes + 1 > w->cap_nodes) {
+        int nc = 2 * (g->n_nodes + 1);
+        bool *p = realloc(w->keep, (size_t)nc);
+        if (!p) return false;
+        w->keep = p;
+        w->cap_nodes = nc;
+    }
+    if (g->n_values + 1 > w->cap_values) {
+        int nc = 2 * (g->n_values + 1);
+        bool *p = realloc(w->is_out, (size_t)nc);
+        if (!p) return false;
+        memset(p + w->cap_values, 0, (size_t)(nc - w->cap_values));
+        w->is_out = p;
+        w->cap_values = nc;
+    }
+    return true;
+}
+
+/* Lowers control node i (graph/pass_control.c): what it amounts to goes at i, to be visited next,
+ * and the node itself is emptied and dropped. */
+static sc_status walk_lower(sc_graph *g, int i, infer_walk *w, sc_control_state *cs) {
+    int n0 = g->n_nodes;
+    SC_TRY(graph_lower_control_node(g, i, cs));
+    int added = g->n_nodes - n0;
+    if (!walk_grow(w, g)) return sc_errorf("out of memory inferring shapes");
+    SC_TRY(graph_move_nodes(g, n0, i));
+    memmove(w->keep + i + added, w->keep + i, (size_t)(n0 - i));
+    for (int k = i; k < i + added; k++) w->keep[k] = true;
+    sc_node *n = &g->nodes[i + added];
+    n->n_in = n->n_out = 0;
+    w->keep[i + added] = false;
+    return graph_link(g);
+}
+
 sc_status graph_infer_shapes(sc_graph *g, const sc_node_evaluator *eval) {
     int bad;
     if (!graph_is_topo_sorted(g, &bad)) SC_TRY(graph_topo_sort(g));
     SC_TRY(graph_link(g)); /* producers name unfolded shape inputs in error messages */
-    bool *keep = malloc((size_t)g->n_nodes + 1);
-    bool *is_out = calloc((size_t)g->n_values + 1, 1);
-    if (!keep || !is_out) {
-        free(keep);
-        free(is_out);
+    infer_walk w = {0};
+    sc_control_state cs = {0};
+    if (!walk_grow(&w, g)) {
+        SC_FREE_ALL(w.keep, w.is_out);
         return sc_errorf("out of memory inferring shapes");
     }
-    for (int i = 0; i < g->n_outputs; i++) is_out[g->outputs[i]] = true;
+    memset(w.keep, 1, (size_t)g->n_nodes);
+    for (int i = 0; i < g->n_outputs; i++) w.is_out[g->outputs[i]] = true;
     sc_status st = SC_OK;
+    for (int i = 0; i < g->n_outputs && !st; i++)
+        if (g->values[g->outputs[i]].is_sequence)
+            st = sc_errorf("graph output '%s' is a sequence; only tensor outputs are supported",
+                           g->values[g->outputs[i]].name);
     int folded = 0;
     for (int i = 0; i < g->n_nodes && !st; i++) {
+        if (!w.keep[i]) continue;
         sc_node *n = &g->nodes[i];
-        keep[i] = true;
-        st = infer_check_node(g, n);
+        if (graph_is_control_node(g, n)) {
+            st = walk_lower(g, i, &w, &cs);
+            folded++;
+            i--; /* visit what it became */
+            continue;
+        }
+        st = infer_check_tensor_inputs(g, n);
+        if (!st) st = infer_check_node(g, n);
         if (!st) st = sc_shape_fns[n->op](g, n);
         if (!st) st = infer_check_outputs(g, n);
-        if (!st && fold_wanted(g, n, is_out, eval)) {
+        if (!st && fold_wanted(g, n, w.is_out, eval)) {
             st = fold_node(g, n, eval);
-            keep[i] = false;
+            w.keep[i] = false;
             folded++;
         }
     }
+    if (!st) st = graph_control_check(g, &cs);
     if (!st && folded) {
         sc_log(SC_LOG_DEBUG, "constant folding removed %d nodes", folded);
-        st = graph_compact_nodes(g, keep);
+        st = graph_compact_nodes(g, w.keep);
     }
-    free(keep);
-    free(is_out);
+    graph_control_state_free(&cs);
+    SC_FREE_ALL(w.keep, w.is_out);
     return st;
 }

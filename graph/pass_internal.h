@@ -13,6 +13,35 @@ sc_status graph_move_nodes(sc_graph *g, int n0, int at);
  * or write one. Needs graph_link. */
 sc_status graph_fuse_channels_last(sc_graph *g, int *count);
 
+/* Control flow and sequences (graph/pass_control.c), lowered by graph_infer_shapes as its walk
+ * reaches them. A sequence value's tensors, while known; a Loop iteration's condition, which must
+ * fold to true for every iteration but the last. */
+typedef struct {
+    int *ids;
+    int n;
+    bool known;
+} sc_control_seq;
+typedef struct {
+    int value;
+    const char *loop;
+    int64_t iteration;
+} sc_control_cond;
+typedef struct {
+    sc_control_seq *seqs; /* by value id, cap entries */
+    int cap;
+    sc_control_cond *conds;
+    int n_conds, cap_conds;
+    int64_t unrolled; /* nodes the Loops lowered so far amount to */
+} sc_control_state;
+/* A Loop, If or sequence op, or an Identity of a sequence. */
+bool graph_is_control_node(const sc_graph *g, const sc_node *n);
+/* Appends the nodes that node i amounts to (its inputs inferred and folded); the caller puts them
+ * at i and drops node i. */
+sc_status graph_lower_control_node(sc_graph *g, int i, sc_control_state *s);
+/* After the walk: every unrolled iteration's condition is a constant, true but for the last. */
+sc_status graph_control_check(const sc_graph *g, const sc_control_state *s);
+void graph_control_state_free(sc_control_state *s);
+
 /* A constant or parameter with its data. */
 static inline bool value_is_fixed(const sc_graph *g, int v) {
     return v >= 0 && (g->values[v].kind == SC_VALUE_CONST || g->values[v].kind == SC_VALUE_PARAM) &&

@@ -14,6 +14,6 @@ const sc_shape_fn sc_shape_fns[SC_OP_COUNT] = {
 const char *shape_fn_missing_reason(sc_op op) {
     switch (op) {
     case SC_OP_CONSTANT: return "Constant nodes are turned into constant values by the importer";
-    default: return NULL;
+    default: return sc_op_is_control(op) ? SC_CONTROL_OP_REASON : NULL;
     }
 }

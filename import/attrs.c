@@ -315,6 +315,12 @@ static sc_status parse_sce(const sc_node_ctx *c, sc_attrs *out) {
     return attr_int(c, "ignore_index", 0, &out->sce.ignore_index);
 }
 
+static sc_status parse_sequence(const sc_node_ctx *c, sc_attrs *out) {
+    SC_TRY(attr_int(c, "axis", 0, &out->sequence.axis));
+    bool split = c->op == SC_OP_SPLIT_TO_SEQUENCE;
+    return attr_flag(c, split ? "keepdims" : "new_axis", split, &out->sequence.flag);
+}
+
 /* Generated from the ops.def rows. Internal ops (ops_train.def) never come from a file, so they have no
  * parser; Constant has none either (the importer turns it into a value). */
 #define parse_unparsed NULL
@@ -328,6 +334,8 @@ const sc_attr_parser sc_attr_parsers[SC_OP_COUNT] = {
 const char *attrs_parser_missing_reason(sc_op op) {
     switch (op) {
     case SC_OP_CONSTANT: return "Constant nodes are turned into constant values by the importer";
+    case SC_OP_LOOP:
+    case SC_OP_IF: return "the importer builds the subgraphs of Loop and If itself (import/onnx_graph.c)";
     default: return sc_op_is_internal(op) ? "internal op (graph/ops_train.def): never read from a file" : NULL;
     }
 }

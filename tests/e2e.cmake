@@ -75,7 +75,7 @@ if(E2E_TORCH_PYTHON)
   # Hugging Face transformers exports (tests/e2e/e2e_hf.py), 3 SGD steps against the HF module in
   # PyTorch: with an attention mask (left out, filled with ones) and --data, and without one and
   # --tokens. Exit 77 (skipped) where transformers is not installed.
-  foreach(hf gpt2 gpt_neox llama llama_gqa opt bloom)
+  foreach(hf gpt2 gpt_neox llama llama_gqa opt bloom gptj)
     foreach(variant "mask;yes;data" "nomask;no;tokens")
       list(GET variant 0 tag)
       list(GET variant 1 mask)

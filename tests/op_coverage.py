@@ -29,6 +29,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "conformance"))
 # Ops allowed a `none` shape function or kernel, and why.
 NO_FUNCTION = {"CONSTANT": "the importer turns Constant nodes into constant values",
                "EINSUM": "graph_prepare lowers Einsum to Transpose, Reshape, ReduceSum and MatMul (graph/pass_einsum.c)"}
+CONTROL = ("LOOP", "IF", "SEQUENCE_EMPTY", "SEQUENCE_CONSTRUCT", "SEQUENCE_INSERT", "SEQUENCE_AT", "SEQUENCE_ERASE",
+           "SEQUENCE_LENGTH", "SPLIT_TO_SEQUENCE", "CONCAT_FROM_SEQUENCE")
+for _op in CONTROL:
+    NO_FUNCTION[_op] = "graph_infer_shapes lowers control flow and sequences to tensor ops (graph/pass_control.c)"
 # Public ops without an enabled ONNX node test, and why.
 NO_CONFORMANCE = {
     "CONSTANT": "the importer turns Constant nodes into constant values; its node tests run through them",
@@ -36,6 +40,9 @@ NO_CONFORMANCE = {
                            "and the ResNet e2e tests against onnxruntime cover it",
     "NOT": "ONNX's node tests use opset 1, below SC_MIN_OPSET (skip.txt); tests/test_cpu_elementwise.c covers it",
     "AND": "ONNX's node tests use opset 7, below SC_MIN_OPSET (skip.txt); tests/test_cpu_elementwise.c covers it",
+    **{op: "ONNX's node tests feed the trip count, condition or sequence at run time (or output a sequence); Scorch "
+             "lowers only what is constant once dims are bound: tests/control_flow_check.py checks it against "
+             "onnxruntime" for op in CONTROL},
     "TILE": "ONNX's node tests feed repeats at run time, a shape Scorch cannot plan (skip.txt); tests/test_cpu_movement.c "
             "checks numpy.tile's values with constant repeats",
 }

@@ -50,3 +50,11 @@ scorch_oracle(torch_einsum --torch einsum --batch 2)
 scorch_oracle(roundtrip_torch_gpt2 --torch gpt2 --batch 2 --seq 32 --roundtrip $<TARGET_FILE:roundtrip>)
 scorch_oracle(roundtrip_gen_resnet18_external --gen "resnet --depth 18 --width 16 --image 64" --batch 2
               --roundtrip $<TARGET_FILE:roundtrip> --external-threshold 1024)
+
+# Loop, If and sequence ops lowered once dims are bound (graph/pass_control.c): models built with
+# onnx.helper against onnxruntime, refusals of what cannot be lowered, and training through an
+# unrolled Loop against numpy in float64. Named test_* so the sanitizer run covers the lowering too.
+add_test(NAME test_control_flow
+         COMMAND ${SCORCH_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/control_flow_check.py --scorch-run $<TARGET_FILE:scorch-run>
+                 --workdir ${_oracle_work}/control_flow)
+set_tests_properties(test_control_flow PROPERTIES TIMEOUT 300)

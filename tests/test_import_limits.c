@@ -377,9 +377,9 @@ static void test_graph_attribute(void) {
     expect_load_fail(&t, "relu_graph_attr.onnx", "'body'", "subgraph");
     t.attr.has_type = 0; /* IR v1 style: no declared type, the populated field decides */
     expect_load_fail(&t, "relu_graph_attr_untyped.onnx", "'body'", "subgraph");
-    t.nodes[0].op_type = "If";
+    t.nodes[0].op_type = "If"; /* read now (import/onnx_graph.c), but a branch is missing */
     t.attr.name = "then_branch";
-    expect_load_fail(&t, "if.onnx", "'then_branch'", "subgraph");
+    expect_load_fail(&t, "if.onnx", "'else_branch'", "missing");
 }
 
 /* Wire-format writers for hand-made messages. */

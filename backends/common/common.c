@@ -9,7 +9,7 @@ const char *sc_kernel_missing_reason(sc_op op) {
     switch (op) {
     case SC_OP_CONSTANT: return "Constant nodes are turned into constant values by the importer";
     case SC_OP_EINSUM: return "graph_prepare lowers Einsum to Transpose, Reshape, ReduceSum and MatMul";
-    default: return NULL;
+    default: return sc_op_is_control(op) ? SC_CONTROL_OP_REASON : NULL;
     }
 }
 

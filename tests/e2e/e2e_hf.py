@@ -4,7 +4,7 @@ with transformers 4.36 installed (scripts/install.sh); without transformers the 
 ctest reports as skipped with the reason. --check is required by the shared parser and ignored:
 this script runs its one check.
 
---model gpt2 | gpt_neox | llama | llama_gqa | opt | bloom: a 2-layer model built from its config
+--model gpt2 | gpt_neox | llama | llama_gqa | opt | bloom | gptj: a 2-layer model built from its config
 (dim 64, 4 heads, vocab 512; random init, seed 0, dropout 0; the head not tied to the embedding:
 torch.onnx.export's constant folding writes a tied head as a transposed copy, a second weight, so
 an exported tied model trains as an untied one), exported at opset 17 with dynamic batch and
@@ -53,6 +53,9 @@ def config(kind):
     if kind == "opt":
         return T.OPTConfig(hidden_size=64, num_hidden_layers=2, ffn_dim=128, num_attention_heads=4,
                            max_position_embeddings=64, word_embed_proj_dim=64, dropout=0.0, attention_dropout=0.0, **DIM)
+    if kind == "gptj":
+        return T.GPTJConfig(n_embd=64, n_layer=2, n_head=4, n_positions=64, rotary_dim=16, resid_pdrop=0.0,
+                            embd_pdrop=0.0, attn_pdrop=0.0, **DIM)
     return T.BloomConfig(hidden_size=64, n_layer=2, n_head=4, hidden_dropout=0.0, attention_dropout=0.0, **DIM)
 
 
@@ -83,7 +86,7 @@ class LogitsOnly(torch.nn.Module):
 
 
 def options(p):
-    p.add_argument("--model", choices=["gpt2", "gpt_neox", "llama", "llama_gqa", "opt", "bloom"], required=True)
+    p.add_argument("--model", choices=["gpt2", "gpt_neox", "llama", "llama_gqa", "opt", "bloom", "gptj"], required=True)
     p.add_argument("--mask", choices=["yes", "no"], default="yes")
     p.add_argument("--source", choices=["data", "tokens"], default="data")
 
