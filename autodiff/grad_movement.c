@@ -96,6 +96,49 @@ void grad_gather(sc_grad_ctx *c) {
     set_GI(c, 0, ad_emit(c, SC_OP_GATHER_GRAD, in, 4, 1, NULL, &a));
 }
 
+/* dData: dY scattered back to where each element was read, summed where indices repeat. */
+void grad_gather_elements(sc_grad_ctx *c) {
+    int in[2] = {GO(c, 0), I(c, 1)};
+    sc_attrs a = *c->fwd.attrs;
+    const sc_desc *data = ad_desc(c, I(c, 0));
+    a.axis.data_rank = data->rank;
+    for (int i = 0; i < data->rank; i++) a.axis.data_dims[i] = data->dims[i];
+    set_GI(c, 0, ad_emit(c, SC_OP_GATHER_ELEMENTS_GRAD, in, 2, 1, NULL, &a));
+}
+
+/* ScatterND: dUpdates = GatherND(dY, indices), what each update reached; dData = dY where no
+ * update replaced the data (reduction none: ScatterND(dY, indices, 0)), all of dY for add. With
+ * repeated indices under none only the last update reaches Y; its earlier ones still get dY here
+ * (ONNX leaves their order to the runtime; Scorch applies tuples in order). */
+void grad_scatter_nd(sc_grad_ctx *c) {
+    sc_scatter_reduction red = c->fwd.attrs->scatter_nd.reduction;
+    if (red != SC_SCATTER_NONE && red != SC_SCATTER_ADD) {
+        ad_fail(c, "not supported: the gradient of ScatterND is implemented for reduction none and add");
+        return;
+    }
+    sc_attrs g = {.gather_nd = {.batch_dims = 0}};
+    if (NEED_GI(c, 2)) set_GI(c, 2, ad_emit(c, SC_OP_GATHER_ND, (const int[]){GO(c, 0), I(c, 1)}, 2, 1, NULL, &g));
+    if (!NEED_GI(c, 0)) return;
+    if (red == SC_SCATTER_ADD) {
+        set_GI(c, 0, GO(c, 0));
+        return;
+    }
+    int zeros = ad_zeros(c, ad_desc(c, I(c, 2)));
+    set_GI(c, 0, ad_emit(c, SC_OP_SCATTER_ND, (const int[]){GO(c, 0), I(c, 1), zeros}, 3, 1, NULL, NULL));
+}
+
+/* GatherND (batch_dims 0): dData = ScatterND(0, indices, dY) with reduction add, summing where
+ * tuples repeat, in tuple order. */
+void grad_gather_nd(sc_grad_ctx *c) {
+    if (c->fwd.attrs->gather_nd.batch_dims != 0) {
+        ad_fail(c, "not supported: the gradient of GatherND is implemented for batch_dims 0");
+        return;
+    }
+    sc_attrs a = {.scatter_nd = {.reduction = SC_SCATTER_ADD}};
+    int zeros = ad_zeros(c, ad_desc(c, I(c, 0)));
+    set_GI(c, 0, ad_emit(c, SC_OP_SCATTER_ND, (const int[]){zeros, I(c, 1), GO(c, 0)}, 3, 1, NULL, &a));
+}
+
 void grad_expand(sc_grad_ctx *c) { set_GI(c, 0, ad_reduce_to_shape(c, GO(c, 0), ad_desc(c, I(c, 0)))); }
 
 /* ONNX Pad: pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...] over `axes` (default all);

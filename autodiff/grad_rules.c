@@ -29,12 +29,6 @@ const char *grad_rule_missing_reason(sc_op op) {
     case SC_OP_EINSUM:
         return "not differentiable as such: graph_prepare lowers Einsum to Transpose, Reshape, ReduceSum and MatMul, "
                "which are";
-    case SC_OP_GATHER_ELEMENTS:
-        return "not differentiable here yet: its gradient is a scatter-add (ScatterElements with add), which Scorch "
-               "does not have; exports use it on constant tables (GPT-J's rotary sin/cos), folded at load";
-    case SC_OP_SCATTER_ND:
-        return "not differentiable here: exported models scatter into constants (Swin's attention mask, folded at "
-               "load); the gradient of the updates needs GatherND, which Scorch does not have yet";
     default: return NULL;
     }
 }

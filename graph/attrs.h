@@ -108,6 +108,7 @@ typedef struct { sc_dtype to; } sc_cast_attrs;
 typedef struct { bool upper; } sc_trilu_attrs;             /* default true */
 typedef enum { SC_SCATTER_NONE, SC_SCATTER_ADD, SC_SCATTER_MUL, SC_SCATTER_MAX, SC_SCATTER_MIN } sc_scatter_reduction;
 typedef struct { sc_scatter_reduction reduction; } sc_scatter_nd_attrs; /* default none */
+typedef struct { int64_t batch_dims; } sc_gather_nd_attrs;              /* default 0 */
 typedef struct { bool fmod; } sc_mod_attrs;
 typedef struct { char equation[96]; } sc_einsum_attrs;      /* spaces removed */                /* default false: the divisor's sign */
 typedef struct { bool exclusive, reverse; } sc_cum_sum_attrs; /* defaults false */
@@ -231,6 +232,7 @@ typedef union {
     sc_mod_attrs mod;
     sc_einsum_attrs einsum;
     sc_scatter_nd_attrs scatter_nd;
+    sc_gather_nd_attrs gather_nd;
     sc_cum_sum_attrs cum_sum;
     sc_reshape_attrs reshape;
     sc_shape_attrs shape;

@@ -376,6 +376,24 @@ sc_status shape_scatter_nd(sc_graph *g, sc_node *n) {
     return shape_out(g, n, x);
 }
 
+/* GatherND: indices (i64) [..., k] with batch_dims b: Y = indices.shape[:-1] + data.shape[b + k:], the
+ * first b dims of data and indices equal. */
+sc_status shape_gather_nd(sc_graph *g, sc_node *n) {
+    const sc_desc *x = shape_in(g, n, 0), *idx = shape_in(g, n, 1);
+    int64_t b = n->attrs->gather_nd.batch_dims;
+    if (idx->dtype != SC_I64) return shape_fail(g, n, "indices must be i64");
+    if (idx->rank < 1 || b >= idx->rank || b >= x->rank) return shape_fail(g, n, "batch_dims %lld needs indices and data of higher rank", (long long)b);
+    int64_t k = idx->dims[idx->rank - 1];
+    if (k < 1 || b + k > x->rank) return shape_fail(g, n, "indices' last dim %lld must be in [1, %lld]", (long long)k, (long long)(x->rank - b));
+    for (int i = 0; i < b; i++)
+        if (idx->dims[i] != x->dims[i]) return shape_fail(g, n, "batch dim %d differs between data and indices", i);
+    sc_desc out = {.dtype = x->dtype, .rank = idx->rank - 1 + x->rank - (int)(b + k)};
+    if (out.rank > SC_MAX_RANK) return shape_fail(g, n, "the output would have rank %d", out.rank);
+    for (int i = 0; i < idx->rank - 1; i++) out.dims[i] = idx->dims[i];
+    for (int i = (int)(b + k); i < x->rank; i++) out.dims[idx->rank - 1 + i - (int)(b + k)] = x->dims[i];
+    return shape_out(g, n, &out);
+}
+
 /* Tile: output dim i = input dim i * repeats[i]; repeats (i64, one per dim, >= 0) must be constant. */
 sc_status shape_tile(sc_graph *g, sc_node *n) {
     const sc_desc *x = shape_in(g, n, 0);

@@ -76,3 +76,21 @@ sc_status shape_gather_grad(sc_graph *g, sc_node *n) {
     }
     return shape_out(g, n, data);
 }
+
+/* GatherElementsGrad: dData of the recorded data shape; dY and indices have one shape, no larger
+ * than data's off the axis. */
+sc_status shape_gather_elements_grad(sc_graph *g, sc_node *n) {
+    const sc_axis_attrs *a = &n->attrs->axis;
+    const sc_desc *dy = shape_in(g, n, 0), *idx = shape_in(g, n, 1);
+    if (a->data_rank <= 0 || a->data_rank > SC_MAX_RANK) return shape_fail(g, n, "no recorded data shape");
+    sc_desc data = {.dtype = dy->dtype, .rank = a->data_rank};
+    for (int i = 0; i < a->data_rank; i++) data.dims[i] = a->data_dims[i];
+    int axis;
+    SC_TRY(shape_axis(g, n, a->axis, data.rank, &axis));
+    if (idx->dtype != SC_I64 && idx->dtype != SC_I32) return shape_fail(g, n, "indices must be i32 or i64");
+    if (dy->rank != data.rank || !sc_desc_same_shape(dy, idx)) return shape_fail(g, n, "dY must have the shape of indices and data's rank");
+    for (int i = 0; i < data.rank; i++)
+        if (i != axis && idx->dims[i] > data.dims[i])
+            return shape_fail(g, n, "indices dim %d is %lld, data's %lld", i, (long long)idx->dims[i], (long long)data.dims[i]);
+    return shape_out(g, n, &data);
+}

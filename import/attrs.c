@@ -315,6 +315,13 @@ static sc_status parse_sce(const sc_node_ctx *c, sc_attrs *out) {
     return attr_int(c, "ignore_index", 0, &out->sce.ignore_index);
 }
 
+static sc_status parse_gather_nd(const sc_node_ctx *c, sc_attrs *out) {
+    SC_TRY(attr_int(c, "batch_dims", 0, &out->gather_nd.batch_dims));
+    if (out->gather_nd.batch_dims < 0)
+        return attr_errorf(c, "batch_dims", "value %lld is negative", (long long)out->gather_nd.batch_dims);
+    return SC_OK;
+}
+
 static sc_status parse_sequence(const sc_node_ctx *c, sc_attrs *out) {
     SC_TRY(attr_int(c, "axis", 0, &out->sequence.axis));
     bool split = c->op == SC_OP_SPLIT_TO_SEQUENCE;

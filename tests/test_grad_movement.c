@@ -131,6 +131,33 @@ static void test_slice_gather(void) {
     a.axis.axis = 0;
     gc_input g3[2] = {gc_rand(F, 2, D(4, 3)), gc_const(SC_I64, 0, NULL, &one)};
     expect(grad_check_op("gather_scalar_index", SC_OP_GATHER, &a, 2, g3, 1, NULL));
+    /* GatherElements: repeated and negative indices, an index tensor smaller than data off the axis. */
+    static const int64_t ge[8] = {0, 2, -1, 1, 2, 2, 0, -3};
+    a.axis.axis = 0;
+    gc_input e0[2] = {gc_rand(F, 2, D(3, 4)), gc_const(SC_I64, 2, D(2, 4), ge)};
+    expect(grad_check_op("gather_elements_axis0", SC_OP_GATHER_ELEMENTS, &a, 2, e0, 1, NULL));
+    static const int32_t ge1[6] = {3, 0, 3, -1, 1, 1};
+    a.axis.axis = -1;
+    gc_input e1[2] = {gc_rand(F, 3, D(2, 2, 5)), gc_const(SC_I32, 3, D(1, 2, 3), ge1)};
+    expect(grad_check_op("gather_elements_last_axis_i32", SC_OP_GATHER_ELEMENTS, &a, 2, e1, 1, NULL));
+    /* ScatterND: rows (k = 1, a negative index) and single elements (k = 2); none and add. */
+    static const int64_t rows[2] = {2, -4}, elems[6] = {0, 1, 2, 3, 1, -1};
+    memset(&a, 0, sizeof a);
+    gc_input c0[3] = {gc_rand(F, 2, D(4, 3)), gc_const(SC_I64, 2, D(2, 1), rows), gc_rand(F, 2, D(2, 3))};
+    expect(grad_check_op("scatter_nd_rows", SC_OP_SCATTER_ND, &a, 3, c0, 1, NULL));
+    gc_input c1[3] = {gc_rand(F, 2, D(3, 4)), gc_const(SC_I64, 2, D(3, 2), elems), gc_rand(F, 1, D(3))};
+    expect(grad_check_op("scatter_nd_elements", SC_OP_SCATTER_ND, &a, 3, c1, 1, NULL));
+    a.scatter_nd.reduction = SC_SCATTER_ADD;
+    static const int64_t rep[3] = {1, 3, 1}; /* a repeated row: both updates add */
+    gc_input c2[3] = {gc_rand(F, 2, D(4, 2)), gc_const(SC_I64, 2, D(3, 1), rep), gc_rand(F, 2, D(3, 2))};
+    expect(grad_check_op("scatter_nd_add_repeats", SC_OP_SCATTER_ND, &a, 3, c2, 1, NULL));
+    /* GatherND: whole rows with a repeat, and elements of a 3-D tensor. */
+    memset(&a, 0, sizeof a);
+    gc_input n0[2] = {gc_rand(F, 2, D(4, 3)), gc_const(SC_I64, 2, D(3, 1), rep)};
+    expect(grad_check_op("gather_nd_rows_repeats", SC_OP_GATHER_ND, &a, 2, n0, 1, NULL));
+    static const int64_t pairs[6] = {0, 1, 1, 2, 1, -1};
+    gc_input n1[2] = {gc_rand(F, 3, D(2, 3, 4)), gc_const(SC_I64, 2, D(3, 2), pairs)};
+    expect(grad_check_op("gather_nd_3d", SC_OP_GATHER_ND, &a, 2, n1, 1, NULL));
 }
 
 static void test_pad_trilu(void) {

@@ -3,6 +3,9 @@
  * mul, max, min). Tuples apply in order, so repeated indices give the last update (none) or fold
  * in order: deterministic, and what the CUDA kernel (cu_movement_scatter.cu) does. Negative indices
  * count from the end; one out of range is an error naming the tuple.
+ * GatherND (opset 11-13): with batch_dims b, for every batch (the first b dims, shared by data and
+ * indices) and index tuple j of indices [..., k], Y[batch, j] = data[batch][idx_j] (data.shape[b+k:]);
+ * the inverse of ScatterND's reads, hence its gradient's other half.
  */
 #include <string.h>
 
@@ -31,15 +34,28 @@ static sc_status combine(const sc_kernel_call *c, sc_scatter_reduction red, void
     return SC_OK;
 }
 
+/* ScatterND's and GatherND's slice geometry: data = [batch, d_b .. d_(b+k-1), slice], its element
+ * strides per index, and tuples per batch. */
+typedef struct {
+    int64_t k, slice, batches, tuples, batch_stride, stride[SC_MAX_RANK];
+} nd_geom;
+
+static nd_geom nd_geom_of(const sc_desc *x, const sc_desc *id, int b) {
+    nd_geom g = {.k = id->dims[id->rank - 1], .slice = 1, .batches = 1, .tuples = 1};
+    for (int i = b + (int)g.k; i < x->rank; i++) g.slice *= x->dims[i];
+    int64_t acc = g.slice;
+    for (int i = b + (int)g.k - 1; i >= b; i--) g.stride[i - b] = acc, acc *= x->dims[i];
+    g.batch_stride = acc;
+    for (int i = 0; i < b; i++) g.batches *= x->dims[i];
+    for (int i = b; i < id->rank - 1; i++) g.tuples *= id->dims[i];
+    return g;
+}
+
 sc_status cpu_scatter_nd(const sc_kernel_call *c) {
     const sc_desc *x = &c->in[0].desc, *id = &c->in[1].desc;
-    int64_t k = id->dims[id->rank - 1], slice = 1, stride[SC_MAX_RANK];
-    for (int i = (int)k; i < x->rank; i++) slice *= x->dims[i];
-    int64_t acc = slice; /* stride[i]: elements per step of index i */
-    for (int i = (int)k - 1; i >= 0; i--) {
-        stride[i] = acc;
-        acc *= x->dims[i];
-    }
+    nd_geom g = nd_geom_of(x, id, 0);
+    int64_t k = g.k, slice = g.slice;
+    const int64_t *stride = g.stride;
     size_t es = sc_dtype_size(x->dtype), row = (size_t)slice * es;
     int64_t tuples = k ? sc_desc_numel(id) / k : 0;
     if (sc_desc_numel(&c->in[2].desc) != tuples * slice) return cpu_errorf(c, "updates do not match indices and data");
@@ -60,6 +76,27 @@ sc_status cpu_scatter_nd(const sc_kernel_call *c) {
         const char *src = (const char *)c->in[2].data + j * (int64_t)row;
         if (red == SC_SCATTER_NONE) memcpy(dst, src, row);
         else SC_TRY(combine(c, red, dst, src, slice));
+    }
+    return SC_OK;
+}
+
+sc_status cpu_gather_nd(const sc_kernel_call *c) {
+    const sc_desc *x = &c->in[0].desc, *id = &c->in[1].desc;
+    int b = (int)c->node->attrs->gather_nd.batch_dims;
+    nd_geom g = nd_geom_of(x, id, b);
+    size_t es = sc_dtype_size(x->dtype), row = (size_t)g.slice * es;
+    const int64_t *idx = c->in[1].data;
+    for (int64_t j = 0; j < g.batches * g.tuples; j++) {
+        int64_t off = j / g.tuples * g.batch_stride;
+        for (int i = 0; i < g.k; i++) {
+            int64_t v = idx[j * g.k + i], dim = x->dims[b + i];
+            if (v < 0) v += dim;
+            if (v < 0 || v >= dim)
+                return cpu_errorf(c, "index tuple %lld: index %lld is out of range for dim %d of size %lld", (long long)j,
+                                  (long long)idx[j * g.k + i], b + i, (long long)dim);
+            off += v * g.stride[i];
+        }
+        memcpy((char *)c->out[0].data + j * (int64_t)row, (const char *)c->in[0].data + off * (int64_t)es, row);
     }
     return SC_OK;
 }

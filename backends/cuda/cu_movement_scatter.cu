@@ -1,4 +1,6 @@
-/* ScatterND on the CUDA backend (semantics: cpu_movement_scatter.c). Y = data (a device copy when
+/* ScatterND and GatherND on the CUDA backend (semantics: cpu_movement_scatter.c). GatherND: one
+ * thread per output element, element-size agnostic; an out-of-range tuple reads 0 here.
+ * ScatterND: Y = data (a device copy when
  * not in place), then one thread per element of the slice walks the index tuples in order, so
  * repeated indices apply in the CPU's order and the bits match. The walk is serial over tuples:
  * exported models scatter a few tuples (Swin's mask) or whole rows (slice-wide parallelism).
@@ -6,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backends/cuda/cu_block.cuh"
 #include "backends/cuda/cu_kernels.h"
 
 struct scatter_geom {
@@ -69,6 +72,49 @@ extern "C" sc_status cu_scatter_nd(const cu_call *c) {
     default: return cu_errorf(c, "type %s is not supported (f32, f64, i32, i64, u8, bool)", sc_dtype_name(x->dtype));
     }
 #undef SCATTER_LAUNCH
+    CU_LAUNCH_CHECK(c);
+    return SC_OK;
+}
+
+/* GatherND: batch_dims b; dims/stride (scatter_geom) of the k indexed dims of data. */
+template <typename T>
+__global__ void k_gather_nd(scatter_geom g, const int64_t *idx, const T *x, T *y, int64_t n, int64_t slice, int64_t tuples,
+                            int64_t batch_stride) {
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t j = e / slice, off = j / tuples * batch_stride;
+        bool ok = true;
+        for (int i = 0; i < g.k; i++) {
+            int64_t v = idx[j * g.k + i];
+            if (v < 0) v += g.dims[i];
+            ok = ok && v >= 0 && v < g.dims[i];
+            off += v * g.stride[i];
+        }
+        y[e] = ok ? x[off + e % slice] : (T)0;
+    }
+}
+
+extern "C" sc_status cu_gather_nd(const cu_call *c) {
+    const sc_desc *x = &c->in[0].desc, *id = &c->in[1].desc;
+    int b = (int)c->node->attrs->gather_nd.batch_dims;
+    scatter_geom g;
+    memset(&g, 0, sizeof g);
+    g.k = (int)id->dims[id->rank - 1];
+    int64_t slice = 1, tuples = 1;
+    for (int i = b + g.k; i < x->rank; i++) slice *= x->dims[i];
+    int64_t acc = slice;
+    for (int i = g.k - 1; i >= 0; i--) {
+        g.dims[i] = x->dims[b + i];
+        g.stride[i] = acc;
+        acc *= x->dims[b + i];
+    }
+    for (int i = b; i < id->rank - 1; i++) tuples *= id->dims[i];
+    int64_t n = sc_desc_numel(&c->out[0].desc);
+    if (n == 0) return SC_OK;
+    size_t es = sc_dtype_size(x->dtype);
+    cudaStream_t s = c->ctx->stream;
+    const int64_t *idx = (const int64_t *)c->in[1].data;
+    CU_BY_SIZE(c, es, (k_gather_nd<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(g, idx, (const T *)c->in[0].data, (T *)c->out[0].data, n, slice,
+                                                                      tuples, acc)));
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

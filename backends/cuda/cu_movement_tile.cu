@@ -1,5 +1,6 @@
-/* Tile and GatherElements on the CUDA backend (semantics: cpu_movement_tile.c): one thread per
- * output element, element-size agnostic. Difference from the CPU: an out-of-range GatherElements
+/* Tile, GatherElements and GatherElementsGrad on the CUDA backend (semantics: cpu_movement_tile.c):
+ * one thread per output element, element-size agnostic (the gradient: f32 and f64, each element
+ * summing the dY elements that read it in ascending order along the axis, as the CPU does). Difference from the CPU: an out-of-range GatherElements
  * index gives 0 here (as Gather does on this backend) instead of failing the node. */
 #include <stdint.h>
 #include <string.h>
@@ -79,6 +80,46 @@ extern "C" sc_status cu_gather_elements(const cu_call *c) {
     cudaStream_t s = c->ctx->stream;
     bool i64 = id->dtype == SC_I64;
     CU_BY_SIZE(c, es, (k_gather_elements<T><<<cu_grid(n), CU_BLOCK, 0, s>>>(g, (const T *)c->in[0].data, c->in[1].data, i64, (T *)c->out[0].data, n)));
+    CU_LAUNCH_CHECK(c);
+    return SC_OK;
+}
+
+/* g: geom_of(dData, indices). */
+template <typename T> __global__ void k_gather_elements_grad(elem_geom g, const T *dy, const void *idx, bool i64, T *dx, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t q = i, base = 0, stride = 1, step = 0, k = 0;
+        bool inside = true;
+        for (int d = g.rank - 1; d >= 0; d--) { /* i's coordinates in data; base: their offset in indices */
+            int64_t c = q % g.xd[d];
+            q /= g.xd[d];
+            if (d == g.axis) k = c, step = stride;
+            else inside = inside && c < g.yd[d], base += c * stride;
+            stride *= g.yd[d];
+        }
+        T sum = (T)0;
+        for (int64_t m = 0; inside && m < g.yd[g.axis]; m++) {
+            int64_t j = base + m * step, v = i64 ? ((const int64_t *)idx)[j] : ((const int32_t *)idx)[j];
+            if (v < 0) v += g.xd[g.axis];
+            if (v == k) sum += dy[j];
+        }
+        dx[i] = sum;
+    }
+}
+
+extern "C" sc_status cu_gather_elements_grad(const cu_call *c) {
+    const sc_desc *x = &c->out[0].desc, *id = &c->in[1].desc;
+    if (x->dtype != SC_F32 && x->dtype != SC_F64) return cu_errorf(c, "dtype %s not supported (f32, f64)", sc_dtype_name(x->dtype));
+    int64_t axis = c->node->attrs->axis.axis < 0 ? c->node->attrs->axis.axis + x->rank : c->node->attrs->axis.axis;
+    if (axis < 0 || axis >= x->rank) return cu_errorf(c, "axis %lld is out of range for rank %d", (long long)c->node->attrs->axis.axis, x->rank);
+    int64_t n = sc_desc_numel(x);
+    if (n == 0) return SC_OK;
+    elem_geom g = geom_of(x, id, (int)axis);
+    cudaStream_t s = c->ctx->stream;
+    bool i64 = id->dtype == SC_I64;
+    if (x->dtype == SC_F32)
+        k_gather_elements_grad<float><<<cu_grid(n), CU_BLOCK, 0, s>>>(g, (const float *)c->in[0].data, c->in[1].data, i64, (float *)c->out[0].data, n);
+    else
+        k_gather_elements_grad<double><<<cu_grid(n), CU_BLOCK, 0, s>>>(g, (const double *)c->in[0].data, c->in[1].data, i64, (double *)c->out[0].data, n);
     CU_LAUNCH_CHECK(c);
     return SC_OK;
 }

@@ -124,6 +124,9 @@ static void a_pool(sc_attrs *a) {
                                   .dilations = {1, 1}, .pads = {1, 1, 1, 1}, .count_include_pad = false};
 }
 static void a_scatter_add(sc_attrs *a) { a->scatter_nd.reduction = SC_SCATTER_ADD; }
+static void a_gather_nd_batch1(sc_attrs *a) { a->gather_nd.batch_dims = 1; }
+static void a_ge_grad3x4(sc_attrs *a) { a->axis = (sc_axis_attrs){.axis = 0, .data_rank = 2, .data_dims = {3, 4}}; }
+static void a_ge_grad2x5(sc_attrs *a) { a->axis = (sc_axis_attrs){.axis = 1, .data_rank = 2, .data_dims = {2, 5}}; }
 static void a_fmod(sc_attrs *a) { a->mod.fmod = true; }
 static void a_cum_rev_ex(sc_attrs *a) { a->cum_sum = (sc_cum_sum_attrs){.exclusive = true, .reverse = true}; }
 static void a_reduce(sc_attrs *a) { a->reduce = (sc_reduce_attrs){.keepdims = true}; }
@@ -240,10 +243,15 @@ static const op_case cases[] = {
     {SC_OP_TILE, "tile", 2, 1, {F32(2, 3, 4), I64V(3, 2, 1, 3)}, NULL, 0},
     {SC_OP_GATHER_ELEMENTS, "gather_elements", 2, 1, {F32(3, 4), {SC_I64, 2, {2, 4}, K_INTS, {0, 2, -1, 1, 2, 0, 1, -3}}}, NULL, 0},
     {SC_OP_GATHER_ELEMENTS, "gather_elements_axis1", 2, 1, {F32(2, 5), {SC_I64, 2, {2, 3}, K_INTS, {4, 0, -1, 2, 2, -5}}}, a_axis1, 0},
+    {SC_OP_GATHER_ELEMENTS_GRAD, "gather_elements_grad", 2, 1, {F32(2, 4), {SC_I64, 2, {2, 4}, K_INTS, {0, 2, -1, 1, 2, 2, 0, -3}}}, a_ge_grad3x4, 0},
+    {SC_OP_GATHER_ELEMENTS_GRAD, "gather_elements_grad_axis1", 2, 1, {F32(2, 3), {SC_I64, 2, {2, 3}, K_INTS, {4, 0, 4, 2, 2, -5}}}, a_ge_grad2x5, 0},
     /* rows 1 and -3 (= 1 again) of a [4, 5] table: the later update wins, or both add in order */
     {SC_OP_SCATTER_ND, "scatter_nd", 3, 1, {F32(4, 5), {SC_I64, 2, {3, 1}, K_INTS, {1, 3, -3}}, F32(3, 5)}, NULL, 0},
     {SC_OP_SCATTER_ND, "scatter_nd_add", 3, 1, {F32(4, 5), {SC_I64, 2, {3, 1}, K_INTS, {1, 3, -3}}, F32(3, 5)}, a_scatter_add, 0},
     {SC_OP_SCATTER_ND, "scatter_nd_elems", 3, 1, {F32(2, 3, 4), {SC_I64, 2, {2, 3}, K_INTS, {0, 2, 3, 1, -1, 0}}, F32(2)}, NULL, 0},
+    {SC_OP_GATHER_ND, "gather_nd_rows", 2, 1, {F32(4, 5), {SC_I64, 2, {3, 1}, K_INTS, {1, 3, -3}}}, NULL, 0},
+    {SC_OP_GATHER_ND, "gather_nd_elems", 2, 1, {F32(2, 3, 4), {SC_I64, 2, {2, 3}, K_INTS, {0, 2, 3, 1, -1, 0}}}, NULL, 0},
+    {SC_OP_GATHER_ND, "gather_nd_batch1", 2, 1, {F32(2, 3, 4), {SC_I64, 3, {2, 2, 1}, K_INTS, {2, 0, -1, 1}}}, a_gather_nd_batch1, 0},
     {SC_OP_MOD, "mod_fmod_f32", 2, 1, {F32(3, 4), POS(4)}, a_fmod, 1e-6},
     {SC_OP_MOD, "mod_i64", 2, 1, {I64V(6, 7, -7, 7, -7, 5, -3), I64V(6, 3, 3, -3, -3, 5, 2)}, NULL, 0},
     {SC_OP_MOD, "mod_i64_fmod", 2, 1, {I64V(6, 7, -7, 7, -7, 5, -3), I64V(6, 3, 3, -3, -3, 5, 2)}, a_fmod, 0},
