@@ -87,22 +87,26 @@ void grad_slice(sc_grad_ctx *c) {
  * running gradient sum when the data has other consumers (a tied embedding), so the rows are added
  * into that sum instead of into a new zeroed tensor summed by an Add: one [vocab, dim] buffer
  * instead of three. */
-void grad_gather(sc_grad_ctx *c) {
-    int in[4] = {GO(c, 0), I(c, 1), -1, -1};
+/* The forward node's attributes with the gathered data's shape recorded (sc_axis_attrs.data_dims), so
+ * the gradient node need not read the data for its shape. */
+static sc_attrs with_data_shape(const sc_grad_ctx *c) {
     sc_attrs a = *c->fwd.attrs;
     const sc_desc *data = ad_desc(c, I(c, 0));
     a.axis.data_rank = data->rank;
     for (int i = 0; i < data->rank; i++) a.axis.data_dims[i] = data->dims[i];
+    return a;
+}
+
+void grad_gather(sc_grad_ctx *c) {
+    int in[4] = {GO(c, 0), I(c, 1), -1, -1};
+    sc_attrs a = with_data_shape(c);
     set_GI(c, 0, ad_emit(c, SC_OP_GATHER_GRAD, in, 4, 1, NULL, &a));
 }
 
 /* dData: dY scattered back to where each element was read, summed where indices repeat. */
 void grad_gather_elements(sc_grad_ctx *c) {
     int in[2] = {GO(c, 0), I(c, 1)};
-    sc_attrs a = *c->fwd.attrs;
-    const sc_desc *data = ad_desc(c, I(c, 0));
-    a.axis.data_rank = data->rank;
-    for (int i = 0; i < data->rank; i++) a.axis.data_dims[i] = data->dims[i];
+    sc_attrs a = with_data_shape(c);
     set_GI(c, 0, ad_emit(c, SC_OP_GATHER_ELEMENTS_GRAD, in, 2, 1, NULL, &a));
 }
 

@@ -76,6 +76,15 @@ static sc_status input_desc(load_ctx *c, const Onnx__ValueInfoProto *vi, sc_desc
     return SC_OK;
 }
 
+/* A subgraph's inputs (Loop: iteration number, condition, loop-carried values) are tensors or
+ * sequences whose shapes go unused: the copies pass_control.c makes are inferred where they land. */
+static void subgraph_input_desc(const Onnx__ValueInfoProto *vi, sc_desc *d) {
+    const Onnx__TypeProto *tp = vi->type;
+    if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
+        tp->tensor_type->has_elem_type && tp->tensor_type->elem_type > 0 && tp->tensor_type->elem_type < SC_DTYPE_MAX)
+        d->dtype = (sc_dtype)tp->tensor_type->elem_type;
+}
+
 sc_status onnx_load_inputs(load_ctx *c) {
     const Onnx__GraphProto *gp = c->gp;
     c->g->inputs = sc_arena_alloc_array(&c->g->arena, gp->n_input + 1, sizeof(int));
@@ -89,13 +98,15 @@ sc_status onnx_load_inputs(load_ctx *c) {
                 return sc_errorf("graph input '%s': listed twice", vi->name);
             continue; /* an initializer listed as input (IR < 4 style): its default value is used */
         }
-        sc_desc d;
+        sc_desc d = {0};
         const char *names[SC_MAX_RANK];
-        SC_TRY(input_desc(c, vi, &d, names));
+        if (c->parent) subgraph_input_desc(vi, &d);
+        else SC_TRY(input_desc(c, vi, &d, names));
         sc_status st = SC_OK;
         int id = graph_add_value(c->g, vi->name, SC_VALUE_INPUT, &d, &st);
         if (id < 0) return sc_status_prefix(st, "graph input '%s': ", vi->name);
-        for (int k = 0; k < d.rank; k++) {
+        c->g->values[id].is_sequence = c->parent && vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+        for (int k = 0; k < d.rank && !c->parent; k++) {
             if (!names[k]) continue;
             SC_TRY(graph_set_dim_name(c->g, id, k, names[k]));
         }
@@ -343,30 +354,6 @@ static sc_status subgraph_capture(load_ctx *c, size_t idx, const char *label, co
     return capture_push(c, *id, outer);
 }
 
-/* A subgraph's declared inputs (Loop: iteration number, condition, loop-carried values): tensors or
- * sequences, their shapes unused (the copies pass_control.c makes are inferred where they land). */
-static sc_status subgraph_inputs(load_ctx *c) {
-    const Onnx__GraphProto *gp = c->gp;
-    c->g->inputs = sc_arena_alloc_array(&c->g->arena, gp->n_input + 1, sizeof(int));
-    if (!c->g->inputs) return sc_errorf("out of memory");
-    for (size_t i = 0; i < gp->n_input; i++) {
-        const Onnx__ValueInfoProto *vi = gp->input[i];
-        if (!vi->name || !*vi->name) return sc_errorf("input #%zu has no name", i);
-        const Onnx__TypeProto *tp = vi->type;
-        bool seq = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
-        sc_desc d = {0};
-        if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
-            tp->tensor_type->has_elem_type && tp->tensor_type->elem_type > 0 && tp->tensor_type->elem_type < SC_DTYPE_MAX)
-            d.dtype = (sc_dtype)tp->tensor_type->elem_type;
-        sc_status st = SC_OK;
-        int id = graph_add_value(c->g, vi->name, SC_VALUE_INPUT, &d, &st);
-        if (id < 0) return sc_status_prefix(st, "input '%s': ", vi->name);
-        c->g->values[id].is_sequence = seq;
-        c->g->inputs[c->g->n_inputs++] = id;
-    }
-    return SC_OK;
-}
-
 static sc_status subgraph_fill(load_ctx *c) {
     const Onnx__GraphProto *gp = c->gp;
     if (gp->n_sparse_initializer) return sc_errorf("sparse initializers are not supported");
@@ -374,7 +361,7 @@ static sc_status subgraph_fill(load_ctx *c) {
         SC_TRY(onnx_load_initializer(c, i, (const ProtobufCMessage *)gp->initializer[i]));
         c->g->values[c->g->n_values - 1].kind = SC_VALUE_CONST; /* a subgraph's weights are not trained */
     }
-    SC_TRY(subgraph_inputs(c));
+    SC_TRY(onnx_load_inputs(c));
     c->first_node_value = c->g->n_values;
     for (size_t i = 0; i < gp->n_node; i++) SC_TRY(onnx_load_node(c, i, (const ProtobufCMessage *)gp->node[i]));
     SC_TRY(onnx_load_outputs(c));

@@ -16,19 +16,24 @@ struct scatter_geom {
     int64_t dims[SC_MAX_RANK], stride[SC_MAX_RANK];
 };
 
+/* Adds the offset of index tuple t (k indices, negative ones from the end) to *off; false when one
+ * is out of range. */
+__device__ static bool tuple_offset(const scatter_geom &g, const int64_t *t, int64_t *off) {
+    bool ok = true;
+    for (int i = 0; i < g.k; i++) {
+        int64_t v = t[i] < 0 ? t[i] + g.dims[i] : t[i];
+        ok = ok && v >= 0 && v < g.dims[i];
+        *off += v * g.stride[i];
+    }
+    return ok;
+}
+
 template <typename T>
 __global__ void k_scatter_nd(scatter_geom g, const int64_t *idx, const T *u, T *y, int64_t tuples, int64_t slice, int red) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < slice; e += (int64_t)gridDim.x * blockDim.x) {
         for (int64_t j = 0; j < tuples; j++) {
             int64_t off = 0;
-            bool ok = true;
-            for (int i = 0; i < g.k; i++) {
-                int64_t v = idx[j * g.k + i];
-                if (v < 0) v += g.dims[i];
-                ok = ok && v >= 0 && v < g.dims[i];
-                off += v * g.stride[i];
-            }
-            if (!ok) continue;
+            if (!tuple_offset(g, idx + j * g.k, &off)) continue;
             T a = y[off + e], b = u[j * slice + e];
             y[off + e] = red == SC_SCATTER_NONE ? b : red == SC_SCATTER_ADD ? a + b : red == SC_SCATTER_MUL ? a * b
                        : red == SC_SCATTER_MAX ? (a > b ? a : b) : (a < b ? a : b);
@@ -82,14 +87,7 @@ __global__ void k_gather_nd(scatter_geom g, const int64_t *idx, const T *x, T *y
                             int64_t batch_stride) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
         int64_t j = e / slice, off = j / tuples * batch_stride;
-        bool ok = true;
-        for (int i = 0; i < g.k; i++) {
-            int64_t v = idx[j * g.k + i];
-            if (v < 0) v += g.dims[i];
-            ok = ok && v >= 0 && v < g.dims[i];
-            off += v * g.stride[i];
-        }
-        y[e] = ok ? x[off + e % slice] : (T)0;
+        y[e] = tuple_offset(g, idx + j * g.k, &off) ? x[off + e % slice] : (T)0;
     }
 }
 
