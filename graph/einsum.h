@@ -1,6 +1,7 @@
-/* Einsum equations (ONNX Einsum, numpy's einsum convention without ellipsis): parsing and the
- * letter sizes, shared by the shape function (graph/shape_nn_einsum.c) and the lowering of Einsum
- * to Transpose, Reshape, ReduceSum and MatMul (graph/pass_einsum.c). */
+/* Einsum equations (ONNX Einsum, numpy's einsum convention; an ellipsis becomes fresh letters at
+ * parse time, so no caller sees one): parsing and the letter sizes, shared by the shape function
+ * (graph/shape_nn_einsum.c) and the lowering of Einsum to Transpose, Reshape, ReduceSum and MatMul
+ * (graph/pass_einsum.c). */
 #ifndef SC_EINSUM_H
 #define SC_EINSUM_H
 

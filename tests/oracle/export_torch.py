@@ -14,7 +14,8 @@ KIND:
   gpt2_cumsum     the same with an attention_mask input and OPT's position ids from it:
                   cumsum(mask) * mask + 1 (CumSum); the example mask pads one row
   einsum          Einsum equations as maxvit and attention code write them: batched q k^T, three
-                  operands with parameters, letters summed out of one operand, an outer product
+                  operands with parameters, letters summed out of one operand, an outer product,
+                  and ellipses (one broadcast over a dim of size 1)
   swin_t          torchvision swin_t (random init) at 64x64, batch 1: window padding sizes from Mod,
                   the shifted-window mask built with ScatterND
 
@@ -81,7 +82,9 @@ class EinsumMix(nn.Module):
         t = torch.einsum("bhid,de,e->bhi", x, self.w, self.v)
         u = torch.einsum("bhij->bj", s)
         w = torch.einsum("bhi,bj->bij", t, u)
-        return torch.cat([s.flatten(1), t.flatten(1), u, w.flatten(1)], 1)
+        e = torch.einsum("...id,...jd->...ij", x, x[:, :1])  # an ellipsis, broadcast over heads
+        f = torch.einsum("b...d,d->b...", x, self.v[:5])
+        return torch.cat([s.flatten(1), t.flatten(1), u, w.flatten(1), e.flatten(1), f.flatten(1)], 1)
 
 
 class TinyGPT(nn.Module):
