@@ -3,6 +3,10 @@
  * their rules (onnxruntime's Einsum does the same decomposition).
  *
  * With the equation parsed (graph/einsum.h):
+ *   0. A letter repeated r times in one operand (a diagonal, "ii->i") is taken once: its r axes are
+ *      moved last and flattened to n^r elements, and Slice with step 1 + n + ... + n^(r-1) keeps
+ *      the n elements whose r indices agree (index i*(1 + n + ... + n^(r-1)) of the flat axis).
+ *      Slice's gradient (SliceGrad) scatters back into zeros, so the diagonal trains too.
  *   1. A letter of one operand that no other operand and not the output has is summed out of it
  *      (ReduceSum, keepdims 0).
  *   2. While two or more operands are left, the first two, A and B, become one. Their letters are
@@ -79,6 +83,48 @@ static int reshape(lower_ctx *x, int v, const int64_t *dims, int rank) {
     a.reshape.allowzero = true;
     int in[2] = {v, const_i64(x, dims, rank)};
     return emit(x, SC_OP_RESHAPE, "reshape", in, 2, &a);
+}
+
+/* Step 0 for operand o: the letter c, which repeats in it, is taken once (its diagonal). */
+static void take_diagonal(lower_ctx *x, operand *o, char c) {
+    char rest[SC_MAX_RANK + 1], want[SC_MAX_RANK + 1];
+    int nr = 0, r = 0;
+    for (int d = 0; o->l[d]; d++)
+        if (o->l[d] == c) r++;
+        else rest[nr++] = o->l[d];
+    rest[nr] = 0;
+    /* transpose_to needs distinct letters: the axes of c keep their relative order */
+    sc_attrs a;
+    memset(&a, 0, sizeof a);
+    a.transpose.n_perm = nr + r;
+    int k = 0;
+    for (int d = 0; o->l[d]; d++)
+        if (o->l[d] != c) a.transpose.perm[k++] = d;
+    for (int d = 0; o->l[d]; d++)
+        if (o->l[d] == c) a.transpose.perm[k++] = d;
+    bool moved = false;
+    for (int d = 0; d < nr + r; d++) moved |= a.transpose.perm[d] != d;
+    if (moved) o->v = emit(x, SC_OP_TRANSPOSE, "transpose", &o->v, 1, &a);
+    if (x->st) return;
+    const sc_desc *d = &x->g->values[o->v].desc;
+    int64_t n = d->dims[nr], flat = 1, step = 0, dims[SC_MAX_RANK]; /* this operand's size (1 may broadcast) */
+    for (int i = 0; i < r; i++) step = step * n + 1, flat *= n;
+    for (int i = 0; i < nr; i++) dims[i] = d->dims[i];
+    dims[nr] = flat;
+    int v = reshape(x, o->v, dims, nr + 1);
+    int64_t start = 0, axis = nr;
+    int in[5] = {v, const_i64(x, &start, 1), const_i64(x, &flat, 1), const_i64(x, &axis, 1), const_i64(x, &step, 1)};
+    o->v = emit(x, SC_OP_SLICE, "diagonal", in, 5, NULL);
+    snprintf(want, sizeof want, "%s%c", rest, c);
+    strcpy(o->l, want);
+}
+
+static void take_diagonals(lower_ctx *x, operand *o) {
+    for (int d = 0; o->l[d] && !x->st; d++)
+        if (strchr(o->l + d + 1, o->l[d])) {
+            take_diagonal(x, o, o->l[d]);
+            d = -1; /* the letters moved: look again from the start */
+        }
 }
 
 /* Whether letter c is still needed after operands [0, upto): in the output or a later operand. */
@@ -171,6 +217,7 @@ static int lower_node(lower_ctx *x, int i) {
         return -1;
     }
     for (int k = 0; k < n_ops; k++) ops[k].v = n->in[k], strcpy(ops[k].l, sp.in[k]);
+    for (int k = 0; k < n_ops; k++) take_diagonals(x, &ops[k]);
     for (int k = 0; k < n_ops; k++) sum_private(x, &sp, ops, n_ops, k);
     for (; n_ops > 1 && !x->st; n_ops--) contract_pair(x, &sp, ops, n_ops);
     transpose_to(x, &ops[0], sp.out);

@@ -1,9 +1,11 @@
 /* Einsum's equation and shape (graph/einsum.h). Letters are a-z and A-Z; an operand's letters match
- * its dims one to one; a letter repeated within one operand (a diagonal) is not supported and fails
- * naming the equation. An ellipsis ('...') stands for the dims the letters leave, numpy's way: the
- * ellipses of all operands are aligned from the right and broadcast, and become letters of their
- * own before parsing (expand_ellipsis), so the lowering never sees one. A letter's size is the same in every operand, or 1 there
- * (numpy broadcasting, which MatMul's batch dims give after lowering). */
+ * its dims one to one; a letter repeated within one operand is its diagonal (dims of equal size, as
+ * numpy asks; graph/pass_einsum.c takes it with a strided Slice) and, in the implicit form, is
+ * summed like any letter used more than once. An ellipsis ('...') stands for the dims the letters
+ * leave, numpy's way: the ellipses of all operands are aligned from the right and broadcast, and
+ * become letters of their own before parsing (expand_ellipsis), so the lowering never sees one. A
+ * letter's size is the same in every operand, or 1 there (numpy broadcasting, which MatMul's batch
+ * dims give after lowering). */
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -137,8 +139,12 @@ bool sc_einsum_parse(const char *equation, int n_in, const sc_desc *const *ins, 
                               ins[k]->rank, r);
         for (int d = 0; d < r; d++) {
             unsigned char ch = (unsigned char)sp->in[k][d];
-            if (strchr(sp->in[k] + d + 1, ch)) return parse_fail(why, wn, "equation '%s': a letter repeats in operand %d (diagonals are not supported)", eq, k);
             int64_t n = ins[k]->dims[d];
+            const char *first = memchr(sp->in[k], ch, (size_t)d); /* a diagonal: sizes agree as numpy asks */
+            if (first && ins[k]->dims[first - sp->in[k]] != n)
+                return parse_fail(why, wn, "equation '%s': letter '%c' repeats in operand %d over dims of sizes %lld and %lld "
+                                           "(a diagonal needs equal sizes)", eq, ch, k,
+                                  (long long)ins[k]->dims[first - sp->in[k]], (long long)n);
             if (sp->size[ch] < 0 || sp->size[ch] == 1) sp->size[ch] = n;
             else if (n != 1 && n != sp->size[ch])
                 return parse_fail(why, wn, "equation '%s': operand %d disagrees with another on a letter's size", eq, k);

@@ -15,7 +15,8 @@ KIND:
                   cumsum(mask) * mask + 1 (CumSum); the example mask pads one row
   einsum          Einsum equations as maxvit and attention code write them: batched q k^T, three
                   operands with parameters, letters summed out of one operand, an outer product,
-                  and ellipses (one broadcast over a dim of size 1)
+                  ellipses (one broadcast over a dim of size 1) and diagonals (batched, a trace,
+                  a letter three times, a parameter's)
   swin_t          torchvision swin_t (random init) at 64x64, batch 1: window padding sizes from Mod,
                   the shifted-window mask built with ScatterND
 
@@ -84,7 +85,12 @@ class EinsumMix(nn.Module):
         w = torch.einsum("bhi,bj->bij", t, u)
         e = torch.einsum("...id,...jd->...ij", x, x[:, :1])  # an ellipsis, broadcast over heads
         f = torch.einsum("b...d,d->b...", x, self.v[:5])
-        return torch.cat([s.flatten(1), t.flatten(1), u, w.flatten(1), e.flatten(1), f.flatten(1)], 1)
+        g = torch.einsum("bhii->bhi", s)  # diagonals: batched, a trace, a letter three times
+        h = torch.einsum("bhjj", s)
+        k = torch.einsum("biii->bi", s[:, :, :3, :3])
+        m = torch.einsum("ii,bhi->bh", self.w[:, :5], x[:, :, 0])
+        return torch.cat([s.flatten(1), t.flatten(1), u, w.flatten(1), e.flatten(1), f.flatten(1), g.flatten(1),
+                          h.flatten(1), k, m.flatten(1)], 1)
 
 
 class TinyGPT(nn.Module):
