@@ -11,6 +11,7 @@
  *     the pad value gets the sum of dY over the border.
  *   Trilu: the same triangle mask applied to dY.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "autodiff/grad_rules.h"
@@ -131,11 +132,48 @@ void grad_scatter_nd(sc_grad_ctx *c) {
     set_GI(c, 0, ad_emit(c, SC_OP_SCATTER_ND, (const int[]){GO(c, 0), I(c, 1), zeros}, 3, 1, NULL, NULL));
 }
 
-/* GatherND (batch_dims 0): dData = ScatterND(0, indices, dY) with reduction add, summing where
- * tuples repeat, in tuple order. */
+/* GatherND with batch_dims b: data [B.., R..], indices [B.., I.., k], dY [B.., I.., R[k:]..]. The
+ * batch dims flatten to one of Bt = prod(B) and the indices gain that dim's coordinate in front
+ * (a constant: tuple t of batch row j becomes (j, idx..)), so batch_dims 0 applies to the
+ * flattened data [Bt, R..]. */
+static void gather_nd_batched(sc_grad_ctx *c) {
+    const sc_desc *xd = ad_desc(c, I(c, 0)), *id = ad_desc(c, I(c, 1));
+    int b = (int)c->fwd.attrs->gather_nd.batch_dims, k = (int)id->dims[id->rank - 1];
+    int64_t bt = 1, tuples = 1;
+    for (int i = 0; i < b; i++) bt *= xd->dims[i];
+    for (int i = b; i < id->rank - 1; i++) tuples *= id->dims[i];
+    int64_t flat[SC_MAX_RANK] = {bt}, idx_dims[3] = {bt, tuples, k}, row_dims[3] = {bt, tuples, 1};
+    int64_t up[SC_MAX_RANK] = {bt, tuples};
+    for (int i = b; i < xd->rank; i++) flat[1 + i - b] = xd->dims[i];
+    for (int i = b + k; i < xd->rank; i++) up[2 + i - b - k] = xd->dims[i];
+    int64_t n_rows = bt * tuples;
+    if (n_rows > INT32_MAX) {
+        ad_fail(c, "%lld index tuples: more than the 2^31 the batch coordinates can hold", (long long)n_rows);
+        return;
+    }
+    int64_t *rows = malloc(sizeof(int64_t) * (size_t)(n_rows ? n_rows : 1));
+    if (!rows) {
+        ad_fail(c, "out of memory for the batch coordinates of %lld tuples", (long long)n_rows);
+        return;
+    }
+    for (int64_t j = 0; j < n_rows; j++) rows[j] = j / tuples;
+    sc_desc rd = sc_desc_make(SC_I64, 3, row_dims), idd = sc_desc_make(SC_I64, 3, idx_dims);
+    sc_desc fd = sc_desc_make(xd->dtype, 1 + xd->rank - b, flat), ud = sc_desc_make(xd->dtype, 2 + xd->rank - b - k, up);
+    int row = ad_reshape(c, ad_const_i64(c, rows, (int)n_rows), &rd);
+    free(rows);
+    int idx = ad_reshape(c, I(c, 1), &idd);
+    sc_attrs cat = {.axis = {.axis = 2}};
+    int tuples_v = ad_emit(c, SC_OP_CONCAT, (const int[]){row, idx}, 2, 1, NULL, &cat);
+    sc_attrs a = {.scatter_nd = {.reduction = SC_SCATTER_ADD}};
+    int in[3] = {ad_zeros(c, &fd), tuples_v, ad_reshape(c, GO(c, 0), &ud)};
+    set_GI(c, 0, ad_reshape(c, ad_emit(c, SC_OP_SCATTER_ND, in, 3, 1, NULL, &a), xd));
+}
+
+/* GatherND: dData = ScatterND(0, indices, dY) with reduction add, summing where tuples repeat, in
+ * tuple order. */
 void grad_gather_nd(sc_grad_ctx *c) {
-    if (c->fwd.attrs->gather_nd.batch_dims != 0) {
-        ad_fail(c, "not supported: the gradient of GatherND is implemented for batch_dims 0");
+    if (c->fwd.attrs->gather_nd.batch_dims > 0) {
+        gather_nd_batched(c);
         return;
     }
     sc_attrs a = {.scatter_nd = {.reduction = SC_SCATTER_ADD}};

@@ -151,13 +151,23 @@ static void test_slice_gather(void) {
     static const int64_t rep[3] = {1, 3, 1}; /* a repeated row: both updates add */
     gc_input c2[3] = {gc_rand(F, 2, D(4, 2)), gc_const(SC_I64, 2, D(3, 1), rep), gc_rand(F, 2, D(3, 2))};
     expect(grad_check_op("scatter_nd_add_repeats", SC_OP_SCATTER_ND, &a, 3, c2, 1, NULL));
-    /* GatherND: whole rows with a repeat, and elements of a 3-D tensor. */
+    /* GatherND: whole rows with a repeat, elements of a 3-D tensor, and batch_dims 1 and 2. */
     memset(&a, 0, sizeof a);
     gc_input n0[2] = {gc_rand(F, 2, D(4, 3)), gc_const(SC_I64, 2, D(3, 1), rep)};
     expect(grad_check_op("gather_nd_rows_repeats", SC_OP_GATHER_ND, &a, 2, n0, 1, NULL));
     static const int64_t pairs[6] = {0, 1, 1, 2, 1, -1};
     gc_input n1[2] = {gc_rand(F, 3, D(2, 3, 4)), gc_const(SC_I64, 2, D(3, 2), pairs)};
     expect(grad_check_op("gather_nd_3d", SC_OP_GATHER_ND, &a, 2, n1, 1, NULL));
+    /* batch_dims 1: per batch row, two tuples (one repeated, one negative) into [3, 4] slices */
+    a.gather_nd.batch_dims = 1;
+    static const int64_t per_row[8] = {0, 1, 0, 1, 2, -1, 1, 3};
+    gc_input n2[2] = {gc_rand(F, 3, D(2, 3, 4)), gc_const(SC_I64, 3, D(2, 2, 2), per_row)};
+    expect(grad_check_op("gather_nd_batch1", SC_OP_GATHER_ND, &a, 2, n2, 1, NULL));
+    /* batch_dims 2, whole rows (k 1) of a 4-D tensor */
+    a.gather_nd.batch_dims = 2;
+    static const int64_t rows2[12] = {0, 2, 2, 1, 0, 0, 1, 1, 2, 0, 1, 2};
+    gc_input n3[2] = {gc_rand(F, 4, D(2, 3, 3, 2)), gc_const(SC_I64, 4, D(2, 3, 2, 1), rows2)};
+    expect(grad_check_op("gather_nd_batch2_rows", SC_OP_GATHER_ND, &a, 2, n3, 1, NULL));
 }
 
 static void test_pad_trilu(void) {
