@@ -111,14 +111,84 @@ void grad_gather_elements(sc_grad_ctx *c) {
     set_GI(c, 0, ad_emit(c, SC_OP_GATHER_ELEMENTS_GRAD, in, 2, 1, NULL, &a));
 }
 
+/* ScatterND, reduction max or min: Y[p] = max(data[p], the updates at p). dY[p] goes to the values
+ * equal to Y[p], split evenly between ties as PyTorch's scatter_reduce amax/amin splits it:
+ * n[p] = [data[p] == Y[p]] + #{t at p: u_t == Y[p]}, dData = dY / n * [data == Y],
+ * dUpdates = GatherND(dY / n, indices) * [u == GatherND(Y, indices)]. */
+static void scatter_nd_extremum(sc_grad_ctx *c) {
+    sc_dtype t = ad_desc(c, I(c, 0))->dtype;
+    sc_attrs g = {.gather_nd = {.batch_dims = 0}}, add = {.scatter_nd = {.reduction = SC_SCATTER_ADD}};
+    int y_at = ad_emit(c, SC_OP_GATHER_ND, (const int[]){O(c, 0), I(c, 1)}, 2, 1, NULL, &g);
+    int hit_u = ad_cast(c, ad_binary(c, SC_OP_EQUAL, I(c, 2), y_at), t);
+    int hit_d = ad_cast(c, ad_binary(c, SC_OP_EQUAL, I(c, 0), O(c, 0)), t);
+    int ties = ad_emit(c, SC_OP_SCATTER_ND, (const int[]){hit_d, I(c, 1), hit_u}, 3, 1, NULL, &add);
+    int share = ad_binary(c, SC_OP_DIV, GO(c, 0), ties);
+    if (NEED_GI(c, 0)) set_GI(c, 0, ad_binary(c, SC_OP_MUL, share, hit_d));
+    if (NEED_GI(c, 2))
+        set_GI(c, 2, ad_binary(c, SC_OP_MUL, ad_emit(c, SC_OP_GATHER_ND, (const int[]){share, I(c, 1)}, 2, 1, NULL, &g),
+                               hit_u));
+}
+
+/* Whether the constant index tuples of a ScatterND reach distinct slices (false when they repeat
+ * or are computed at run time). */
+static bool scatter_tuples_distinct(sc_grad_ctx *c) {
+    const sc_value *iv = &c->g->values[I(c, 1)];
+    const sc_desc *xd = ad_desc(c, I(c, 0));
+    if (!iv->data || iv->kind != SC_VALUE_CONST || iv->desc.dtype != SC_I64) return false;
+    int k = (int)iv->desc.dims[iv->desc.rank - 1];
+    int64_t n = sc_desc_numel(&iv->desc) / (k ? k : 1), slots = 1;
+    for (int d = 0; d < k; d++) slots *= xd->dims[d];
+    unsigned char *seen = calloc((size_t)(slots ? slots : 1), 1);
+    if (!seen) return false;
+    const int64_t *idx = iv->data;
+    bool ok = true;
+    for (int64_t j = 0; j < n && ok; j++) {
+        int64_t at = 0;
+        for (int d = 0; d < k; d++) {
+            int64_t v = idx[j * k + d];
+            at = at * xd->dims[d] + (v < 0 ? v + xd->dims[d] : v);
+        }
+        ok = at >= 0 && at < slots && !seen[at];
+        if (ok) seen[at] = 1;
+    }
+    free(seen);
+    return ok;
+}
+
+/* ScatterND, reduction mul, tuples distinct: Y[p] = data[p] * u_t where tuple t reaches p, so
+ * dData = dY * ScatterND(1, indices, u) and dUpdates = GatherND(dY * data, indices). */
+static void scatter_nd_product(sc_grad_ctx *c) {
+    if (!scatter_tuples_distinct(c)) {
+        ad_fail(c, "not supported: the gradient of ScatterND with reduction mul needs constant index tuples that "
+                   "reach distinct slices (each update's gradient would be the product of the others at its place)");
+        return;
+    }
+    sc_attrs g = {.gather_nd = {.batch_dims = 0}};
+    if (NEED_GI(c, 2)) {
+        int dy_x = ad_binary(c, SC_OP_MUL, GO(c, 0), I(c, 0));
+        set_GI(c, 2, ad_emit(c, SC_OP_GATHER_ND, (const int[]){dy_x, I(c, 1)}, 2, 1, NULL, &g));
+    }
+    if (!NEED_GI(c, 0)) return;
+    sc_desc d = *ad_desc(c, I(c, 0));
+    int shape = ad_const_i64(c, d.dims, d.rank);
+    sc_attrs one = {.fill = {.dtype = d.dtype, .value = 1}};
+    int ones = ad_emit(c, SC_OP_CONSTANT_OF_SHAPE, &shape, 1, 1, NULL, &one);
+    int factor = ad_emit(c, SC_OP_SCATTER_ND, (const int[]){ones, I(c, 1), I(c, 2)}, 3, 1, NULL, NULL);
+    set_GI(c, 0, ad_binary(c, SC_OP_MUL, GO(c, 0), factor));
+}
+
 /* ScatterND: dUpdates = GatherND(dY, indices), what each update reached; dData = dY where no
  * update replaced the data (reduction none: ScatterND(dY, indices, 0)), all of dY for add. With
  * repeated indices under none only the last update reaches Y; its earlier ones still get dY here
- * (ONNX leaves their order to the runtime; Scorch applies tuples in order). */
+ * (ONNX leaves their order to the runtime; Scorch applies tuples in order). Mul, max and min above. */
 void grad_scatter_nd(sc_grad_ctx *c) {
     sc_scatter_reduction red = c->fwd.attrs->scatter_nd.reduction;
-    if (red != SC_SCATTER_NONE && red != SC_SCATTER_ADD) {
-        ad_fail(c, "not supported: the gradient of ScatterND is implemented for reduction none and add");
+    if (red == SC_SCATTER_MAX || red == SC_SCATTER_MIN) {
+        scatter_nd_extremum(c);
+        return;
+    }
+    if (red == SC_SCATTER_MUL) {
+        scatter_nd_product(c);
         return;
     }
     sc_attrs g = {.gather_nd = {.batch_dims = 0}};

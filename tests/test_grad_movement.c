@@ -140,7 +140,7 @@ static void test_slice_gather(void) {
     a.axis.axis = -1;
     gc_input e1[2] = {gc_rand(F, 3, D(2, 2, 5)), gc_const(SC_I32, 3, D(1, 2, 3), ge1)};
     expect(grad_check_op("gather_elements_last_axis_i32", SC_OP_GATHER_ELEMENTS, &a, 2, e1, 1, NULL));
-    /* ScatterND: rows (k = 1, a negative index) and single elements (k = 2); none and add. */
+    /* ScatterND: rows (k = 1, a negative index) and single elements (k = 2); every reduction. */
     static const int64_t rows[2] = {2, -4}, elems[6] = {0, 1, 2, 3, 1, -1};
     memset(&a, 0, sizeof a);
     gc_input c0[3] = {gc_rand(F, 2, D(4, 3)), gc_const(SC_I64, 2, D(2, 1), rows), gc_rand(F, 2, D(2, 3))};
@@ -151,6 +151,25 @@ static void test_slice_gather(void) {
     static const int64_t rep[3] = {1, 3, 1}; /* a repeated row: both updates add */
     gc_input c2[3] = {gc_rand(F, 2, D(4, 2)), gc_const(SC_I64, 2, D(3, 1), rep), gc_rand(F, 2, D(3, 2))};
     expect(grad_check_op("scatter_nd_add_repeats", SC_OP_SCATTER_ND, &a, 3, c2, 1, NULL));
+    /* max and min, a repeated row included: dY goes to the winner of data and updates */
+    a.scatter_nd.reduction = SC_SCATTER_MAX;
+    gc_input c3[3] = {gc_rand(F, 2, D(4, 2)), gc_const(SC_I64, 2, D(3, 1), rep), gc_rand(F, 2, D(3, 2))};
+    expect(grad_check_op("scatter_nd_max_repeats", SC_OP_SCATTER_ND, &a, 3, c3, 1, NULL));
+    a.scatter_nd.reduction = SC_SCATTER_MIN;
+    gc_input c4[3] = {gc_rand(F, 2, D(3, 4)), gc_const(SC_I64, 2, D(3, 2), elems), gc_rand(F, 1, D(3))};
+    expect(grad_check_op("scatter_nd_min_elements", SC_OP_SCATTER_ND, &a, 3, c4, 1, NULL));
+    /* a two-way tie: the even split is what central differences see at the kink */
+    a.scatter_nd.reduction = SC_SCATTER_MAX;
+    static const double tie_x[4] = {0.5, -1, 2, 0.25}, tie_u[2] = {0.5, 0.75};
+    static const int64_t tie_at[2] = {0, 3};
+    gc_input c5[3] = {gc_data(F, 1, D(4), tie_x), gc_const(SC_I64, 2, D(2, 1), tie_at), gc_data(F, 1, D(2), tie_u)};
+    expect(grad_check_op("scatter_nd_max_tie", SC_OP_SCATTER_ND, &a, 3, c5, 1, NULL));
+    /* mul with distinct tuples */
+    a.scatter_nd.reduction = SC_SCATTER_MUL;
+    gc_input c6[3] = {gc_rand(F, 2, D(3, 4)), gc_const(SC_I64, 2, D(3, 2), elems), gc_rand(F, 1, D(3))};
+    expect(grad_check_op("scatter_nd_mul_elements", SC_OP_SCATTER_ND, &a, 3, c6, 1, NULL));
+    gc_input c7[3] = {gc_rand(F, 2, D(4, 3)), gc_const(SC_I64, 2, D(2, 1), rows), gc_rand(F, 2, D(2, 3))};
+    expect(grad_check_op("scatter_nd_mul_rows", SC_OP_SCATTER_ND, &a, 3, c7, 1, NULL));
     /* GatherND: whole rows with a repeat, elements of a 3-D tensor, and batch_dims 1 and 2. */
     memset(&a, 0, sizeof a);
     gc_input n0[2] = {gc_rand(F, 2, D(4, 3)), gc_const(SC_I64, 2, D(3, 1), rep)};
