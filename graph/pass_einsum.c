@@ -40,28 +40,17 @@ typedef struct {
 } operand;
 
 static int emit(lower_ctx *x, sc_op op, const char *what, const int *in, int n_in, const sc_attrs *a) {
-    if (x->st) return -1;
     char name[512];
     snprintf(name, sizeof name, "%s/%s", x->base, what);
-    int out = graph_add_value_unique(x->g, name, SC_VALUE_ACT, NULL, &x->st);
-    if (out < 0) return -1;
-    int id = graph_add_node(x->g, op, x->g->values[out].name, in, n_in, &out, 1, &x->st);
-    if (id < 0) return -1;
-    if (a && (x->st = graph_node_set_attrs(x->g, &x->g->nodes[id], a))) return -1;
-    x->st = sc_shape_fns[op](x->g, &x->g->nodes[id]);
-    return x->st ? -1 : out;
+    return graph_emit(x->g, op, name, in, n_in, a, &x->st);
 }
 
 static int const_i64(lower_ctx *x, const int64_t *v, int n) {
-    if (x->st) return -1;
     char name[512];
     snprintf(name, sizeof name, "%s/const", x->base);
     int64_t len = n;
     sc_desc d = sc_desc_make(SC_I64, 1, &len);
-    int id = graph_add_value_unique(x->g, name, SC_VALUE_CONST, &d, &x->st);
-    if (id < 0 || (x->st = graph_alloc_data(x->g, id))) return -1;
-    if (n) memcpy(x->g->values[id].data, v, sizeof(int64_t) * (size_t)n);
-    return id;
+    return graph_emit_const(x->g, name, &d, v, &x->st);
 }
 
 /* Transposes o to the letter order `want` (a permutation of o's letters). */
@@ -233,27 +222,12 @@ sc_status graph_lower_einsum(sc_graph *g, int *count) {
         lower_ctx x = {g, base, SC_OK};
         int n0 = g->n_nodes, y = lower_node(&x, i);
         if (x.st) return x.st;
-        int out = g->nodes[i].out[0];
         if (y == g->nodes[i].in[0] || g->values[y].producer < n0) { /* nothing made ("ij->ij"): copy */
             int in = y;
-            y = emit(&x, SC_OP_IDENTITY, "copy", &in, 1, NULL);
+            emit(&x, SC_OP_IDENTITY, "copy", &in, 1, NULL);
             if (x.st) return x.st;
         }
-        /* the last node made writes the Einsum's output; the Einsum writes a value nobody reads */
-        sc_node *last = &g->nodes[g->n_nodes - 1];
-        last->out[0] = out;
-        g->nodes[i].out[0] = y;
-        g->values[out].producer = g->n_nodes - 1;
-        SC_TRY(graph_move_nodes(g, n0, i));
-        bool *keep = malloc(sizeof(bool) * (size_t)g->n_nodes);
-        if (!keep) return sc_errorf("out of memory lowering Einsum");
-        for (int j = 0; j < g->n_nodes; j++) keep[j] = true;
-        int extra = g->n_nodes - n0;
-        keep[i + extra] = false;
-        sc_status st = graph_compact_nodes(g, keep);
-        free(keep);
-        SC_TRY(st);
-        i += extra - 1;
+        SC_TRY(graph_splice_lowered(g, &i, n0));
         done++;
     }
     if (count) *count = done;

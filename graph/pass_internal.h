@@ -8,6 +8,18 @@
  * the caller relinks. */
 sc_status graph_move_nodes(sc_graph *g, int n0, int at);
 
+/* Replaces node i by the nodes appended from n0 on (at least one), which compute its first and
+ * only output: the last of them writes it. They move to i, node i goes, and *i becomes the index
+ * of the last of them. */
+sc_status graph_splice_lowered(sc_graph *g, int *i, int n0);
+
+/* For lowerings, appended at the end (sticky: nothing happens once *st is set). graph_emit adds
+ * node op(in) with attrs a (NULL: none) and one fresh activation output named after name (made
+ * unique), whose desc it infers; graph_emit_const a constant of desc d holding data. Both return
+ * the new value, or -1 with *st set. */
+int graph_emit(sc_graph *g, sc_op op, const char *name, const int *in, int n_in, const sc_attrs *a, sc_status *st);
+int graph_emit_const(sc_graph *g, const char *name, const sc_desc *d, const void *data, sc_status *st);
+
 /* graph_fuse_inference's last rewrite (graph/pass_layout.c): picks the f32 activations stored
  * channels-last and sets the layout flags of the ops around them; *count gains the nodes that read
  * or write one. Needs graph_link. */

@@ -162,6 +162,7 @@ sc_status graph_prepare(sc_graph *g, const sc_bind_options *opt) {
     SC_TRY(graph_topo_sort(g));
     SC_TRY(graph_infer_shapes(g, opt ? opt->eval : NULL));
     SC_TRY(graph_lower_einsum(g, NULL));
+    SC_TRY(graph_lower_resize(g, NULL));
     SC_TRY(graph_remove_identity(g));
     SC_TRY(graph_eliminate_dead_code(g));
     SC_TRY(graph_fold_transpose_into_gemm(g, NULL));

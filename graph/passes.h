@@ -42,8 +42,12 @@ sc_status graph_remove_identity(sc_graph *g);
 /* Removes nodes and values that no graph output depends on. */
 sc_status graph_eliminate_dead_code(sc_graph *g);
 /* Every Einsum becomes Transpose/Reshape/ReduceSum/MatMul nodes (graph/pass_einsum.c); needs static
- * shapes. Fails naming the node for equations it cannot lower (diagonals, ellipsis). */
+ * shapes. Fails naming the node for an equation that does not fit its operands. */
 sc_status graph_lower_einsum(sc_graph *g, int *count);
+/* Resize in cubic mode, or linear with antialias, becomes one MatMul per resized axis with a
+ * constant interpolation matrix (graph/pass_resize.c); *count (may be NULL) gets the nodes
+ * lowered. Needs static shapes and constant scales / sizes / roi (after graph_infer_shapes). */
+sc_status graph_lower_resize(sc_graph *g, int *count);
 /* MatMul(A, Transpose(W)) of a 2-D W becomes a Gemm with transB reading W in place (plus two
  * Reshapes when A has rank > 2), so W^T is never materialised (graph/pass_transpose_gemm.c).
  * Valid for training. *count (may be NULL): MatMuls rewritten. */

@@ -44,6 +44,8 @@ scorch_oracle(torch_gpt2_cumsum --torch gpt2_cumsum --batch 2 --seq 32)
 scorch_oracle(torch_swin_t --torch swin_t --batch 1)
 # Einsum, lowered to Transpose/Reshape/ReduceSum/MatMul (graph/pass_einsum.c).
 scorch_oracle(torch_einsum --torch einsum --batch 2)
+# Resize in cubic mode, lowered to one MatMul per axis (graph/pass_resize.c).
+scorch_oracle(torch_resize_cubic --torch resize_cubic --batch 2)
 
 # Load + save: initializers and onnxruntime outputs must be bit-identical; once inline, once with
 # every initializer over 1 KiB in external data.

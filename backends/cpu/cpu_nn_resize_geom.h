@@ -1,24 +1,12 @@
 /* Resize geometry (opset 19 semantics), shared by the forward Resize (cpu_nn_resize.c) and its adjoint
  * ResizeGrad (cpu_nn_resize_grad.c), so that the two read X through exactly the same taps.
  *
- * Per axis, an output coordinate x maps to an input coordinate x_orig (ONNX spec, computed in
- * double like the reference implementation):
- *   half_pixel            (x + 0.5) / scale - 0.5
- *   half_pixel_symmetric  offset + (x + 0.5) / scale - 0.5, offset = in/2 (1 - out / (scale in))
- *   pytorch_half_pixel    L > 1 ? (x + 0.5) / scale - 0.5 : 0
- *   align_corners         L > 1 ? x (in - 1) / (L - 1) : 0
- *   asymmetric            x / scale
- *   tf_crop_and_resize    out > 1 ? s (in - 1) + x (e - s)(in - 1) / (out - 1) : (s + e)(in - 1) / 2,
- *                         with roi (s, e); outside [0, in - 1] gives extrapolation_value.
- * L, the resized length, is scale * in as in the ONNX reference implementation and node tests
- * (resize_downsample_scales_linear_align_corners expects 3.142857 from L = 2.4), which is the
- * integer output length whenever sizes are given without an aspect-ratio policy. onnxruntime uses
- * the integer length everywhere and so differs from the node tests for fractional scale * in.
- * scale is the scales input, or out/in from sizes (one common scale over the resized axes under
- * keep_aspect_ratio_policy not_larger / not_smaller). Axes not in `axes` keep scale 1.
+ * Per axis, output coordinate x maps to input coordinate x_orig by the coordinate transform of
+ * graph/resize_geom.h (one definition for the kernels and the cubic lowering).
  * nearest rounds x_orig by nearest_mode (an integral x_orig is taken as is) and clamps to the edge;
  * linear interpolates between floor(x_orig) and floor + 1, both clamped to the edge (the
- * reference's edge padding). cubic and antialias are not supported yet (clear error).
+ * reference's edge padding). Cubic mode and antialias never reach the kernels: graph_prepare
+ * lowers them to MatMuls (graph/pass_resize.c); a node given to a kernel directly is refused.
  *
  * The result is a per-axis tap table: output element e (multi-index idx) reads
  *   sum over the 2^m corners of the two-tap axes of  prod (1 - w1 | w1) * X[sum off0|off1],
@@ -48,7 +36,7 @@ typedef struct {
     void *block;
 } resize_tables;
 
-/* Fails naming the node for the modes not supported yet (cubic, antialias). */
+/* Fails naming the node for the modes graph_prepare lowers instead (cubic, antialias). */
 sc_status resize_mode_check(const sc_kernel_call *c);
 
 /* Reads scales / sizes / roi and the node's attributes, then fills *t (free with

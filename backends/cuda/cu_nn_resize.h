@@ -48,8 +48,8 @@ typedef struct {
 } cu_resize_taps;
 
 /* Forward (grad = false: X = in[0], roi/scales/sizes = in[1..3], Y = out[0]) or gradient (grad =
- * true: dY = in[0], X = in[1], roi/scales/sizes = in[2..4]): checks the mode (cubic and antialias
- * are refused, as on the CPU), reads the small inputs back, builds the CPU's tables and uploads them
+ * true: dY = in[0], X = in[1], roi/scales/sizes = in[2..4]): checks the mode (cubic and antialias,
+ * which graph/pass_resize.c lowers, are refused, as on the CPU), reads the small inputs back, builds the CPU's tables and uploads them
  * (the forward's, or for the gradient their inverse) in one scratch block. The tables stay valid in
  * the scratch workspace until the next cu_scratch call. */
 sc_status cu_resize_taps_get(const cu_call *c, bool grad, bool linear, cu_resize_taps *t);

@@ -17,6 +17,7 @@ KIND:
                   operands with parameters, letters summed out of one operand, an outer product,
                   ellipses (one broadcast over a dim of size 1) and diagonals (batched, a trace,
                   a letter three times, a parameter's)
+  resize_cubic    bicubic F.interpolate up and down, align_corners on and off, by scale and size
   swin_t          torchvision swin_t (random init) at 64x64, batch 1: window padding sizes from Mod,
                   the shifted-window mask built with ScatterND
 
@@ -93,6 +94,21 @@ class EinsumMix(nn.Module):
                           h.flatten(1), k, m.flatten(1)], 1)
 
 
+class BicubicMix(nn.Module):
+    """F.interpolate(mode="bicubic") as exports write it: Resize cubic (a = -0.75), up and down,
+    align_corners on and off, by scale and by size, around a convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):  # x [N, 3, 7, 9]
+        a = F.interpolate(x, scale_factor=2.0, mode="bicubic", align_corners=False)
+        b = F.interpolate(self.conv(a), size=(5, 11), mode="bicubic", align_corners=True)
+        c = F.interpolate(b, size=(3, 4), mode="bicubic", align_corners=False)
+        return torch.cat([b.flatten(1), c.flatten(1)], 1)
+
+
 class TinyGPT(nn.Module):
     def __init__(self, vocab=256, dim=64, heads=4, layers=2, max_seq=64, cumsum_positions=False):
         super().__init__()
@@ -140,6 +156,8 @@ def build(kind):
         return model, (idx, mask), ["idx", "attention_mask"], ["logits"]
     if kind == "einsum":
         return EinsumMix(), (torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(1)),), ["x"], ["y"]
+    if kind == "resize_cubic":
+        return BicubicMix(), (torch.randn(2, 3, 7, 9, generator=torch.Generator().manual_seed(1)),), ["x"], ["y"]
     if kind == "swin_t":
         import torchvision
 
@@ -151,7 +169,8 @@ def build(kind):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("kind", choices=["resnet18_eval", "resnet18_train", "gpt2", "gpt2_cumsum", "swin_t", "einsum"])
+    ap.add_argument("kind", choices=["resnet18_eval", "resnet18_train", "gpt2", "gpt2_cumsum", "swin_t", "einsum",
+                                     "resize_cubic"])
     ap.add_argument("out")
     ap.add_argument("--reference", help="folder for PyTorch's inputs and outputs (.npy)")
     args = ap.parse_args()
@@ -162,7 +181,7 @@ def main():
     kw = dict(input_names=in_names, output_names=out_names, opset_version=OPSET)
     if train:
         kw.update(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-    elif args.kind in ("swin_t", "einsum"):
+    elif args.kind in ("swin_t", "einsum", "resize_cubic"):
         pass  # fixed shapes: the window padding and mask are constants of the 64x64 input
     elif args.kind.startswith("gpt2"):
         axes = {n: {0: "batch", 1: "seq"} for n in in_names + out_names}

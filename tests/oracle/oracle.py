@@ -229,7 +229,8 @@ def main():
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--model")
     src.add_argument("--gen")
-    src.add_argument("--torch", choices=["resnet18_eval", "resnet18_train", "gpt2", "gpt2_cumsum", "swin_t", "einsum"])
+    src.add_argument("--torch", choices=["resnet18_eval", "resnet18_train", "gpt2", "gpt2_cumsum", "swin_t", "einsum",
+                                          "resize_cubic"])
     ap.add_argument("--torch-python", default="/usr/bin/python3")
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=0)
