@@ -128,17 +128,19 @@ static int emit(lower_ctx *x, sc_op op, const char *what, const int *in, int n_i
     return graph_emit(x->g, op, name, in, n_in, a, &x->st);
 }
 
-/* The weights in dtype t (f64, f32, or a 16-bit float rounded from f32). */
-static void weights_store(void *dst, sc_dtype t, double *w, int64_t n) {
+/* The weights w (n doubles) into dst in dtype t: f64, f32, or a 16-bit float rounded from f32. */
+static bool weights_store(void *dst, sc_dtype t, const double *w, int64_t n) {
     if (t == SC_F64) {
         memcpy(dst, w, sizeof(double) * (size_t)n);
-        return;
+        return true;
     }
-    float *f = (float *)w; /* in place: element k is read before k is written */
+    float *f = t == SC_F32 ? dst : malloc(sizeof(float) * (size_t)n + 1);
+    if (!f) return false;
     for (int64_t k = 0; k < n; k++) f[k] = (float)w[k];
-    if (t == SC_F32) memcpy(dst, f, sizeof(float) * (size_t)n);
-    else if (t == SC_BF16) sc_f32_to_bf16_n(dst, f, n);
-    else sc_f32_to_f16_n(dst, f, n);
+    if (t == SC_BF16) sc_f32_to_bf16_n(dst, f, n);
+    else if (t != SC_F32) sc_f32_to_f16_n(dst, f, n);
+    if (f != dst) free(f);
+    return true;
 }
 
 /* y x_i W_i, with W_i^T [in, out] as a constant of y's dtype. */
@@ -150,19 +152,20 @@ static int resize_axis(lower_ctx *x, int y, int i, const double *w, int64_t in, 
     sc_desc wd = sc_desc_make(d.dtype, 2, dims);
     void *buf = malloc((size_t)sc_desc_bytes(&wd) + 1);
     double *wt = malloc(sizeof(double) * (size_t)(in * out) + 1);
-    if (!buf || !wt) {
-        free(buf), free(wt);
+    if (buf && wt)
+        for (int64_t o = 0; o < out; o++)
+            for (int64_t p = 0; p < in; p++) wt[p * out + o] = w[o * in + p];
+    int wv = -1;
+    if (!buf || !wt || !weights_store(buf, d.dtype, wt, in * out)) {
         x->st = sc_errorf("node '%s': out of memory for a %lldx%lld interpolation matrix", x->base, (long long)out,
                           (long long)in);
-        return -1;
+    } else {
+        char name[512];
+        snprintf(name, sizeof name, "%s/weights%d", x->base, i);
+        wv = graph_emit_const(x->g, name, &wd, buf, &x->st);
     }
-    for (int64_t o = 0; o < out; o++)
-        for (int64_t p = 0; p < in; p++) wt[p * out + o] = w[o * in + p];
-    weights_store(buf, d.dtype, wt, in * out);
-    char name[512];
-    snprintf(name, sizeof name, "%s/weights%d", x->base, i);
-    int wv = graph_emit_const(x->g, name, &wd, buf, &x->st);
     free(buf), free(wt);
+    if (x->st) return -1;
     sc_attrs ta, tb;
     memset(&ta, 0, sizeof ta);
     ta.transpose.n_perm = r;
