@@ -204,7 +204,7 @@ int ad_reduce_sum(sc_grad_ctx *c, int x, const int64_t *axes, int n_axes, bool k
     return ad_emit(c, SC_OP_REDUCE_SUM, in, 2, 1, NULL, &a);
 }
 
-int ad_zeros(sc_grad_ctx *c, const sc_desc *d_in) {
+int ad_fill(sc_grad_ctx *c, const sc_desc *d_in, double value) {
     if (c->st) return -1;
     sc_desc d_copy = *d_in; /* d_in may point into g->values (reallocated below) */
     const sc_desc *d = &d_copy;
@@ -212,9 +212,11 @@ int ad_zeros(sc_grad_ctx *c, const sc_desc *d_in) {
     sc_attrs a;
     memset(&a, 0, sizeof a);
     a.fill.dtype = d->dtype;
-    a.fill.value = 0;
+    a.fill.value = value;
     return ad_emit(c, SC_OP_CONSTANT_OF_SHAPE, &s, 1, 1, NULL, &a);
 }
+
+int ad_zeros(sc_grad_ctx *c, const sc_desc *d) { return ad_fill(c, d, 0); }
 
 int ad_scale(sc_grad_ctx *c, int x, double s) {
     if (c->st || x < 0) return -1;

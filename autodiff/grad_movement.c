@@ -169,10 +169,7 @@ static void scatter_nd_product(sc_grad_ctx *c) {
         set_GI(c, 2, ad_emit(c, SC_OP_GATHER_ND, (const int[]){dy_x, I(c, 1)}, 2, 1, NULL, &g));
     }
     if (!NEED_GI(c, 0)) return;
-    sc_desc d = *ad_desc(c, I(c, 0));
-    int shape = ad_const_i64(c, d.dims, d.rank);
-    sc_attrs one = {.fill = {.dtype = d.dtype, .value = 1}};
-    int ones = ad_emit(c, SC_OP_CONSTANT_OF_SHAPE, &shape, 1, 1, NULL, &one);
+    int ones = ad_fill(c, ad_desc(c, I(c, 0)), 1);
     int factor = ad_emit(c, SC_OP_SCATTER_ND, (const int[]){ones, I(c, 1), I(c, 2)}, 3, 1, NULL, NULL);
     set_GI(c, 0, ad_binary(c, SC_OP_MUL, GO(c, 0), factor));
 }
@@ -207,7 +204,8 @@ void grad_scatter_nd(sc_grad_ctx *c) {
  * (a constant: tuple t of batch row j becomes (j, idx..)), so batch_dims 0 applies to the
  * flattened data [Bt, R..]. */
 static void gather_nd_batched(sc_grad_ctx *c) {
-    const sc_desc *xd = ad_desc(c, I(c, 0)), *id = ad_desc(c, I(c, 1));
+    const sc_desc xd_copy = *ad_desc(c, I(c, 0)), *xd = &xd_copy; /* g->values grows below */
+    const sc_desc *id = ad_desc(c, I(c, 1));
     int b = (int)c->fwd.attrs->gather_nd.batch_dims, k = (int)id->dims[id->rank - 1];
     int64_t bt = 1, tuples = 1;
     for (int i = 0; i < b; i++) bt *= xd->dims[i];

@@ -10,7 +10,9 @@
 
 /* ReduceSum over axes (none: every axis). */
 int ad_reduce_sum(sc_grad_ctx *c, int x, const int64_t *axes, int n_axes, bool keepdims);
-/* Zeros of desc d (ConstantOfShape, so nothing is stored in the graph). */
+/* A tensor of desc d filled with value, and zeros (ConstantOfShape, so nothing is stored in the
+ * graph). */
+int ad_fill(sc_grad_ctx *c, const sc_desc *d, double value);
 int ad_zeros(sc_grad_ctx *c, const sc_desc *d);
 /* x * s (a scalar constant of x's dtype); x itself when s == 1. */
 int ad_scale(sc_grad_ctx *c, int x, double s);

@@ -217,12 +217,12 @@ static int lower_node(lower_ctx *x, int i) {
     }
     sc_resize_geom gm;
     if ((x->st = node_geom(x->g, n, &gm))) return -1;
-    int y = n->in[0];
+    int y = n->in[0]; /* n is not read below: the node array grows as nodes are emitted */
     for (int ax = xd.rank - 1; ax >= 0 && !x->st; ax--) {
         int64_t in = xd.dims[ax], out = yd.dims[ax];
         if (in == out && gm.scale[ax] == 1 && a.coord != SC_CT_TF_CROP_AND_RESIZE) continue; /* the identity */
         if (!in || !out) {
-            x->st = sc_errorf("node '%s' (Resize): axis %d is empty", n->name, ax);
+            x->st = sc_errorf("node '%s' (Resize): axis %d is empty", x->base, ax);
             break;
         }
         double *w = calloc((size_t)(in * out), sizeof(double)), *c = malloc(sizeof(double) * RESIZE_MAX_TAPS);
@@ -230,7 +230,7 @@ static int lower_node(lower_ctx *x, int i) {
         char why[240] = "";
         bool ok = w && c && t;
         for (int64_t o = 0; ok && o < out; o++) ok = weights_row(&a, &gm, ax, o, in, out, w + o * in, c, t, why, sizeof why);
-        if (!ok) x->st = sc_errorf("node '%s' (Resize): %s", n->name, why[0] ? why : "out of memory");
+        if (!ok) x->st = sc_errorf("node '%s' (Resize): %s", x->base, why[0] ? why : "out of memory");
         else y = resize_axis(x, y, ax, w, in, out);
         free(w), free(c), free(t);
     }
