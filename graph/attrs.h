@@ -92,26 +92,25 @@ typedef struct {
 } sc_layer_norm_attrs;
 
 typedef struct {
-    bool keepdims;              /* default true */
-    bool noop_with_empty_axes;  /* default false */
-} sc_reduce_attrs;
-
-typedef struct {
     int n_perm; /* 0: reverse the dims (ONNX default) */
     int64_t perm[SC_MAX_RANK];
 } sc_transpose_attrs;
 
-typedef struct { float alpha; } sc_leaky_relu_attrs;       /* default 0.01 */
 typedef struct { bool tanh_approx; } sc_gelu_attrs;        /* approximate="tanh" */
-typedef struct { float alpha, beta; } sc_hard_sigmoid_attrs; /* defaults 0.2, 0.5 */
 typedef struct { sc_dtype to; } sc_cast_attrs;
-typedef struct { bool upper; } sc_trilu_attrs;             /* default true */
+
+/* The structs of scalar attributes, from the SC_ATTRS rows of graph/ops.def. */
+#define SC_ATTR_FLOAT(name, def) float name;
+#define SC_ATTR_INT(name, def) int64_t name;
+#define SC_ATTR_FLAG(name, def) bool name;
+#define SC_ATTRS(stem, fields) typedef struct { fields } sc_##stem##_attrs;
+#include "graph/ops.def"
+#undef SC_ATTRS
 typedef enum { SC_SCATTER_NONE, SC_SCATTER_ADD, SC_SCATTER_MUL, SC_SCATTER_MAX, SC_SCATTER_MIN } sc_scatter_reduction;
 typedef struct { sc_scatter_reduction reduction; } sc_scatter_nd_attrs; /* default none */
 typedef struct { int64_t batch_dims; } sc_gather_nd_attrs;              /* default 0 */
-typedef struct { bool fmod; } sc_mod_attrs;
-typedef struct { char equation[96]; } sc_einsum_attrs;      /* spaces removed */                /* default false: the divisor's sign */
-typedef struct { bool exclusive, reverse; } sc_cum_sum_attrs; /* defaults false */
+typedef struct { bool fmod; } sc_mod_attrs;                /* default false: the divisor's sign */
+typedef struct { char equation[96]; } sc_einsum_attrs;      /* spaces removed */
 typedef struct { bool allowzero; } sc_reshape_attrs;
 typedef struct { int64_t start, end; bool has_end; } sc_shape_attrs; /* opset 15 slicing */
 typedef struct { int64_t seed; bool has_seed; } sc_dropout_attrs;
@@ -222,18 +221,13 @@ typedef union {
     sc_gemm_attrs gemm;             /* Gemm */
     sc_axis_attrs axis;             /* Softmax, LogSoftmax, Flatten, Concat, Gather, Split */
     sc_layer_norm_attrs layer_norm;
-    sc_reduce_attrs reduce;         /* ReduceMean, ReduceSum */
     sc_transpose_attrs transpose;
-    sc_leaky_relu_attrs leaky_relu;
     sc_gelu_attrs gelu;
-    sc_hard_sigmoid_attrs hard_sigmoid;
     sc_cast_attrs cast;
-    sc_trilu_attrs trilu;
     sc_mod_attrs mod;
     sc_einsum_attrs einsum;
     sc_scatter_nd_attrs scatter_nd;
     sc_gather_nd_attrs gather_nd;
-    sc_cum_sum_attrs cum_sum;
     sc_reshape_attrs reshape;
     sc_shape_attrs shape;
     sc_dropout_attrs dropout;
@@ -248,7 +242,14 @@ typedef union {
     sc_matmul_attrs matmul;         /* MatMul (set by graph_fuse_inference only) */
     sc_control_attrs control;       /* Loop, If */
     sc_sequence_attrs sequence;     /* SplitToSequence, ConcatFromSequence */
+#define SC_ATTRS(stem, fields) sc_##stem##_attrs stem;
+#include "graph/ops.def"
+#undef SC_ATTRS
 } sc_attrs;
+
+#undef SC_ATTR_FLOAT
+#undef SC_ATTR_INT
+#undef SC_ATTR_FLAG
 
 /* All zero: the attributes of every node whose op has none (a node holds a pointer, graph.h). */
 extern const sc_attrs sc_attrs_none;

@@ -126,22 +126,8 @@ static sc_status parse_layer_norm(const sc_node_ctx *c, sc_attrs *out) {
     return SC_OK;
 }
 
-static sc_status parse_reduce(const sc_node_ctx *c, sc_attrs *out) {
-    SC_TRY(attr_flag(c, "keepdims", true, &out->reduce.keepdims));
-    return attr_flag(c, "noop_with_empty_axes", false, &out->reduce.noop_with_empty_axes);
-}
-
 static sc_status parse_transpose(const sc_node_ctx *c, sc_attrs *out) {
     return attr_ints(c, "perm", out->transpose.perm, SC_MAX_RANK, &out->transpose.n_perm);
-}
-
-static sc_status parse_leaky_relu(const sc_node_ctx *c, sc_attrs *out) {
-    return attr_float(c, "alpha", 0.01f, &out->leaky_relu.alpha);
-}
-
-static sc_status parse_hard_sigmoid(const sc_node_ctx *c, sc_attrs *out) {
-    SC_TRY(attr_float(c, "alpha", 0.2f, &out->hard_sigmoid.alpha));
-    return attr_float(c, "beta", 0.5f, &out->hard_sigmoid.beta);
 }
 
 static sc_status parse_gelu(const sc_node_ctx *c, sc_attrs *out) {
@@ -159,13 +145,6 @@ static sc_status parse_cast(const sc_node_ctx *c, sc_attrs *out) {
     if (to <= 0 || to >= SC_DTYPE_MAX || sc_dtype_size((sc_dtype)to) == 0)
         return attr_errorf(c, "to", "data type %lld is not supported", (long long)to);
     out->cast.to = (sc_dtype)to;
-    return SC_OK;
-}
-
-static sc_status parse_trilu(const sc_node_ctx *c, sc_attrs *out) {
-    int64_t up;
-    SC_TRY(attr_int(c, "upper", 1, &up));
-    out->trilu.upper = up != 0;
     return SC_OK;
 }
 
@@ -200,11 +179,6 @@ static sc_status parse_einsum(const sc_node_ctx *c, sc_attrs *out) {
         }
     out->einsum.equation[n] = 0;
     return SC_OK;
-}
-
-static sc_status parse_cum_sum(const sc_node_ctx *c, sc_attrs *out) {
-    SC_TRY(attr_flag(c, "exclusive", false, &out->cum_sum.exclusive));
-    return attr_flag(c, "reverse", false, &out->cum_sum.reverse);
 }
 
 static sc_status parse_reshape(const sc_node_ctx *c, sc_attrs *out) {
@@ -327,6 +301,21 @@ static sc_status parse_sequence(const sc_node_ctx *c, sc_attrs *out) {
     bool split = c->op == SC_OP_SPLIT_TO_SEQUENCE;
     return attr_flag(c, split ? "keepdims" : "new_axis", split, &out->sequence.flag);
 }
+
+/* The parsers of the SC_ATTRS rows of graph/ops.def: each field read with its default. */
+#define SC_ATTR_FLOAT(name, def) SC_TRY(attr_float(c, #name, def, &a->name));
+#define SC_ATTR_INT(name, def) SC_TRY(attr_int(c, #name, def, &a->name));
+#define SC_ATTR_FLAG(name, def) SC_TRY(attr_flag(c, #name, def, &a->name));
+#define SC_ATTRS(stem, fields)                                              \
+    static sc_status parse_##stem(const sc_node_ctx *c, sc_attrs *out) {    \
+        sc_##stem##_attrs *a = &out->stem;                                  \
+        fields return SC_OK;                                                \
+    }
+#include "graph/ops.def"
+#undef SC_ATTRS
+#undef SC_ATTR_FLOAT
+#undef SC_ATTR_INT
+#undef SC_ATTR_FLAG
 
 /* Generated from the ops.def rows. Internal ops (ops_train.def) never come from a file, so they have no
  * parser; Constant has none either (the importer turns it into a value). */
