@@ -59,8 +59,8 @@ sc_status infer_session_run(sc_infer_session *s, const sc_tensor *inputs, sc_ten
 }
 
 bool infer_session_thread_runs(const sc_infer_session *s, int64_t runs[2]) {
-    runs[0] = s->adapt ? s->gov.runs[0] : 0;
-    runs[1] = s->adapt ? s->gov.runs[1] : 0;
+    runs[0] = runs[1] = 0;
+    if (s->adapt) thread_governor_runs(&s->gov, runs);
     return s->adapt && s->gov.enabled;
 }
 

@@ -19,8 +19,8 @@ sc_status infer_session_create(sc_graph *g, const sc_backend_config *c, sc_infer
 /* inputs[i] feeds g->inputs[i]; outputs[i] receives g->outputs[i], malloc'd for the caller (free
  * with sc_tensor_free_data). */
 sc_status infer_session_run(sc_infer_session *s, const sc_tensor *inputs, sc_tensor *outputs);
-/* With c->adapt_threads: passes run so far with the host's thread count ([0]) and with 1 thread
- * ([1]); false when the session does not adapt. */
+/* With c->adapt_threads: passes run so far with the host's thread count ([0]) and with fewer
+ * threads ([1]: one, or one fewer, thread_governor.h); false when the session does not adapt. */
 bool infer_session_thread_runs(const sc_infer_session *s, int64_t runs[2]);
 /* Device bytes of the session's arena (the plan's peak). */
 int64_t infer_session_arena_bytes(const sc_infer_session *s);

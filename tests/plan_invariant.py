@@ -428,7 +428,7 @@ def cli():
     print("plan cli ok: dc under %d bytes peaks at %d of %d bytes" % (budget, js["planned_peak"], peak0))
 
 
-THREADS_RE = re.compile(r"threads: (\d+), or 1 for (\d+) of (\d+) steps")
+THREADS_RE = re.compile(r"threads: (\d+), or fewer for (\d+) of (\d+) steps")
 
 
 def threads(model):

@@ -9,6 +9,9 @@
  *   - busy again: a probe of the configured count that happens to run fast (the other process
  *     paused) makes it the choice; its next, slow steps bring the governor back to 1 thread within
  *     3 steps, not at the next probe 16 steps later;
+ *   - four configured threads (arms 4, 3, 1): idle it settles on 4; with one core taken by another
+ *     process (4 threads stall, 3 keep three quarters of the machine) on 3 within a few steps; with
+ *     three cores taken on 1; and back on 4 when the load goes;
  *   - one configured thread: always 1, nothing explored.
  * Fails through the exit code.
  */
@@ -85,6 +88,35 @@ int main(void) {
     }
     CHECK(slow <= 3, "busy: %d slow steps on 2 threads after a lucky probe chose them", slow);
     CHECK(g.arms[g.best] == 1, "busy: back on %d threads 30 steps after a lucky probe", g.arms[g.best]);
+
+    /* Four threads: step time per count under `load` busy cores (0, 1 or 3 of 4). */
+    sc_thread_governor q;
+    thread_governor_init(&q, 4);
+    CHECK(q.n_arms == 3 && q.arms[0] == 4 && q.arms[1] == 3 && q.arms[2] == 1, "4 threads: arms %d (%d, %d, %d)",
+          q.n_arms, q.arms[0], q.arms[1], q.arms[2]);
+    static const double quad[3][3] = {{1.0, 1.3, 3.6}, {5.0, 1.35, 3.6}, {9.0, 7.0, 3.6}};
+    static const int row[4] = {0, 1, 2, 0}, load_of[4] = {0, 1, 3, 0}, want[4] = {4, 3, 1, 4};
+    bool qseen[3] = {false, false, false};
+    for (int phase = 0, s = 0; phase < 4; phase++) {
+        int on_want = 0, first_settled = -1;
+        for (int end = s + 200; s < end; s++) {
+            int n = thread_governor_next(&q), arm = n == 4 ? 0 : n == 3 ? 1 : 2;
+            double t = quad[row[phase]][arm] * (1.0 + 0.02 * ((s * 7919) % 5 - 2) / 2.0);
+            thread_governor_record(&q, qseen[arm] ? t : 10.0 * t);
+            qseen[arm] = true;
+            on_want += n == want[phase];
+            if (q.arms[q.best] != want[phase]) first_settled = -1;
+            else if (first_settled < 0) first_settled = s - (end - 200);
+        }
+        CHECK(first_settled >= 0 && first_settled <= (phase ? 70 : 8),
+              "4 threads, %d busy cores: settled on %d threads after %d steps", load_of[phase], want[phase], first_settled);
+        CHECK(on_want >= 200 - (phase ? 70 : 8) - 16, "4 threads, %d busy cores: %d of 200 steps on %d threads",
+              load_of[phase], on_want, want[phase]);
+    }
+    int64_t qruns[2];
+    thread_governor_runs(&q, qruns);
+    CHECK(qruns[0] + qruns[1] == 800 && qruns[1] > 0, "4 threads: runs %lld + %lld, want 800 with some on fewer",
+          (long long)qruns[0], (long long)qruns[1]);
 
     thread_governor_init(&g, 1);
     int other = 0;

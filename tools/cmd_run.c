@@ -195,7 +195,7 @@ static sc_status forward_timed(sc_infer_session *s, sc_graph *g, const sc_tensor
         printf("latency median %.3f ms min %.3f ms over %lld runs (%d threads", med, ms[0], (long long)repeat,
                omp_get_max_threads());
         if (infer_session_thread_runs(s, runs))
-            printf("; %lld of %lld passes chose 1 thread, faster while the cores are busy", (long long)runs[1],
+            printf("; %lld of %lld passes chose fewer threads, which measured faster", (long long)runs[1],
                    (long long)(runs[0] + runs[1]));
         printf(")\n");
         if (profile) sc_profile_report(stdout, (int)repeat);
@@ -239,7 +239,7 @@ int cmd_run(int argc, char **argv) {
         {.name = "input", .kind = ARG_LIST, .metavar = "NAME=FILE.npy", .help = "feed an input from a .npy file (repeatable)"},
         {.name = "output-dir", .kind = ARG_STR, .metavar = "DIR", .help = "save every output as DIR/<name>.npy"},
         {.name = "seed", .kind = ARG_INT, .metavar = "N", .help = "seed for random inputs (default 0)"},
-        {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "OpenMP threads, fixed (default: OMP_NUM_THREADS or all cores, or 1 on passes where that measured faster)"},
+        {.name = "threads", .kind = ARG_INT, .metavar = "N", .help = "OpenMP threads, fixed (default: OMP_NUM_THREADS or all cores, or fewer on passes where that measured faster: one fewer or 1)"},
         {.name = "repeat", .kind = ARG_INT, .metavar = "N", .help = "time N more forward passes; print median/min ms"},
         {.name = "profile", .kind = ARG_FLAG, .help = "with --repeat: time per op over the timed passes"},
         {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto", .help = "where the pass runs (default cpu; auto: the GPU when present)"},

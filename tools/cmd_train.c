@@ -326,7 +326,7 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
         int64_t runs[2];
         int threads;
         if (p.done && sc_trainer_thread_runs(t, &threads, runs))
-            printf("threads: %d, or 1 for %lld of %lld steps (whichever ran faster; the weights are the same)\n",
+            printf("threads: %d, or fewer for %lld of %lld steps (whichever ran faster; the weights are the same)\n",
                    threads, (long long)runs[1], (long long)(runs[0] + runs[1]));
         if (p.done) plan_report_line(t, &p);
         if (o->profile) profile_report(t, p.done - 1);

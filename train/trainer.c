@@ -324,8 +324,8 @@ bool sc_trainer_rollback(const sc_trainer *t) { return t->snapshot != NULL; }
 bool sc_trainer_thread_runs(const sc_trainer *t, int *threads, int64_t runs[2]) {
     bool on = t->adapt_threads && t->gov.enabled;
     *threads = t->gov.arms[0];
-    runs[0] = on ? t->gov.runs[0] : 0;
-    runs[1] = on ? t->gov.runs[1] : 0;
+    runs[0] = runs[1] = 0;
+    if (on) thread_governor_runs(&t->gov, runs);
     return on;
 }
 

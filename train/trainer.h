@@ -127,8 +127,8 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r);
 /* Whether this session keeps the rollback copy (cfg.rollback resolved at setup). */
 bool sc_trainer_rollback(const sc_trainer *t);
 /* Without a configured thread count on the CPU: steps run so far with all *threads cores ([0]) and
- * with one thread ([1]), chosen by measured step time (backends/thread_governor.h); false when the
- * count is fixed. */
+ * with fewer threads ([1]: one, or one fewer), chosen by measured step time
+ * (backends/thread_governor.h); false when the count is fixed. */
 bool sc_trainer_thread_runs(const sc_trainer *t, int *threads, int64_t runs[2]);
 bool sc_trainer_done(const sc_trainer *t);
 int64_t sc_trainer_step_count(const sc_trainer *t);  /* steps done so far (including resumed ones) */
