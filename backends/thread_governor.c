@@ -11,10 +11,11 @@ enum { FIRST_INTERVAL = 4, CLEAR_INTERVAL = 16, MAX_INTERVAL = 64 };
  * next step instead of at the interval's end. */
 #define SLOWED_DOWN 1.25
 
-static int fastest(const sc_thread_governor *g) {
-    int lo = 0;
-    for (int a = 1; a < g->n_arms; a++)
-        if (g->est[a] < g->est[lo]) lo = a;
+/* The arm of the lowest estimate other than `skip` (-1: any), the first on ties. */
+static int fastest_but(const sc_thread_governor *g, int skip) {
+    int lo = -1;
+    for (int a = 0; a < g->n_arms; a++)
+        if (a != skip && (lo < 0 || g->est[a] < g->est[lo])) lo = a;
     return lo;
 }
 
@@ -32,7 +33,7 @@ static bool clear_win(const sc_thread_governor *g, int a) {
 static int wanted(const sc_thread_governor *g, int a) {
     for (int o = 0; o < g->n_arms; o++)
         if (g->timed[o] < 1) return g->timed[a] < 1;
-    int lo = fastest(g);
+    int lo = fastest_but(g, -1);
     if (a == lo ? clear_win(g, lo) : g->est[a] >= CLEARLY_SLOWER * g->est[lo]) return 0;
     return g->timed[a] < 2;
 }
@@ -82,19 +83,19 @@ static void choose(sc_thread_governor *g, int best) {
     g->probe = next_other(g, best);
 }
 
-/* The best arm's step: its estimate follows the load; when it has slowed past another arm's last
- * figure (a core turned busy, or a lucky probe chose the wrong arm), that arm is worth one step at
- * once. A probe that finds it is not faster sets its estimate >= 0.95 of the best's, so this does
+/* The best arm's step: its estimate follows the load; when it has slowed past the fastest other
+ * arm's last figure (a core turned busy, or a lucky probe chose the wrong arm), that arm is worth
+ * one step at once. A probe that finds it is not faster sets its estimate >= 0.95 of the best's, so this does
  * not fire again until the running arm slows down by another 30% or so. */
 static void record_best(sc_thread_governor *g, double seconds) {
     int a = g->best;
     g->est[a] += 0.25 * (seconds - g->est[a]);
     g->until_probe--;
-    for (int o = 0; o < g->n_arms; o++)
-        if (o != a && g->est[a] > SLOWED_DOWN * g->est[o] && (g->until_probe > 0 || g->est[o] < g->est[g->probe])) {
-            g->until_probe = 0;
-            g->probe = o;
-        }
+    int o = fastest_but(g, a);
+    if (g->est[a] > SLOWED_DOWN * g->est[o]) {
+        g->until_probe = 0;
+        g->probe = o;
+    }
 }
 
 /* A probe's step: its time is the arm's estimate now (the last one is at least `interval` steps
@@ -123,7 +124,7 @@ void thread_governor_record(sc_thread_governor *g, double seconds) {
         g->timed[a]++;
         if (!exploring(g)) {
             g->explored = true;
-            choose(g, fastest(g));
+            choose(g, fastest_but(g, -1));
         }
         return;
     }

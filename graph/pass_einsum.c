@@ -29,53 +29,39 @@
 #include "graph/shape.h"
 
 typedef struct {
-    sc_graph *g;
-    const char *base; /* names: <einsum node>/<what> */
-    sc_status st;
-} lower_ctx;
-
-typedef struct {
     int v;                       /* value id */
     char l[SC_MAX_RANK + 1];     /* its letters */
 } operand;
 
-static int emit(lower_ctx *x, sc_op op, const char *what, const int *in, int n_in, const sc_attrs *a) {
-    char name[512];
-    snprintf(name, sizeof name, "%s/%s", x->base, what);
-    return graph_emit(x->g, op, name, in, n_in, a, &x->st);
-}
-
-static int const_i64(lower_ctx *x, const int64_t *v, int n) {
-    char name[512];
-    snprintf(name, sizeof name, "%s/const", x->base);
+static int const_i64(sc_lowering *x, const int64_t *v, int n) {
     int64_t len = n;
     sc_desc d = sc_desc_make(SC_I64, 1, &len);
-    return graph_emit_const(x->g, name, &d, v, &x->st);
+    return lowering_const(x, "const", &d, v);
 }
 
 /* Transposes o to the letter order `want` (a permutation of o's letters). */
-static void transpose_to(lower_ctx *x, operand *o, const char *want) {
+static void transpose_to(sc_lowering *x, operand *o, const char *want) {
     if (strcmp(o->l, want) == 0) return;
     sc_attrs a;
     memset(&a, 0, sizeof a);
     a.transpose.n_perm = (int)strlen(want);
     for (int d = 0; want[d]; d++) a.transpose.perm[d] = strchr(o->l, want[d]) - o->l;
-    o->v = emit(x, SC_OP_TRANSPOSE, "transpose", &o->v, 1, &a);
+    o->v = lowering_emit(x, SC_OP_TRANSPOSE, "transpose", &o->v, 1, &a);
     strcpy(o->l, want);
 }
 
-static int reshape(lower_ctx *x, int v, const int64_t *dims, int rank) {
+static int reshape(sc_lowering *x, int v, const int64_t *dims, int rank) {
     const sc_desc *d = &x->g->values[v].desc;
     if (d->rank == rank && memcmp(d->dims, dims, sizeof(int64_t) * (size_t)rank) == 0) return v;
     sc_attrs a;
     memset(&a, 0, sizeof a);
     a.reshape.allowzero = true;
     int in[2] = {v, const_i64(x, dims, rank)};
-    return emit(x, SC_OP_RESHAPE, "reshape", in, 2, &a);
+    return lowering_emit(x, SC_OP_RESHAPE, "reshape", in, 2, &a);
 }
 
 /* Step 0 for operand o: the letter c, which repeats in it, is taken once (its diagonal). */
-static void take_diagonal(lower_ctx *x, operand *o, char c) {
+static void take_diagonal(sc_lowering *x, operand *o, char c) {
     char rest[SC_MAX_RANK + 1], want[SC_MAX_RANK + 1];
     int nr = 0, r = 0;
     for (int d = 0; o->l[d]; d++)
@@ -93,7 +79,7 @@ static void take_diagonal(lower_ctx *x, operand *o, char c) {
         if (o->l[d] == c) a.transpose.perm[k++] = d;
     bool moved = false;
     for (int d = 0; d < nr + r; d++) moved |= a.transpose.perm[d] != d;
-    if (moved) o->v = emit(x, SC_OP_TRANSPOSE, "transpose", &o->v, 1, &a);
+    if (moved) o->v = lowering_emit(x, SC_OP_TRANSPOSE, "transpose", &o->v, 1, &a);
     if (x->st) return;
     const sc_desc *d = &x->g->values[o->v].desc;
     int64_t n = d->dims[nr], flat = 1, step = 0, dims[SC_MAX_RANK]; /* this operand's size (1 may broadcast) */
@@ -103,12 +89,12 @@ static void take_diagonal(lower_ctx *x, operand *o, char c) {
     int v = reshape(x, o->v, dims, nr + 1);
     int64_t start = 0, axis = nr;
     int in[5] = {v, const_i64(x, &start, 1), const_i64(x, &flat, 1), const_i64(x, &axis, 1), const_i64(x, &step, 1)};
-    o->v = emit(x, SC_OP_SLICE, "diagonal", in, 5, NULL);
+    o->v = lowering_emit(x, SC_OP_SLICE, "diagonal", in, 5, NULL);
     snprintf(want, sizeof want, "%s%c", rest, c);
     strcpy(o->l, want);
 }
 
-static void take_diagonals(lower_ctx *x, operand *o) {
+static void take_diagonals(sc_lowering *x, operand *o) {
     for (int d = 0; o->l[d] && !x->st; d++)
         if (strchr(o->l + d + 1, o->l[d])) {
             take_diagonal(x, o, o->l[d]);
@@ -125,7 +111,7 @@ static bool needed(const sc_einsum_spec *sp, const operand *ops, int n_ops, int 
 }
 
 /* Step 1 for operand k: sums out the letters nothing else has. */
-static void sum_private(lower_ctx *x, const sc_einsum_spec *sp, operand *ops, int n_ops, int k) {
+static void sum_private(sc_lowering *x, const sc_einsum_spec *sp, operand *ops, int n_ops, int k) {
     int64_t axes[SC_MAX_RANK];
     int na = 0;
     char keep[SC_MAX_RANK + 1];
@@ -143,7 +129,7 @@ static void sum_private(lower_ctx *x, const sc_einsum_spec *sp, operand *ops, in
     memset(&a, 0, sizeof a);
     a.reduce.keepdims = false;
     int in[2] = {ops[k].v, const_i64(x, axes, na)};
-    ops[k].v = emit(x, SC_OP_REDUCE_SUM, "sum", in, 2, &a);
+    ops[k].v = lowering_emit(x, SC_OP_REDUCE_SUM, "sum", in, 2, &a);
     strcpy(ops[k].l, keep);
 }
 
@@ -154,7 +140,7 @@ static int64_t letters_numel(const sc_einsum_spec *sp, const char *l, const sc_d
 }
 
 /* Step 2: ops[0] and ops[1] become one operand in ops[0]. */
-static void contract_pair(lower_ctx *x, const sc_einsum_spec *sp, operand *ops, int n_ops) {
+static void contract_pair(sc_lowering *x, const sc_einsum_spec *sp, operand *ops, int n_ops) {
     operand *A = &ops[0], *B = &ops[1];
     char batch[SC_MAX_RANK + 1] = "", own_a[SC_MAX_RANK + 1] = "", own_b[SC_MAX_RANK + 1] = "", con[SC_MAX_RANK + 1] = "";
     int nb = 0, na = 0, nbb = 0, nc = 0;
@@ -181,7 +167,7 @@ static void contract_pair(lower_ctx *x, const sc_einsum_spec *sp, operand *ops, 
     ra[nb] = M, ra[nb + 1] = K;
     rb[nb] = K, rb[nb + 1] = N;
     int in[2] = {reshape(x, A->v, ra, nb + 2), reshape(x, B->v, rb, nb + 2)};
-    int y = emit(x, SC_OP_MATMUL, "matmul", in, 2, NULL);
+    int y = lowering_emit(x, SC_OP_MATMUL, "matmul", in, 2, NULL);
     int ny = nb;
     for (int i = 0; own_a[i]; i++) ry[ny++] = da.dims[nb + i];
     for (int i = 0; own_b[i]; i++) ry[ny++] = db.dims[nb + nc + i];
@@ -192,7 +178,7 @@ static void contract_pair(lower_ctx *x, const sc_einsum_spec *sp, operand *ops, 
 }
 
 /* Lowers node i; the new nodes are appended. Returns the value the last one writes, or -1. */
-static int lower_node(lower_ctx *x, int i) {
+static int lower_node(sc_lowering *x, int i) {
     sc_graph *g = x->g;
     const sc_node *n = &g->nodes[i];
     const sc_desc *ins[SC_EINSUM_MAX_IN];
@@ -219,12 +205,12 @@ sc_status graph_lower_einsum(sc_graph *g, int *count) {
         if (g->nodes[i].op != SC_OP_EINSUM) continue;
         char base[256];
         snprintf(base, sizeof base, "%s", g->nodes[i].name);
-        lower_ctx x = {g, base, SC_OK};
+        sc_lowering x = {g, base, SC_OK};
         int n0 = g->n_nodes, y = lower_node(&x, i);
         if (x.st) return x.st;
         if (y == g->nodes[i].in[0] || g->values[y].producer < n0) { /* nothing made ("ij->ij"): copy */
             int in = y;
-            emit(&x, SC_OP_IDENTITY, "copy", &in, 1, NULL);
+            lowering_emit(&x, SC_OP_IDENTITY, "copy", &in, 1, NULL);
             if (x.st) return x.st;
         }
         SC_TRY(graph_splice_lowered(g, &i, n0));

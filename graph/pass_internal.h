@@ -13,12 +13,19 @@ sc_status graph_move_nodes(sc_graph *g, int n0, int at);
  * of the last of them. */
 sc_status graph_splice_lowered(sc_graph *g, int *i, int n0);
 
-/* For lowerings, appended at the end (sticky: nothing happens once *st is set). graph_emit adds
- * node op(in) with attrs a (NULL: none) and one fresh activation output named after name (made
- * unique), whose desc it infers; graph_emit_const a constant of desc d holding data. Both return
- * the new value, or -1 with *st set. */
-int graph_emit(sc_graph *g, sc_op op, const char *name, const int *in, int n_in, const sc_attrs *a, sc_status *st);
-int graph_emit_const(sc_graph *g, const char *name, const sc_desc *d, const void *data, sc_status *st);
+/* A lowering of one node in progress: what it appends is named <base>/<what> (made unique), and st
+ * is sticky (nothing happens once it is set). */
+typedef struct {
+    sc_graph *g;
+    const char *base;
+    sc_status st;
+} sc_lowering;
+
+/* lowering_emit appends node op(in) with attrs a (NULL: none) and one fresh activation output,
+ * whose desc it infers; lowering_const a constant of desc d holding data. Both return the new
+ * value, or -1 with x->st set. */
+int lowering_emit(sc_lowering *x, sc_op op, const char *what, const int *in, int n_in, const sc_attrs *a);
+int lowering_const(sc_lowering *x, const char *what, const sc_desc *d, const void *data);
 
 /* graph_fuse_inference's last rewrite (graph/pass_layout.c): picks the f32 activations stored
  * channels-last and sets the layout flags of the ops around them; *count gains the nodes that read

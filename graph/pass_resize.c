@@ -116,18 +116,6 @@ static bool weights_row(const sc_resize_attrs *a, const sc_resize_geom *gm, int 
     return true;
 }
 
-typedef struct {
-    sc_graph *g;
-    const char *base;
-    sc_status st;
-} lower_ctx;
-
-static int emit(lower_ctx *x, sc_op op, const char *what, const int *in, int n_in, const sc_attrs *a) {
-    char name[512];
-    snprintf(name, sizeof name, "%s/%s", x->base, what);
-    return graph_emit(x->g, op, name, in, n_in, a, &x->st);
-}
-
 /* The weights w (n doubles) into dst in dtype t: f64, f32, or a 16-bit float rounded from f32. */
 static bool weights_store(void *dst, sc_dtype t, const double *w, int64_t n) {
     if (t == SC_F64) {
@@ -144,7 +132,7 @@ static bool weights_store(void *dst, sc_dtype t, const double *w, int64_t n) {
 }
 
 /* y x_i W_i, with W_i^T [in, out] as a constant of y's dtype. */
-static int resize_axis(lower_ctx *x, int y, int i, const double *w, int64_t in, int64_t out) {
+static int resize_axis(sc_lowering *x, int y, int i, const double *w, int64_t in, int64_t out) {
     if (x->st) return -1;
     sc_desc d = x->g->values[y].desc;
     int r = d.rank;
@@ -160,9 +148,9 @@ static int resize_axis(lower_ctx *x, int y, int i, const double *w, int64_t in, 
         x->st = sc_errorf("node '%s': out of memory for a %lldx%lld interpolation matrix", x->base, (long long)out,
                           (long long)in);
     } else {
-        char name[512];
-        snprintf(name, sizeof name, "%s/weights%d", x->base, i);
-        wv = graph_emit_const(x->g, name, &wd, buf, &x->st);
+        char what[32];
+        snprintf(what, sizeof what, "weights%d", i);
+        wv = lowering_const(x, what, &wd, buf);
     }
     free(buf), free(wt);
     if (x->st) return -1;
@@ -171,10 +159,10 @@ static int resize_axis(lower_ctx *x, int y, int i, const double *w, int64_t in, 
     ta.transpose.n_perm = r;
     for (int k = 0; k < r; k++) ta.transpose.perm[k] = k == i ? r - 1 : k == r - 1 ? i : k;
     tb = ta; /* swapping axes i and r - 1 is its own inverse */
-    int v = i == r - 1 ? y : emit(x, SC_OP_TRANSPOSE, "to_last", &y, 1, &ta);
+    int v = i == r - 1 ? y : lowering_emit(x, SC_OP_TRANSPOSE, "to_last", &y, 1, &ta);
     int mm[2] = {v, wv};
-    v = emit(x, SC_OP_MATMUL, "interpolate", mm, 2, NULL);
-    return i == r - 1 ? v : emit(x, SC_OP_TRANSPOSE, "back", &v, 1, &tb);
+    v = lowering_emit(x, SC_OP_MATMUL, "interpolate", mm, 2, NULL);
+    return i == r - 1 ? v : lowering_emit(x, SC_OP_TRANSPOSE, "back", &v, 1, &tb);
 }
 
 static bool lowered_here(const sc_resize_attrs *a) {
@@ -205,7 +193,7 @@ static sc_status node_geom(sc_graph *g, sc_node *n, sc_resize_geom *gm) {
 }
 
 /* Lowers node i (appending); returns the value the last new node writes, or -1. */
-static int lower_node(lower_ctx *x, int i) {
+static int lower_node(sc_lowering *x, int i) {
     sc_node *n = &x->g->nodes[i];
     const sc_resize_attrs a = n->attrs->resize;
     const sc_desc xd = x->g->values[n->in[0]].desc, yd = x->g->values[n->out[0]].desc;
@@ -244,10 +232,10 @@ sc_status graph_lower_resize(sc_graph *g, int *count) {
         if (n->op != SC_OP_RESIZE || !lowered_here(&n->attrs->resize)) continue;
         char base[256];
         snprintf(base, sizeof base, "%s", n->name);
-        lower_ctx x = {g, base, SC_OK};
+        sc_lowering x = {g, base, SC_OK};
         int n0 = g->n_nodes, y = lower_node(&x, i);
         if (x.st) return x.st;
-        if (g->n_nodes == n0) emit(&x, SC_OP_IDENTITY, "copy", &y, 1, NULL); /* every axis unchanged */
+        if (g->n_nodes == n0) lowering_emit(&x, SC_OP_IDENTITY, "copy", &y, 1, NULL); /* every axis unchanged */
         if (x.st) return x.st;
         SC_TRY(graph_splice_lowered(g, &i, n0));
         done++;

@@ -1,6 +1,7 @@
 /* Helpers for the passes that lower one node to others (graph/pass_einsum.c, graph/pass_resize.c):
  * nodes appended at the end with their descs inferred, then spliced in where the lowered node was
  * (contracts in graph/pass_internal.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,21 +27,27 @@ sc_status graph_splice_lowered(sc_graph *g, int *i, int n0) {
     return st;
 }
 
-int graph_emit(sc_graph *g, sc_op op, const char *name, const int *in, int n_in, const sc_attrs *a, sc_status *st) {
-    if (*st) return -1;
-    int out = graph_add_value_unique(g, name, SC_VALUE_ACT, NULL, st);
+int lowering_emit(sc_lowering *x, sc_op op, const char *what, const int *in, int n_in, const sc_attrs *a) {
+    if (x->st) return -1;
+    sc_graph *g = x->g;
+    char name[512];
+    snprintf(name, sizeof name, "%s/%s", x->base, what);
+    int out = graph_add_value_unique(g, name, SC_VALUE_ACT, NULL, &x->st);
     if (out < 0) return -1;
-    int id = graph_add_node(g, op, g->values[out].name, in, n_in, &out, 1, st);
+    int id = graph_add_node(g, op, g->values[out].name, in, n_in, &out, 1, &x->st);
     if (id < 0) return -1;
-    if (a && (*st = graph_node_set_attrs(g, &g->nodes[id], a))) return -1;
-    *st = sc_shape_fns[op](g, &g->nodes[id]);
-    return *st ? -1 : out;
+    if (a && (x->st = graph_node_set_attrs(g, &g->nodes[id], a))) return -1;
+    x->st = sc_shape_fns[op](g, &g->nodes[id]);
+    return x->st ? -1 : out;
 }
 
-int graph_emit_const(sc_graph *g, const char *name, const sc_desc *d, const void *data, sc_status *st) {
-    if (*st) return -1;
-    int id = graph_add_value_unique(g, name, SC_VALUE_CONST, d, st);
-    if (id < 0 || (*st = graph_alloc_data(g, id))) return -1;
+int lowering_const(sc_lowering *x, const char *what, const sc_desc *d, const void *data) {
+    if (x->st) return -1;
+    sc_graph *g = x->g;
+    char name[512];
+    snprintf(name, sizeof name, "%s/%s", x->base, what);
+    int id = graph_add_value_unique(g, name, SC_VALUE_CONST, d, &x->st);
+    if (id < 0 || (x->st = graph_alloc_data(g, id))) return -1;
     int64_t bytes = sc_desc_bytes(d);
     if (bytes) memcpy(g->values[id].data, data, (size_t)bytes);
     return id;
