@@ -45,7 +45,8 @@ typedef struct {
 } sc_cost_model;
 
 /* A machine's measured throughput per op family, in place of the constants above (measured once per
- * machine and cached by train/cost_profile.c):
+ * machine and cached by train/cost_profile.c; Conv, ConvGrad, MatMul and Gemm nodes whose shape was
+ * timed alone take that time instead, train/cost_shapes.c):
  *   Conv / ConvGrad:   flops / conv_flops, conv_grad_flops; with 1x1 kernels (a GEMM of lower
  *                      arithmetic intensity) conv1x1_flops, conv1x1_grad_flops
  *   MatMul, Gemm:      flops / gemm_flops

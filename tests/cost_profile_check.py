@@ -6,6 +6,11 @@
   - the first plan measures the profile and writes the cache file (seven positive figures), and
     plans with it (`plan --json`: cost_model "profile"); the second reads the file and predicts the
     same step time to the bit;
+  - the first plan also times each Conv / ConvGrad / Gemm shape alone and writes the kernel-shape
+    file (positive seconds per key); the second reads it (rewrites nothing, measures nothing);
+    damaged rows of it are measured again, the rest kept;
+  - a cached profile whose probe finds the machine 100x faster is measured again, and the kernel
+    shapes measured under it too;
   - a damaged cache file is measured again and rewritten, not trusted and not a crash;
   - SCORCH_COST_PROFILE=off plans with the built-in constants (cost_model "constants", the
     prediction equal to the constants' own figure, model_time);
@@ -55,14 +60,59 @@ def main():
     figures = {r[0]: float(r[1]) for r in rows if len(r) == 2}
     if len(figures) < 7 or any(v <= 0 for k, v in figures.items() if k != "node_overhead") or figures.get("node_overhead", -1) < 0:
         fail("cache file %s holds %s" % (files[0], open(files[0]).read()))
-    stamp = os.path.getmtime(files[0])
-    second = plan(scorch, model, cache)
-    if second["predicted_time"] != first["predicted_time"] or os.path.getmtime(files[0]) != stamp:
-        fail("the cached profile predicts %r, the measured one %r (file rewritten: %s)"
-             % (second["predicted_time"], first["predicted_time"], os.path.getmtime(files[0]) != stamp))
+    shape_files = glob.glob(os.path.join(cache, "kernel-shapes-*.txt"))
+    if len(shape_files) != 1:
+        fail("first plan: kernel-shape files %s" % shape_files)
+    shape_lines = open(shape_files[0]).read().splitlines()
+    shapes = {l.rsplit(" ", 1)[0]: float(l.rsplit(" ", 1)[1]) for l in shape_lines[1:]}
+    kinds = {k.split(":")[0] for k in shapes}
+    if not shapes or any(v <= 0 for v in shapes.values()) or not {"Conv", "ConvGrad", "Gemm"} <= kinds:
+        fail("kernel-shape file %s holds %s" % (shape_files[0], shape_lines))
+    # The cached profile is read back unless its probe finds the machine more than 1.5x faster or
+    # slower than when it was measured (another test sharing the cores can do that): then it says
+    # so, measures again, and the next plan reads that.
+    for attempt in range(3):
+        stamp, shape_stamp = os.path.getmtime(files[0]), os.path.getmtime(shape_files[0])
+        second = plan(scorch, model, cache)
+        if "measured again" not in second["cost_source"]:
+            break
+        print("note: the probe found the machine changed (%s); again" % second["cost_source"])
+        first = second
+    want = "cached in %s; %d kernel shapes timed alone: %d cached" % (files[0], len(shapes), len(shapes))
+    if second["predicted_time"] != first["predicted_time"] or os.path.getmtime(files[0]) != stamp \
+            or os.path.getmtime(shape_files[0]) != shape_stamp or want not in second["cost_source"]:
+        fail("the cached profile predicts %r, the measured one %r (file rewritten: %s, shapes rewritten: %s; cost "
+             "source %r, want %r)" % (second["predicted_time"], first["predicted_time"],
+                                      os.path.getmtime(files[0]) != stamp,
+                                      os.path.getmtime(shape_files[0]) != shape_stamp, second["cost_source"], want))
     text = run(scorch, ["plan", model, "--batch", "4"], cache).stdout
-    if "cost profile (cached in" not in text:
-        fail("plan does not say the profile came from the cache:\n" + text)
+    if "cost model     this machine's cost profile (" not in text:
+        fail("plan's text does not say where its node times came from:\n" + text)
+    damaged = shape_lines[:2] + [shape_lines[2].rsplit(" ", 1)[0] + " -3"] + shape_lines[3:]
+    with open(shape_files[0], "w") as f:
+        f.write("\n".join(damaged) + "\nnot a row\n")
+    text = run(scorch, ["plan", model, "--batch", "4"], cache).stdout
+    want = "%d cached, 1 measured now in" % (len(shapes) - 1)
+    rows = open(shape_files[0]).read().splitlines()
+    if want not in text or len(rows) != len(shape_lines) or "not a row" in rows or any(r.endswith(" -3") for r in rows):
+        fail("a damaged kernel-shape row was not measured again (%s):\n%s\n%s" % (want, text, rows))
+    # A profile that no longer describes the machine (measured beside a heavy job: 100x slow) fails
+    # its probe; it and the kernel shapes measured under it (the shape file's format line says at what
+    # rate) are measured again.
+    lines = open(files[0]).read().splitlines()
+    with open(files[0], "w") as f:
+        for l in lines:
+            k = l.split()
+            f.write("%s %.17g\n" % (k[0], float(k[1]) / 100) if k[0] == "conv_flops" else l + "\n")
+    rows = open(shape_files[0]).read().splitlines()
+    head = rows[0].split()
+    with open(shape_files[0], "w") as f:
+        f.write("\n".join([" ".join(head[:-1] + ["%.17g" % (float(head[-1]) / 100)])] + rows[1:]) + "\n")
+    slow = plan(scorch, model, cache)
+    if "measured again (the cached one said" not in slow["cost_source"] \
+            or "0 cached, %d measured now" % len(shapes) not in slow["cost_source"] \
+            or "were measured when the profile's 3x3 convolution ran at" not in slow["cost_source"]:
+        fail("a profile 100x off the machine was not measured again with its shapes: %s" % slow["cost_source"])
     header = open(files[0]).read().splitlines()[0]
     with open(files[0], "w") as f:
         f.write(header + "\nconv_flops -1 garbage\n")
@@ -80,8 +130,8 @@ def main():
         fail("an unwritable cache folder:\n" + text)
     p = run(scorch, ["train", model, "--batch", "4", "--steps", "1", "--memory", "64MiB", "-o",
                      os.path.join(work, "t.onnx")], cache)
-    print("cost profile ok: %s; predicted %.4g s with it, %.4g s with the constants"
-          % (figures, first["predicted_time"], off["predicted_time"]))
+    print("cost profile ok: %s, %d kernel shapes; predicted %.4g s with it, %.4g s with the constants"
+          % (figures, len(shapes), first["predicted_time"], off["predicted_time"]))
 
 
 if __name__ == "__main__":

@@ -185,7 +185,7 @@ static sc_status plan_run(const plan_model_opts *mo, const sc_plan_options *po_i
     const sc_graph *g = &pm.model->graph;
     sc_plan_options po_local = *po_in, *po = &po_local;
     double *times = NULL;
-    char where[1200];
+    char where[2400];
     sc_status pst = profile_times(g, out->threads, po, &times, s, where, sizeof where);
     if (pst) {
         plan_model_free(&pm);

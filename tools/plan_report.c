@@ -326,6 +326,8 @@ void plan_summary_json(FILE *f, const sc_graph *g, const plan_summary *s, const 
             (long long)s->budget_cheap, s->time_cheap);
     fprintf(f, "\"link_time_h2d\": %.17g, \"link_time_d2h\": %.17g, \"bound\": \"%s\", \"host_bytes\": %lld, ",
             s->link_time[0], s->link_time[1], s->bound, (long long)p->host_bytes);
+    char src[2400];
+    fprintf(f, "\"cost_source\": \"%s\", ", sb_safe(s->cost_source && !s->calibrated ? s->cost_source : "", src, sizeof src));
     fprintf(f, "\"calibrated\": %s, \"cost_model\": \"%s\", \"model_time\": %.17g, \"measured_time\": %.17g, "
                "\"measured_kernel_time\": %.17g, \"measured_steps\": %d, \"measured_threads\": %d}\n",
             s->calibrated ? "true" : "false", s->calibrated ? "calibrated" : s->profiled ? "profile" : "constants",

@@ -2,102 +2,24 @@
  * cost_profile.h). */
 #include "train/cost_profile.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "backends/backend.h"
 #include "core/atomic_write.h"
-#include "core/clock.h"
-#include "core/stats.h"
 #include "graph/op_cost.h"
-#include "graph/shape.h"
-#include "include/scorch.h"
+#include "train/cost_bench.h"
 
 #define PROFILE_RUNS 7
+#define PROBE_RUNS 3
 #define PROFILE_FORMAT "scorch cost profile 3"
-
-/* ---- one op, timed through the backend's node evaluator ---- */
-
-typedef struct {
-    sc_graph g;
-    int node;
-    sc_tensor in[5], out[3];
-    int n_in, n_out;
-} bench_op;
-
-static void bench_free(bench_op *b) {
-    for (int k = 0; k < b->n_in; k++) free(b->in[k].data);
-    for (int k = 0; k < b->n_out; k++) free(b->out[k].data);
-    graph_free(&b->g);
-}
-
-/* A graph of one node `op` with n_out outputs over inputs of the given descs (filled with small
- * values), its outputs allocated. */
-static sc_status bench_make(bench_op *b, sc_op op, const sc_attrs *attrs, const sc_desc *in, int n_in, int n_out) {
-    memset(b, 0, sizeof *b);
-    graph_init(&b->g);
-    b->n_in = n_in;
-    b->n_out = n_out;
-    sc_status st = SC_OK;
-    int ids[5], outs[3];
-    for (int k = 0; k < n_in && !st; k++) {
-        char name[16];
-        snprintf(name, sizeof name, "x%d", k);
-        ids[k] = graph_add_value(&b->g, name, SC_VALUE_INPUT, &in[k], &st);
-        int64_t n = sc_desc_numel(&in[k]);
-        float *data = st ? NULL : malloc(sizeof(float) * (size_t)n);
-        if (!st && !data) st = sc_errorf("out of memory measuring the cost profile");
-        for (int64_t i = 0; data && i < n; i++) data[i] = 0.5f + (float)(i % 7) * 0.125f; /* positive: variances */
-        b->in[k] = (sc_tensor){.desc = in[k], .data = data};
-    }
-    for (int k = 0; k < n_out && !st; k++) {
-        char name[16];
-        snprintf(name, sizeof name, "y%d", k);
-        outs[k] = graph_add_value(&b->g, name, SC_VALUE_ACT, &(sc_desc){.dtype = SC_F32}, &st);
-    }
-    if (!st) b->node = graph_add_node(&b->g, op, "op", ids, n_in, outs, n_out, &st);
-    if (!st && attrs) st = graph_node_set_attrs(&b->g, &b->g.nodes[b->node], attrs);
-    if (!st) st = sc_shape_fns[op](&b->g, &b->g.nodes[b->node]);
-    for (int k = 0; k < n_out && !st; k++) {
-        b->out[k].desc = b->g.values[outs[k]].desc;
-        b->out[k].data = malloc((size_t)sc_desc_bytes(&b->out[k].desc) + 1);
-        if (!b->out[k].data) st = sc_errorf("out of memory measuring the cost profile");
-    }
-    return st;
-}
-
-/* Writes a buffer larger than the caches, so that the next run reads its inputs from memory, as an
- * op of a training step does whose inputs were made many ops ago. */
-#define FLUSH_BYTES ((size_t)96 << 20)
-static unsigned char *flush_buf; /* only while sc_cost_profile_measure runs */
-static void caches_flush(void) {
-    if (flush_buf) memset(flush_buf, (int)(sc_clock_seconds() * 1e6) & 0xff, FLUSH_BYTES);
-}
-
-/* Median wall seconds of one run of b's node over PROFILE_RUNS runs after a warm-up, each with cold
- * caches; repeat runs are timed together (for ops too short to time alone). */
-static sc_status bench_time(const sc_node_evaluator *ev, bench_op *b, int repeat, double *seconds) {
-    const sc_node *n = &b->g.nodes[b->node];
-    double t[PROFILE_RUNS];
-    SC_TRY(ev->run(n, b->in, b->n_in, b->out, b->n_out));
-    for (int r = 0; r < PROFILE_RUNS; r++) {
-        if (repeat == 1) caches_flush();
-        double t0 = sc_clock_seconds();
-        for (int k = 0; k < repeat; k++) SC_TRY(ev->run(n, b->in, b->n_in, b->out, b->n_out));
-        t[r] = (sc_clock_seconds() - t0) / repeat;
-    }
-    *seconds = sc_median(t, PROFILE_RUNS);
-    return SC_OK;
-}
 
 static sc_status bench_op_time(const sc_node_evaluator *ev, sc_op op, const sc_attrs *a, const sc_desc *in, int n_in,
                                int n_out, int repeat, double *seconds, sc_op_cost *cost) {
     bench_op b;
     sc_status st = bench_make(&b, op, a, in, n_in, n_out);
-    if (!st) st = bench_time(ev, &b, repeat, seconds);
+    if (!st) st = bench_time(ev, &b, PROFILE_RUNS, repeat, repeat == 1, seconds);
     if (!st) *cost = sc_node_cost(&b.g, &b.g.nodes[b.node]);
     bench_free(&b);
     return st;
@@ -126,13 +48,25 @@ static sc_attrs window_attrs(int64_t k, int64_t stride, int64_t pad, bool kernel
 /* Sizes typical of a training step's tensors: ResNet-stage convolutions (3x3 and 1x1) and their
  * gradients, a transformer block's projection, a batch norm and its gradient over 6.4M elements, a
  * stride-2 3x3 max pool and its gradient, and element-wise operands of 16 MB. */
+/* The profile's first figure, conv_flops (a 3x3 convolution, batch 8, 64 -> 64 channels, 56x56),
+ * over `runs` runs; also the probe that checks a cached profile against the machine. */
+static sc_status conv_rate(const sc_node_evaluator *ev, int runs, double *rate) {
+    sc_attrs conv = window_attrs(3, 1, 1, false);
+    sc_desc cin[2] = {desc4(8, 64, 56, 56), desc4(64, 64, 3, 3)};
+    bench_op b;
+    sc_status st = bench_make(&b, SC_OP_CONV, &conv, cin, 2, 1);
+    double t = 0;
+    if (!st) st = bench_time(ev, &b, runs, 1, true, &t);
+    if (!st) *rate = t > 0 ? sc_node_cost(&b.g, &b.g.nodes[b.node]).flops / t : 0;
+    bench_free(&b);
+    return st;
+}
+
 static sc_status measure_with(const sc_node_evaluator *ev, sc_cost_profile *p) {
     sc_op_cost c;
     double t;
     sc_attrs conv = window_attrs(3, 1, 1, false), conv1 = window_attrs(1, 1, 0, false);
-    sc_desc cin[2] = {desc4(8, 64, 56, 56), desc4(64, 64, 3, 3)};
-    SC_TRY(bench_op_time(ev, SC_OP_CONV, &conv, cin, 2, 1, 1, &t, &c));
-    p->conv_flops = c.flops / t;
+    SC_TRY(conv_rate(ev, PROFILE_RUNS, &p->conv_flops));
     sc_desc gin[3] = {desc4(8, 64, 56, 56), desc4(8, 64, 56, 56), desc4(64, 64, 3, 3)}; /* dY, X, W */
     SC_TRY(bench_op_time(ev, SC_OP_CONV_GRAD, &conv, gin, 3, 3, 1, &t, &c));
     p->conv_grad_flops = c.flops / t;
@@ -177,60 +111,29 @@ static bool profile_valid(const sc_cost_profile *p) {
            p->elem_rate > 0 && p->mem_bandwidth > 0 && p->node_overhead >= 0;
 }
 
-sc_status sc_cost_profile_measure(int threads, sc_cost_profile *p) {
-    memset(p, 0, sizeof *p);
+/* Runs measure (the profile) or, without it, the probe into *probe, on a CPU backend of `threads`. */
+static sc_status with_cpu(int threads, sc_cost_profile *measure, double *probe) {
     sc_backend *be = NULL;
     sc_backend_config cpu = {.device = SC_DEVICE_CPU};
     SC_TRY(backend_open(&cpu, &be));
     if (threads > 0) be->iface->set_threads(be, threads);
-    flush_buf = malloc(FLUSH_BYTES); /* without it the runs see warm caches, and are a little optimistic */
-    sc_status st = measure_with(be->iface->evaluator(be), p);
-    free(flush_buf);
-    flush_buf = NULL;
+    sc_status st = bench_caches_open();
+    const sc_node_evaluator *ev = be->iface->evaluator(be);
+    if (!st) st = measure ? measure_with(ev, measure) : conv_rate(ev, PROBE_RUNS, probe);
+    bench_caches_close();
     backend_destroy(be);
+    return st;
+}
+
+sc_status sc_cost_profile_measure(int threads, sc_cost_profile *p) {
+    memset(p, 0, sizeof *p);
+    sc_status st = with_cpu(threads, p, NULL);
     if (!st && !profile_valid(p))
         st = sc_errorf("the cost profile's micro-benchmarks measured a zero time");
     return st;
 }
 
 /* ---- the cache ---- */
-
-static void cpu_model(char *out, size_t n) {
-    snprintf(out, n, "unknown-cpu");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
-    while (f && fgets(line, sizeof line, f)) {
-        char *colon = strchr(line, ':');
-        if (strncmp(line, "model name", 10) || !colon) continue;
-        colon += 1 + (colon[1] == ' ');
-        size_t k = 0;
-        for (; colon[k] && colon[k] != '\n' && k + 1 < n; k++) {
-            char ch = colon[k];
-            out[k] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ? ch : '-';
-        }
-        out[k] = 0;
-        break;
-    }
-    if (f) fclose(f);
-}
-
-/* The cache folder (created), or an empty string when there is none. */
-static void cache_dir(char *out, size_t n) {
-    const char *dir = getenv("SCORCH_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (dir && *dir) snprintf(out, n, "%s", dir);
-    else if (xdg && *xdg) snprintf(out, n, "%s/scorch", xdg);
-    else if (home && *home) snprintf(out, n, "%s/.cache/scorch", home);
-    else out[0] = 0;
-    if (!out[0]) return;
-    char parent[1024];
-    snprintf(parent, sizeof parent, "%s", out);
-    char *slash = strrchr(parent, '/');
-    if (slash && slash != parent) {
-        *slash = 0;
-        mkdir(parent, 0777); /* ~/.cache may not exist yet */
-    }
-    if (mkdir(out, 0777) != 0 && errno != EEXIST) out[0] = 0;
-}
 
 /* The figures as they appear in the cache file, in order. */
 #define PROFILE_FIELDS(X)                                                                                    \
@@ -258,6 +161,16 @@ static sc_status profile_write(const char *path, const sc_cost_profile *p) {
     return sc_write_file_atomic(path, text, (size_t)k);
 }
 
+/* Whether the cached profile still describes the machine: its 3x3 convolution measured again runs
+ * within SC_COST_PROFILE_DRIFT of the cached rate. A probe that cannot run keeps the cache. */
+static bool profile_current(int threads, const sc_cost_profile *p, double *now) {
+    *now = 0;
+    sc_status st = with_cpu(threads, NULL, now);
+    sc_status_free(st);
+    double r = *now > 0 ? *now / p->conv_flops : 1;
+    return st || (r <= SC_COST_PROFILE_DRIFT && r >= 1 / SC_COST_PROFILE_DRIFT);
+}
+
 sc_status sc_cost_profile_get(int threads, sc_cost_profile *p, char *where, size_t where_size) {
     memset(p, 0, sizeof *p);
     const char *mode = getenv("SCORCH_COST_PROFILE");
@@ -266,21 +179,29 @@ sc_status sc_cost_profile_get(int threads, sc_cost_profile *p, char *where, size
         return SC_OK;
     }
     int n_threads = threads > 0 ? threads : backend_host_threads();
-    char dir[1024], model[256], path[1536];
-    cache_dir(dir, sizeof dir);
-    cpu_model(model, sizeof model);
-    snprintf(path, sizeof path, "%s/cost-profile-%s-t%d-v%s.txt", dir, model, n_threads, SCORCH_VERSION);
-    if (dir[0] && profile_parse(path, p)) {
-        snprintf(where, where_size, "cached in %s", path);
-        return SC_OK;
+    char path[1536], stale[256] = "";
+    double now = 0;
+    sc_status pst = bench_cache_path("cost-profile", n_threads, path, sizeof path);
+    if (!pst && profile_parse(path, p)) {
+        if (profile_current(n_threads, p, &now)) {
+            snprintf(where, where_size, "cached in %s", path);
+            return SC_OK;
+        }
+        snprintf(stale, sizeof stale, " (the cached one said %.3g GFLOP/s for its 3x3 convolution, the machine now ran it "
+                 "at %.3g)", p->conv_flops * 1e-9, now * 1e-9);
     }
-    SC_TRY(sc_cost_profile_measure(n_threads, p));
-    sc_status st = dir[0] ? profile_write(path, p) : sc_errorf("no cache folder (HOME and XDG_CACHE_HOME unset)");
+    sc_status st = sc_cost_profile_measure(n_threads, p);
     if (st) {
-        snprintf(where, where_size, "measured now, not cached: %s", sc_status_message(st));
+        sc_status_free(pst);
+        return st;
+    }
+    st = pst ? pst : profile_write(path, p);
+    const char *again = stale[0] ? "measured again" : "measured now";
+    if (st) {
+        snprintf(where, where_size, "%s%s, not cached: %s", again, stale, sc_status_message(st));
         sc_status_free(st);
     } else {
-        snprintf(where, where_size, "measured now, cached in %s", path);
+        snprintf(where, where_size, "%s%s, cached in %s", again, stale, path);
     }
     return SC_OK;
 }
@@ -288,15 +209,22 @@ sc_status sc_cost_profile_get(int threads, sc_cost_profile *p, char *where, size
 sc_status sc_cost_profile_times(int threads, const sc_graph *g, double **times, char *where, size_t where_size) {
     *times = NULL;
     sc_cost_profile p;
-    char from[1024];
+    char from[1024], shapes[1024];
     SC_TRY(sc_cost_profile_get(threads, &p, from, sizeof from));
     if (!(p.conv_flops > 0)) {
         snprintf(where, where_size, "the built-in constants (%s)", from);
         return SC_OK;
     }
+    sc_shape_table t;
+    SC_TRY(sc_shape_table_get(threads, &p, g, &t, shapes, sizeof shapes));
     *times = malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
-    if (!*times) return sc_errorf("out of memory");
+    if (!*times) {
+        sc_shape_table_free(&t);
+        return sc_errorf("out of memory");
+    }
     cost_profile_node_times(&p, g, *times);
-    snprintf(where, where_size, "this machine's cost profile (%s)", from);
+    sc_shape_table_apply(&t, g, *times);
+    sc_shape_table_free(&t);
+    snprintf(where, where_size, "this machine's cost profile (%s%s%s)", from, shapes[0] ? "; " : "", shapes);
     return SC_OK;
 }

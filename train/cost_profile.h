@@ -11,29 +11,89 @@
  * The cache: one small text file per machine key in $SCORCH_CACHE_DIR, else $XDG_CACHE_HOME/scorch,
  * else ~/.cache/scorch. The key is the CPU model name (/proc/cpuinfo), the thread count and the
  * library version, so a new CPU, a different --threads or an upgrade measures again. A file that
- * does not parse is measured again and rewritten (written to a temp file, then renamed). With
+ * does not parse is measured again and rewritten (written to a temp file, then renamed). A cached
+ * profile is checked each time it is read by a probe, its 3x3 convolution run 3 times (about 50 ms):
+ * when the machine now runs it more than SC_COST_PROFILE_DRIFT faster or slower, the profile no
+ * longer describes the machine (it was measured beside another job, or on another VM of the same CPU
+ * model name: one measured so was 5.5x slow, and every prediction with it) and is measured again. With
  * SCORCH_COST_PROFILE=off the constants of schedule/cost.h are used, as the test suite does so that
  * its plans do not depend on the machine.
  */
 #ifndef SC_COST_PROFILE_H
 #define SC_COST_PROFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/status.h"
 #include "schedule/cost.h"
+
+#define SC_COST_PROFILE_DRIFT 1.5
 
 /* The profile for `threads` CPU threads (0: the library default), from the cache or measured now
  * (and cached). *p is all zeros when profiles are off; where describes what happened ("off",
  * "cached in PATH", "measured now, cached in PATH", or why the cache could not be written). */
 sc_status sc_cost_profile_get(int threads, sc_cost_profile *p, char *where, size_t where_size);
 
-/* Node times of g under this machine's profile (cost_profile_node_times), *times malloc'd, or NULL
- * when profiles are off; `where` says what a plan's node times then are ("this machine's cost
- * profile (cached in PATH)" or "the built-in constants (...)"). */
+/* Node times of g under this machine's profile (cost_profile_node_times) and its kernel-shape table
+ * (sc_shape_table_apply), *times malloc'd, or NULL when profiles are off; `where` says what a plan's
+ * node times then are ("this machine's cost profile (cached in PATH; N kernel shapes timed alone: ...)"
+ * or "the built-in constants (...)"). */
 sc_status sc_cost_profile_times(int threads, const sc_graph *g, double **times, char *where, size_t where_size);
 
 /* Measures the profile without the cache. */
 sc_status sc_cost_profile_measure(int threads, sc_cost_profile *p);
+
+/* The kernel-shape table. A convolution's or GEMM's rate depends on its shape as much as on its
+ * family: on a 2-core AVX-512 Xeon, oneDNN runs a 3x3 convolution's gradient on 4x4 planes (ResNet-50's
+ * last stage at 112x112) at half the rate of the profile's 56x56 one, and a 2048-channel one on 8x8
+ * planes at the full rate (bench/results/2026-12-02-conv-prediction-breakdown.md). So every distinct
+ * Conv, ConvGrad, MatMul and Gemm shape of a graph is timed alone on the CPU backend, once per machine
+ * (cold caches, 1 to 5 runs after a warm-up, their median), and its seconds replace the family rate's
+ * for every node of that shape.
+ *
+ * The key of a shape is the op, each operand's dtype and dims ("-" when absent), which outputs are
+ * present, and the geometry (strides, pads, dilations, group, auto_pad; Gemm's transposes), e.g.
+ *   ConvGrad:f32[8,512,4,4]f32[8,512,4,4]f32[512,512,3,3]:o110:s1x1p1x1x1x1d1x1g1a0
+ * The cache is a text file beside the profile's (same folder and machine key), "key seconds" per line
+ * after a format line that records the profile's conv_flops the rows were measured under; shapes
+ * measured by any run are added to it, and the rows are dropped (measured again) when the profile
+ * they are used with is more than SC_COST_PROFILE_DRIFT away from that rate. Measuring stops after
+ * SC_SHAPE_TIME_LIMIT seconds per call (the rest keep the family rates until a later run measures
+ * them); shapes whose operands exceed SC_SHAPE_MAX_BYTES are not timed alone. Off with
+ * SCORCH_COST_PROFILE=off, like the profile. */
+#define SC_SHAPE_KEY_MAX 384
+#define SC_SHAPE_TIME_LIMIT 30.0
+#define SC_SHAPE_MAX_BYTES ((int64_t)2 << 30)
+
+typedef struct {
+    char *key;
+    double seconds;
+} sc_shape_row;
+
+typedef struct {
+    int n, cap;
+    sc_shape_row *rows; /* sorted by key, one per key */
+} sc_shape_table;
+
+/* Whether op's nodes are timed per shape. */
+bool sc_shape_op(sc_op op);
+/* The shape key of node `node` (size SC_SHAPE_KEY_MAX is always enough for ranks up to 8). */
+void sc_shape_key(const sc_graph *g, int node, char *out, size_t size);
+
+/* The times of g's shapes, from the cache or measured now with `threads` threads (0: the library
+ * default) and added to it, for use with profile p; empty when profiles are off (or p is all zeros).
+ * `where` says what happened ("" when g has no such node). A shape that cannot be run alone is left
+ * out and named in `where`, not an error. */
+sc_status sc_shape_table_get(int threads, const sc_cost_profile *p, const sc_graph *g, sc_shape_table *t, char *where,
+                             size_t where_size);
+/* node_time[i] = the table's seconds for every node of g whose shape it holds; others unchanged. */
+void sc_shape_table_apply(const sc_shape_table *t, const sc_graph *g, double *node_time);
+const sc_shape_row *sc_shape_table_find(const sc_shape_table *t, const char *key);
+void sc_shape_table_free(sc_shape_table *t);
+/* "key seconds" lines (after `header` and a newline, when not NULL), and back: how ranks share it. */
+sc_status sc_shape_table_text(const sc_shape_table *t, const char *header, char **text, size_t *len);
+sc_status sc_shape_table_parse(const char *text, sc_shape_table *t);
 
 #endif

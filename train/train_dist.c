@@ -61,6 +61,25 @@ sc_status train_dist_share_profile(sc_status st, sc_cost_profile *p, char *from,
     return sc_comm_bcast(from, (int64_t)from_size, 0, "sharing the cost profile");
 }
 
+sc_status train_dist_share_shapes(sc_status st, sc_shape_table *t, char *where, size_t where_size) {
+    if (sc_comm_size() == 1) return st;
+    SC_TRY(sc_comm_agree(st, "measuring the kernel shapes"));
+    char *text = NULL;
+    size_t len = 0;
+    if (sc_comm_rank() == 0) SC_TRY(sc_shape_table_text(t, NULL, &text, &len));
+    int64_t n = (int64_t)len;
+    sc_status bst = sc_comm_bcast(&n, sizeof n, 0, "sharing the kernel shapes");
+    if (!bst && sc_comm_rank() != 0 && !(text = malloc((size_t)n + 1))) bst = sc_errorf("out of memory");
+    if (!bst) bst = sc_comm_bcast(text, n, 0, "sharing the kernel shapes");
+    if (!bst && sc_comm_rank() != 0) {
+        text[n] = 0;
+        bst = sc_shape_table_parse(text, t);
+    }
+    free(text);
+    if (!bst) bst = sc_comm_bcast(where, (int64_t)where_size, 0, "sharing the kernel shapes");
+    return bst;
+}
+
 sc_status train_dist_share_times(sc_trainer *t, sc_plan_options *o) {
     if (sc_comm_size() == 1) return SC_OK;
     const sc_graph *g = &t->model->graph;

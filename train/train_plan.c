@@ -82,19 +82,28 @@ static sc_status profile_times(sc_trainer *t, sc_plan_options *o) {
     t->profile_time = NULL;
     /* data parallel: rank 0's profile for every rank (measured once, not by N ranks at a time) */
     sc_cost_profile p = {0};
-    char from[1024] = "";
+    char from[1024] = "", shapes[1024] = "";
+    const sc_graph *g = &t->model->graph;
     sc_status st = sc_comm_rank() == 0 ? sc_cost_profile_get(t->cfg.threads, &p, from, sizeof from) : SC_OK;
     SC_TRY(train_dist_share_profile(st, &p, from, sizeof from));
     if (!(p.conv_flops > 0)) {
         snprintf(t->cost_source, sizeof t->cost_source, "the built-in constants (%s)", from);
         return SC_OK;
     }
-    t->profile_time = malloc(sizeof(double) * ((size_t)t->model->graph.n_nodes + 1));
-    if (!t->profile_time) return sc_errorf("out of memory");
-    cost_profile_node_times(&p, &t->model->graph, t->profile_time);
-    snprintf(t->cost_source, sizeof t->cost_source, "this machine's cost profile (%s)", from);
-    o->node_time = t->profile_time;
-    return SC_OK;
+    sc_shape_table shape = {0};
+    st = sc_comm_rank() == 0 ? sc_shape_table_get(t->cfg.threads, &p, g, &shape, shapes, sizeof shapes) : SC_OK;
+    st = train_dist_share_shapes(st, &shape, shapes, sizeof shapes);
+    t->profile_time = st ? NULL : malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
+    if (!st && !t->profile_time) st = sc_errorf("out of memory");
+    if (!st) {
+        cost_profile_node_times(&p, g, t->profile_time);
+        sc_shape_table_apply(&shape, g, t->profile_time);
+        snprintf(t->cost_source, sizeof t->cost_source, "this machine's cost profile (%s%s%s)", from,
+                 shapes[0] ? "; " : "", shapes);
+        o->node_time = t->profile_time;
+    }
+    sc_shape_table_free(&shape);
+    return st;
 }
 
 const char *sc_trainer_cost_source(const sc_trainer *t) { return t->cost_source; }

@@ -6,6 +6,7 @@
 #include "backends/thread_governor.h"
 #include "schedule/cost.h"
 #include "train/calibrate.h"
+#include "train/cost_profile.h"
 #include "train/train_data.h"
 #include "train/trainer.h"
 
@@ -50,7 +51,7 @@ struct sc_trainer {
     /* Without calibration, on the CPU: node times from this machine's cost profile
      * (train/cost_profile.h), and where it came from, for reports. */
     double *profile_time;
-    char cost_source[1200];
+    char cost_source[2400];
     /* fp16 dynamic loss scaling (loss_scale.c): the scale of the next step, good steps since it last
      * changed, and skipped steps over the run and in a row. The optimizer's step count (AdamW's bias
      * correction) is t->step - skipped, as a skipped optimizer.step() does not count in PyTorch. */
@@ -94,6 +95,9 @@ sc_status train_dist_share_times(sc_trainer *t, sc_plan_options *o);
 sc_status train_dist_measure_link(char *desc, size_t desc_size);
 /* Rank 0's cost profile (and where it came from) to every rank; st is rank 0's outcome of getting it. */
 sc_status train_dist_share_profile(sc_status st, sc_cost_profile *p, char *from, size_t from_size);
+/* Rank 0's kernel-shape table (and its description) to every rank: the shapes are the same on every
+ * rank (a sharded optimizer changes only the updates), the measuring is done once. */
+sc_status train_dist_share_shapes(sc_status st, sc_shape_table *t, char *where, size_t where_size);
 sc_status train_dist_check_plan(const sc_trainer *t);
 sc_status train_dist_step_end(sc_trainer *t, sc_status st, int64_t step, double *loss);
 

@@ -1,0 +1,172 @@
+/* The kernel-shape table (train/cost_profile.h): keys that tell shapes apart, the cache's round trip
+ * (measured once, then read back to the bit), damaged cache lines dropped, node times applied to
+ * every node of a shape and to no other node, and off with SCORCH_COST_PROFILE=off. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph/graph.h"
+#include "tests/check.h"
+#include "train/cost_profile.h"
+
+static sc_desc d4(int64_t a, int64_t b, int64_t c, int64_t d) {
+    return (sc_desc){.dtype = SC_F32, .rank = 4, .dims = {a, b, c, d}};
+}
+
+static int value(sc_graph *g, const char *name, sc_desc d) {
+    sc_status st = SC_OK;
+    int v = graph_add_value(g, name, SC_VALUE_ACT, &d, &st);
+    CHECK(!st, "value %s", name);
+    return v;
+}
+
+static int conv_node(sc_graph *g, sc_op op, const char *name, const int *in, int n_in, const int *out, int n_out,
+                     int64_t stride) {
+    sc_status st = SC_OK;
+    int n = graph_add_node(g, op, name, in, n_in, out, n_out, &st);
+    sc_attrs a = {0};
+    a.window.n_spatial = 2;
+    a.window.group = 1;
+    for (int i = 0; i < 2; i++) {
+        a.window.strides[i] = stride;
+        a.window.dilations[i] = 1;
+        a.window.pads[i] = a.window.pads[2 + i] = 1;
+    }
+    if (!st) st = graph_node_set_attrs(g, &g->nodes[n], &a);
+    CHECK(!st, "node %s", name);
+    return n;
+}
+
+/* Two Convs of one shape, one of another stride, a ConvGrad without dX, a MatMul and a Relu. */
+typedef struct {
+    sc_graph g;
+    int conv_a, conv_b, conv_s2, grad, matmul, relu;
+} shapes_graph;
+
+static void build(shapes_graph *s) {
+    sc_graph *g = &s->g;
+    graph_init(g);
+    int x = value(g, "x", d4(2, 3, 8, 8)), w = value(g, "w", d4(4, 3, 3, 3));
+    int b = value(g, "b", (sc_desc){.dtype = SC_F32, .rank = 1, .dims = {4}});
+    int y1 = value(g, "y1", d4(2, 4, 8, 8)), y2 = value(g, "y2", d4(2, 4, 8, 8)), y3 = value(g, "y3", d4(2, 4, 4, 4));
+    int dw = value(g, "dw", d4(4, 3, 3, 3)), r = value(g, "r", d4(2, 4, 8, 8));
+    int m1 = value(g, "m1", (sc_desc){.dtype = SC_F32, .rank = 2, .dims = {16, 32}});
+    int m2 = value(g, "m2", (sc_desc){.dtype = SC_F32, .rank = 2, .dims = {32, 8}});
+    int mo = value(g, "mo", (sc_desc){.dtype = SC_F32, .rank = 2, .dims = {16, 8}});
+    s->conv_a = conv_node(g, SC_OP_CONV, "conv_a", (int[]){x, w, b}, 3, &y1, 1, 1);
+    s->conv_b = conv_node(g, SC_OP_CONV, "conv_b", (int[]){x, w, b}, 3, &y2, 1, 1);
+    s->conv_s2 = conv_node(g, SC_OP_CONV, "conv_s2", (int[]){x, w, b}, 3, &y3, 1, 2);
+    s->grad = conv_node(g, SC_OP_CONV_GRAD, "grad", (int[]){y1, x, w}, 3, (int[]){-1, dw}, 2, 1);
+    sc_status st = SC_OK;
+    s->matmul = graph_add_node(g, SC_OP_MATMUL, "mm", (int[]){m1, m2}, 2, &mo, 1, &st);
+    s->relu = graph_add_node(g, SC_OP_RELU, "relu", &y1, 1, &r, 1, &st);
+    CHECK(!st, "build: %s", st ? sc_status_message(st) : "");
+}
+
+static void test_keys(const shapes_graph *s) {
+    char a[SC_SHAPE_KEY_MAX], b[SC_SHAPE_KEY_MAX], c[SC_SHAPE_KEY_MAX], gk[SC_SHAPE_KEY_MAX], mk[SC_SHAPE_KEY_MAX];
+    sc_shape_key(&s->g, s->conv_a, a, sizeof a);
+    sc_shape_key(&s->g, s->conv_b, b, sizeof b);
+    sc_shape_key(&s->g, s->conv_s2, c, sizeof c);
+    sc_shape_key(&s->g, s->grad, gk, sizeof gk);
+    sc_shape_key(&s->g, s->matmul, mk, sizeof mk);
+    CHECK(!strcmp(a, "Conv:f32[2,3,8,8]f32[4,3,3,3]f32[4]:o1:s1x1p1x1x1x1d1x1g1a0"), "conv key %s", a);
+    CHECK(!strcmp(a, b), "one shape, two keys: %s / %s", a, b);
+    CHECK(strcmp(a, c) && strstr(c, ":s2x2p"), "a stride-2 conv's key %s", c);
+    CHECK(!strcmp(gk, "ConvGrad:f32[2,4,8,8]f32[2,3,8,8]f32[4,3,3,3]:o01:s1x1p1x1x1x1d1x1g1a0"), "grad key %s", gk);
+    CHECK(!strcmp(mk, "MatMul:f32[16,32]f32[32,8]:o1"), "matmul key %s", mk);
+    EXPECT(sc_shape_op(SC_OP_CONV_GRAD) && sc_shape_op(SC_OP_GEMM) && !sc_shape_op(SC_OP_RELU));
+}
+
+static void test_text(void) {
+    sc_shape_table t;
+    sc_status st = sc_shape_table_parse("b:x 0.5\na:y 2e-3\nbroken\nc:z -1\nd:w 0.25 trailing\na:y 9\n\ne:v 1e-3", &t);
+    CHECK(!st && t.n == 3, "parse: %d rows (want a:y, b:x, e:v)", t.n);
+    const sc_shape_row *r = sc_shape_table_find(&t, "a:y");
+    CHECK(r && r->seconds == 2e-3, "a:y: %g (the first of repeated keys)", r ? r->seconds : -1);
+    CHECK(!sc_shape_table_find(&t, "c:z") && !sc_shape_table_find(&t, "d:w"), "damaged rows kept");
+    char *text;
+    size_t len;
+    st = sc_shape_table_text(&t, NULL, &text, &len);
+    sc_shape_table u;
+    if (!st) st = sc_shape_table_parse(text, &u);
+    CHECK(!st && u.n == t.n, "round trip: %d rows of %d", u.n, t.n);
+    for (int i = 0; !st && i < t.n && i < u.n; i++)
+        CHECK(!strcmp(t.rows[i].key, u.rows[i].key) && t.rows[i].seconds == u.rows[i].seconds, "row %d changed", i);
+    if (!st) {
+        free(text);
+        sc_shape_table_free(&u);
+    }
+    sc_shape_table_free(&t);
+}
+
+static void test_measure_and_cache(const shapes_graph *s, const char *dir) {
+    setenv("SCORCH_CACHE_DIR", dir, 1);
+    unsetenv("SCORCH_COST_PROFILE");
+    sc_shape_table t1, t2;
+    char w1[2048], w2[2048];
+    sc_cost_profile prof = {.conv_flops = 1e11}; /* the rate the rows are measured under */
+    sc_status st = sc_shape_table_get(1, &prof, &s->g, &t1, w1, sizeof w1);
+    CHECK(!st && t1.n == 4, "first get: %d shapes (want conv, conv stride 2, grad, matmul): %s", t1.n, w1);
+    CHECK(strstr(w1, "4 kernel shapes timed alone: 0 cached, 4 measured now"), "first get says: %s", w1);
+    for (int i = 0; i < t1.n; i++) CHECK(t1.rows[i].seconds > 0, "%s: %g s", t1.rows[i].key, t1.rows[i].seconds);
+    st = sc_shape_table_get(1, &prof, &s->g, &t2, w2, sizeof w2);
+    CHECK(!st && t2.n == 4 && strstr(w2, "4 kernel shapes timed alone: 4 cached") && !strstr(w2, "measured now"),
+          "second get: %s", w2);
+    for (int i = 0; i < t1.n && i < t2.n; i++)
+        CHECK(!strcmp(t1.rows[i].key, t2.rows[i].key) && t1.rows[i].seconds == t2.rows[i].seconds,
+              "cached %s: %.17g, measured %.17g", t1.rows[i].key, t2.rows[i].seconds, t1.rows[i].seconds);
+
+    double times[16];
+    for (int i = 0; i < s->g.n_nodes; i++) times[i] = -1;
+    sc_shape_table_apply(&t2, &s->g, times);
+    CHECK(times[s->conv_a] > 0 && times[s->conv_a] == times[s->conv_b], "conv times %g / %g", times[s->conv_a],
+          times[s->conv_b]);
+    CHECK(times[s->conv_s2] > 0 && times[s->grad] > 0 && times[s->matmul] > 0, "a shape node left unset");
+    CHECK(times[s->relu] == -1, "the Relu's time was changed: %g", times[s->relu]);
+
+    /* another thread count is another file: measured again */
+    sc_shape_table t3;
+    char w3[2048];
+    st = sc_shape_table_get(2, &prof, &s->g, &t3, w3, sizeof w3);
+    CHECK(!st && strstr(w3, "0 cached, 4 measured now"), "2 threads: %s", w3);
+    sc_shape_table_free(&t3);
+
+    /* under a profile 2x faster than the one they were measured under, the rows are measured again */
+    prof.conv_flops = 2e11;
+    st = sc_shape_table_get(1, &prof, &s->g, &t3, w3, sizeof w3);
+    CHECK(!st && strstr(w3, "0 cached, 4 measured now") && strstr(w3, "the cache's 4 were measured when the profile's "
+                                                                    "3x3 convolution ran at 100 GFLOP/s"),
+          "a drifted profile: %s", w3);
+    sc_shape_table_free(&t3);
+    prof.conv_flops = 2.5e11; /* within 1.5x of the rate they are now measured under */
+    st = sc_shape_table_get(1, &prof, &s->g, &t3, w3, sizeof w3);
+    CHECK(!st && strstr(w3, "4 cached") && !strstr(w3, "measured now"), "a profile within the drift: %s", w3);
+    sc_shape_table_free(&t3);
+
+    setenv("SCORCH_COST_PROFILE", "off", 1);
+    st = sc_shape_table_get(1, &prof, &s->g, &t3, w3, sizeof w3);
+    CHECK(!st && t3.n == 0 && !w3[0], "off: %d shapes, '%s'", t3.n, w3);
+    sc_shape_table_free(&t1);
+    sc_shape_table_free(&t2);
+}
+
+int main(void) {
+    char dir[] = "/tmp/scorch_shapes_XXXXXX";
+    if (!mkdtemp(dir)) {
+        printf("FAIL: mkdtemp\n");
+        return 1;
+    }
+    shapes_graph s;
+    build(&s);
+    test_keys(&s);
+    test_text();
+    test_measure_and_cache(&s, dir);
+    graph_free(&s.g);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
+    printf(failures ? "%d failures\n" : "cost shapes ok\n", failures);
+    return failures != 0;
+}

@@ -1,0 +1,54 @@
+/* One op timed alone on the CPU backend, and where its figures are cached: what the cost profile
+ * (train/cost_profile.c) and the kernel-shape table (train/cost_shapes.c) measure with.
+ *
+ * A bench op is a graph of one node over inputs filled with small positive values (f32; other
+ * dtypes zeros), its outputs allocated. Each timed run starts with cold caches (a 96 MiB buffer is
+ * written first), as an op of a training step does whose inputs were made many ops ago. */
+#ifndef SC_COST_BENCH_H
+#define SC_COST_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "graph/graph.h"
+#include "graph/op_cost.h"
+
+#define BENCH_MAX_IN 8
+#define BENCH_MAX_OUT 4
+#define BENCH_MAX_RUNS 9
+
+typedef struct {
+    sc_graph g;
+    int node;
+    sc_tensor in[BENCH_MAX_IN], out[BENCH_MAX_OUT];
+    int n_in, n_out;
+} bench_op;
+
+/* A node `op` with n_out outputs over inputs of the given descs, its outputs' shapes inferred. */
+sc_status bench_make(bench_op *b, sc_op op, const sc_attrs *attrs, const sc_desc *in, int n_in, int n_out);
+/* A copy of node `node` of g: the same op, attributes, input and output descs, absent ones absent. */
+sc_status bench_make_like(bench_op *b, const sc_graph *g, int node);
+void bench_free(bench_op *b);
+
+/* Median wall seconds of one run of b's node over `runs` runs (at most BENCH_MAX_RUNS) after a
+ * warm-up run, each with cold caches when `cold`, else with what the last run left in them; with
+ * repeat > 1 that many runs are timed together (for ops too short to time alone). runs BENCH_RUNS_AUTO: as many as fit in about BENCH_AUTO_SECONDS
+ * by the warm-up's time, 1 to 5 (a convolution of a large model takes seconds). Between
+ * bench_caches_open and bench_caches_close only (the flush buffer). */
+#define BENCH_RUNS_AUTO 0
+#define BENCH_AUTO_SECONDS 0.3
+sc_status bench_time(const sc_node_evaluator *ev, bench_op *b, int runs, int repeat, bool cold, double *seconds);
+/* One core's L2 cache (1 MiB when unknown): operands that fit were made, or last read, a few nodes
+ * ago in a step, and are timed with warm caches. */
+int64_t bench_l2_bytes(void);
+sc_status bench_caches_open(void);
+void bench_caches_close(void);
+
+/* The file `<cache folder>/<stem>-<CPU model>-t<threads>-v<version>.txt`, its folder created (the
+ * folder: $SCORCH_CACHE_DIR, else $XDG_CACHE_HOME/scorch, else ~/.cache/scorch); an error saying why
+ * there is none (out then empty). */
+sc_status bench_cache_path(const char *stem, int threads, char *out, size_t size);
+
+#endif
