@@ -43,9 +43,10 @@ double cost_transfer_time(const sc_cost_model *m, int64_t bytes) {
     return m->link_latency + (double)bytes / m->link_bandwidth;
 }
 
-typedef enum { FAM_ELEM, FAM_CONV, FAM_CONV_GRAD, FAM_GEMM, FAM_NORM, FAM_NORM_GRAD, FAM_POOL } op_family;
+typedef enum { FAM_ELEM, FAM_VIEW, FAM_CONV, FAM_CONV_GRAD, FAM_GEMM, FAM_NORM, FAM_NORM_GRAD, FAM_POOL } op_family;
 
 static op_family family_of(sc_op op) {
+    if (sc_op_is_view(op)) return FAM_VIEW; /* its output is its input's storage: nothing is copied */
     switch (op) {
     case SC_OP_CONV: return FAM_CONV;
     case SC_OP_CONV_GRAD: return FAM_CONV_GRAD;
@@ -89,6 +90,7 @@ void cost_profile_node_times(const sc_cost_profile *p, const sc_graph *g, double
         case FAM_NORM: t = bytes / p->norm_bandwidth; break;
         case FAM_NORM_GRAD: t = bytes / p->norm_grad_bandwidth; break;
         case FAM_POOL: t = c.flops / p->pool_rate; break;
+        case FAM_VIEW: t = 0; break;
         default: {
             double te = c.flops / p->elem_rate, tb = bytes / p->mem_bandwidth;
             t = te > tb ? te : tb;

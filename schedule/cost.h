@@ -54,6 +54,8 @@ typedef struct {
  *                      LogSoftmax: several passes over their bytes), their gradients bytes /
  *                      norm_grad_bandwidth
  *   pools and grads:   flops (the window work) / pool_rate
+ *   views:             nothing beyond the overhead (Reshape, Flatten, Squeeze, Unsqueeze, Identity:
+ *                      their output is their input's storage, sc_op_is_view)
  *   every other op:    max(flops / elem_rate, bytes / mem_bandwidth)  (flops: the elements it touches)
  * plus node_overhead per node (the kernel call). All 0: not measured. */
 typedef struct {

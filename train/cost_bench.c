@@ -15,13 +15,16 @@
 
 void bench_free(bench_op *b) {
     for (int k = 0; k < b->n_in; k++) free(b->in[k].data);
-    for (int k = 0; k < b->n_out; k++) free(b->out[k].data);
+    for (int k = 0; k < b->n_out; k++) {
+        int in = b->node < b->g.n_nodes ? sc_op_inplace_input(b->g.nodes[b->node].op, k) : -1;
+        if (in < 0 || in >= b->n_in || b->out[k].data != b->in[in].data) free(b->out[k].data);
+    }
     graph_free(&b->g);
 }
 
 /* Input k of the bench graph: a value of desc d, its data small positive values (variances stay
  * positive) for f32 and zeros otherwise. */
-static int bench_input(bench_op *b, int k, const sc_desc *d, sc_status *st) {
+static int bench_input_desc(bench_op *b, int k, const sc_desc *d, sc_status *st) {
     char name[16];
     snprintf(name, sizeof name, "x%d", k);
     int id = graph_add_value(&b->g, name, SC_VALUE_INPUT, d, st);
@@ -38,11 +41,24 @@ static int bench_input(bench_op *b, int k, const sc_desc *d, sc_status *st) {
     return id;
 }
 
+/* Input k as a copy of value v: a constant's data (axes, pads and sizes set what the op does), else
+ * filled as above. */
+static int bench_input(bench_op *b, int k, const sc_value *v, sc_status *st) {
+    int id = bench_input_desc(b, k, &v->desc, st);
+    if (id >= 0 && v->kind == SC_VALUE_CONST && v->data) memcpy(b->in[k].data, v->data, (size_t)sc_desc_bytes(&v->desc));
+    return id;
+}
+
 static sc_status bench_alloc_outputs(bench_op *b) {
     const sc_node *n = &b->g.nodes[b->node];
     for (int k = 0; k < b->n_out; k++) {
         if (n->out[k] < 0) continue;
         b->out[k].desc = b->g.values[n->out[k]].desc;
+        int in = sc_op_inplace_input(n->op, k);
+        if (in >= 0 && in < b->n_in && b->in[in].data) { /* an optimizer's state, updated where it is */
+            b->out[k].data = b->in[in].data;
+            continue;
+        }
         b->out[k].data = malloc((size_t)sc_desc_bytes(&b->out[k].desc) + 1);
         if (!b->out[k].data) return sc_errorf("out of memory measuring the cost profile");
     }
@@ -56,7 +72,7 @@ sc_status bench_make(bench_op *b, sc_op op, const sc_attrs *attrs, const sc_desc
     b->n_out = n_out;
     sc_status st = SC_OK;
     int ids[BENCH_MAX_IN], outs[BENCH_MAX_OUT];
-    for (int k = 0; k < n_in && !st; k++) ids[k] = bench_input(b, k, &in[k], &st);
+    for (int k = 0; k < n_in && !st; k++) ids[k] = bench_input_desc(b, k, &in[k], &st);
     for (int k = 0; k < n_out && !st; k++) {
         char name[16];
         snprintf(name, sizeof name, "y%d", k);
@@ -79,7 +95,7 @@ sc_status bench_make_like(bench_op *b, const sc_graph *g, int node) {
     sc_status st = SC_OK;
     int ids[BENCH_MAX_IN], outs[BENCH_MAX_OUT];
     for (int k = 0; k < src->n_in && !st; k++)
-        ids[k] = src->in[k] < 0 ? -1 : bench_input(b, k, &g->values[src->in[k]].desc, &st);
+        ids[k] = src->in[k] < 0 ? -1 : bench_input(b, k, &g->values[src->in[k]], &st);
     for (int k = 0; k < src->n_out && !st; k++) {
         char name[16];
         snprintf(name, sizeof name, "y%d", k);
@@ -119,7 +135,13 @@ sc_status bench_time(const sc_node_evaluator *ev, bench_op *b, int runs, int rep
     if (cold) caches_flush();
     double t0 = sc_clock_seconds();
     SC_TRY(ev->run(n, b->in, b->n_in, b->out, b->n_out));
-    if (runs == BENCH_RUNS_AUTO) runs = auto_runs(sc_clock_seconds() - t0);
+    if (runs == BENCH_RUNS_AUTO) {
+        double warm = sc_clock_seconds() - t0;
+        runs = auto_runs(warm);
+        if (!cold && repeat < BENCH_MAX_REPEAT && warm * repeat < BENCH_MIN_RUN_SECONDS)
+            repeat = warm > BENCH_MIN_RUN_SECONDS / BENCH_MAX_REPEAT ? (int)(BENCH_MIN_RUN_SECONDS / warm) + 1
+                                                                   : BENCH_MAX_REPEAT;
+    }
     if (runs > BENCH_MAX_RUNS) runs = BENCH_MAX_RUNS;
     for (int r = 0; r < runs; r++) {
         if (cold) caches_flush();

@@ -2,7 +2,7 @@
  * (train/cost_profile.c) and the kernel-shape table (train/cost_shapes.c) measure with.
  *
  * A bench op is a graph of one node over inputs filled with small positive values (f32; other
- * dtypes zeros), its outputs allocated. Each timed run starts with cold caches (a 96 MiB buffer is
+ * dtypes zeros; a copy of a constant's data), its outputs allocated. Each timed run starts with cold caches (a 96 MiB buffer is
  * written first), as an op of a training step does whose inputs were made many ops ago. */
 #ifndef SC_COST_BENCH_H
 #define SC_COST_BENCH_H
@@ -34,11 +34,16 @@ void bench_free(bench_op *b);
 
 /* Median wall seconds of one run of b's node over `runs` runs (at most BENCH_MAX_RUNS) after a
  * warm-up run, each with cold caches when `cold`, else with what the last run left in them; with
- * repeat > 1 that many runs are timed together (for ops too short to time alone). runs BENCH_RUNS_AUTO: as many as fit in about BENCH_AUTO_SECONDS
- * by the warm-up's time, 1 to 5 (a convolution of a large model takes seconds). Between
- * bench_caches_open and bench_caches_close only (the flush buffer). */
+ * repeat > 1 that many runs are timed together (for ops too short to time alone). runs
+ * BENCH_RUNS_AUTO: as many as fit in about BENCH_AUTO_SECONDS by the warm-up's time, 1 to 5 (a
+ * convolution of a large model takes seconds), and with warm caches repeat raised until a timed run
+ * lasts BENCH_MIN_RUN_SECONDS (at most BENCH_MAX_REPEAT): the clock and the first touch of the
+ * output are microseconds, a small op's whole time. Between bench_caches_open and
+ * bench_caches_close only (the flush buffer). */
 #define BENCH_RUNS_AUTO 0
 #define BENCH_AUTO_SECONDS 0.3
+#define BENCH_MIN_RUN_SECONDS 1e-3
+#define BENCH_MAX_REPEAT 1000
 sc_status bench_time(const sc_node_evaluator *ev, bench_op *b, int runs, int repeat, bool cold, double *seconds);
 /* One core's L2 cache (1 MiB when unknown): operands that fit were made, or last read, a few nodes
  * ago in a step, and are timed with warm caches. */

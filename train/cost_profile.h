@@ -45,18 +45,21 @@ sc_status sc_cost_profile_times(int threads, const sc_graph *g, double **times, 
 /* Measures the profile without the cache. */
 sc_status sc_cost_profile_measure(int threads, sc_cost_profile *p);
 
-/* The kernel-shape table. A convolution's or GEMM's rate depends on its shape as much as on its
- * family: on a 2-core AVX-512 Xeon, oneDNN runs a 3x3 convolution's gradient on 4x4 planes (ResNet-50's
- * last stage at 112x112) at half the rate of the profile's 56x56 one, and a 2048-channel one on 8x8
- * planes at the full rate (bench/results/2026-12-02-conv-prediction-breakdown.md). So every distinct
- * Conv, ConvGrad, MatMul and Gemm shape of a graph is timed alone on the CPU backend, once per machine
- * (cold caches, 1 to 5 runs after a warm-up, their median), and its seconds replace the family rate's
- * for every node of that shape.
+/* The kernel-shape table. A kernel's rate depends on its shape as much as on its family: on a
+ * 2-core AVX-512 Xeon, oneDNN runs a 3x3 convolution's gradient on 4x4 planes (ResNet-50's last
+ * stage at 112x112) at half the rate of the profile's 56x56 one, and a 2048-channel one on 8x8
+ * planes at the full rate (bench/results/2026-12-02-conv-prediction-breakdown.md); a GPT's small
+ * Transposes, Wheres and Gelus run at half the rate of the profile's 4 MiB Add. So every distinct
+ * node shape of a graph (sc_shape_node) is timed alone on the CPU backend, once per machine (cold
+ * caches when its operands exceed one core's L2, else warm and repeated to 1 ms; 1 to 5 runs after
+ * a warm-up, their median), and its seconds replace the family rate's for every node of that shape.
  *
- * The key of a shape is the op, each operand's dtype and dims ("-" when absent), which outputs are
- * present, and the geometry (strides, pads, dilations, group, auto_pad; Gemm's transposes), e.g.
+ * The key of a shape is the op, each operand's dtype and dims ("-" when absent; a constant's also
+ * its bytes' hash, "=0123abcd..."), which outputs are present, and the attributes: a convolution's
+ * geometry (strides, pads, dilations, group, auto_pad) and Gemm's transposes spelled out, e.g.
  *   ConvGrad:f32[8,512,4,4]f32[8,512,4,4]f32[512,512,3,3]:o110:s1x1p1x1x1x1d1x1g1a0
- * The cache is a text file beside the profile's (same folder and machine key), "key seconds" per line
+ * other ops' attributes as their bytes' hash (":a0123abcd..."). The cache is a text file beside
+ * the profile's (same folder and machine key), "key seconds" per line
  * after a format line that records the profile's conv_flops the rows were measured under; shapes
  * measured by any run are added to it, and the rows are dropped (measured again) when the profile
  * they are used with is more than SC_COST_PROFILE_DRIFT away from that rate. Measuring stops after
@@ -77,8 +80,11 @@ typedef struct {
     sc_shape_row *rows; /* sorted by key, one per key */
 } sc_shape_table;
 
-/* Whether op's nodes are timed per shape. */
-bool sc_shape_op(sc_op op);
+/* Whether node `node` of g is timed alone: every node but views (they copy nothing), collectives
+ * (the link's time) and nodes whose integer inputs are computed at run time (their values may set
+ * the work; a constant's are copied, and indices of Gather, GatherElements, Where, Cast and the loss
+ * take the bench input's zeros). */
+bool sc_shape_node(const sc_graph *g, int node);
 /* The shape key of node `node` (size SC_SHAPE_KEY_MAX is always enough for ranks up to 8). */
 void sc_shape_key(const sc_graph *g, int node, char *out, size_t size);
 

@@ -11,10 +11,31 @@
 #include "train/cost_bench.h"
 #include "train/cost_profile.h"
 
-#define SHAPES_FORMAT "scorch kernel shapes 2"
+#define SHAPES_FORMAT "scorch kernel shapes 3"
 
-bool sc_shape_op(sc_op op) {
-    return op == SC_OP_CONV || op == SC_OP_CONV_GRAD || op == SC_OP_MATMUL || op == SC_OP_GEMM;
+/* Ops whose integer or bool inputs may hold any in-range index, so the zeros a bench input holds
+ * time them as well as real indices do: the rest must get such inputs from constants. */
+static bool takes_any_index(sc_op op) {
+    return op == SC_OP_GATHER || op == SC_OP_GATHER_GRAD || op == SC_OP_GATHER_ELEMENTS || op == SC_OP_WHERE ||
+           op == SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS || op == SC_OP_SOFTMAX_CROSS_ENTROPY_LOSS_GRAD || op == SC_OP_CAST;
+}
+
+/* Ops whose output shape follows their inputs' values even when those are floats (Resize's scales,
+ * Range's bounds): timed alone only when every input after the first is a constant. */
+static bool shape_from_values(sc_op op) { return op == SC_OP_RESIZE || op == SC_OP_RANGE; }
+
+bool sc_shape_node(const sc_graph *g, int node) {
+    const sc_node *n = &g->nodes[node];
+    if (sc_op_is_view(n->op) || sc_op_is_collective(n->op) || sc_op_is_control(n->op)) return false;
+    if (n->n_in > BENCH_MAX_IN || n->n_out > BENCH_MAX_OUT) return false; /* a Concat of many: the family rate */
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] < 0) continue;
+        const sc_value *v = &g->values[n->in[k]];
+        if (v->kind == SC_VALUE_CONST && v->data) continue; /* copied into the bench input */
+        if (k > 0 && shape_from_values(n->op)) return false;
+        if (!sc_dtype_is_float(v->desc.dtype) && !takes_any_index(n->op)) return false;
+    }
+    return true;
 }
 
 /* ---- keys: what sets a kernel's time (op, operand descs, absent outputs, geometry) ---- */
@@ -35,6 +56,13 @@ static void key_put(key_buf *k, const char *fmt, ...) {
     k->left -= (size_t)w;
 }
 
+/* FNV-1a: a constant's bytes or an op's attributes (interned, so equal attributes are equal bytes). */
+static uint64_t fnv(const void *p, size_t n, uint64_t h) {
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+    return h;
+}
+#define FNV_SEED 14695981039346656037ull
+
 static void key_desc(key_buf *k, const sc_graph *g, int v) {
     if (v < 0) {
         key_put(k, "-");
@@ -44,6 +72,9 @@ static void key_desc(key_buf *k, const sc_graph *g, int v) {
     key_put(k, "%s[", sc_dtype_name(d->dtype));
     for (int i = 0; i < d->rank; i++) key_put(k, i ? ",%lld" : "%lld", (long long)d->dims[i]);
     key_put(k, "]");
+    const sc_value *val = &g->values[v];
+    if (val->kind == SC_VALUE_CONST && val->data) /* axes, pads, sizes: they set the work */
+        key_put(k, "=%016llx", (unsigned long long)fnv(val->data, (size_t)sc_desc_bytes(d), FNV_SEED));
 }
 
 static void key_list(key_buf *k, const char *tag, const int64_t *v, int n) {
@@ -66,7 +97,8 @@ void sc_shape_key(const sc_graph *g, int node, char *out, size_t size) {
         key_list(&k, "d", w->dilations, w->n_spatial);
         key_put(&k, "g%llda%d", (long long)w->group, (int)w->auto_pad);
     }
-    if (n->op == SC_OP_GEMM) key_put(&k, ":t%d%d", n->attrs->gemm.trans_a, n->attrs->gemm.trans_b);
+    else if (n->op == SC_OP_GEMM) key_put(&k, ":t%d%d", n->attrs->gemm.trans_a, n->attrs->gemm.trans_b);
+    else if (n->attrs != &sc_attrs_none) key_put(&k, ":a%016llx", (unsigned long long)fnv(n->attrs, sizeof *n->attrs, FNV_SEED));
 }
 
 /* ---- the table: rows sorted by key ---- */
@@ -185,7 +217,7 @@ static sc_status graph_keys(const sc_graph *g, sc_shape_table *keys, int **nodes
     *nodes = NULL;
     char key[SC_SHAPE_KEY_MAX];
     for (int i = 0; i < g->n_nodes; i++) {
-        if (!sc_shape_op(g->nodes[i].op)) continue;
+        if (!sc_shape_node(g, i)) continue;
         sc_shape_key(g, i, key, sizeof key);
         if (!table_add(keys, key, (double)i)) return sc_errorf("out of memory listing the kernel shapes");
     }
@@ -235,9 +267,10 @@ static sc_status measure_missing(int threads, const sc_graph *g, const sc_shape_
     sc_backend *be = NULL;
     double t0 = sc_clock_seconds();
     sc_status st = SC_OK;
+    int sorted = cache->n; /* rows measured now go after them, unsorted until the end */
     for (int i = 0; i < keys->n && !st; i++) {
         const char *key = keys->rows[i].key;
-        const sc_shape_row *hit = sc_shape_table_find(cache, key);
+        const sc_shape_row *hit = sc_shape_table_find(&(sc_shape_table){.n = sorted, .rows = cache->rows}, key);
         double sec = hit ? hit->seconds : 0;
         if (hit) c->cached++;
         else if (node_operand_bytes(g, &g->nodes[nodes[i]]) > SC_SHAPE_MAX_BYTES) c->too_big++;
@@ -339,7 +372,7 @@ void sc_shape_table_apply(const sc_shape_table *t, const sc_graph *g, double *no
     if (!t->n) return;
     char key[SC_SHAPE_KEY_MAX];
     for (int i = 0; i < g->n_nodes; i++) {
-        if (!sc_shape_op(g->nodes[i].op)) continue;
+        if (!sc_shape_node(g, i)) continue;
         sc_shape_key(g, i, key, sizeof key);
         const sc_shape_row *r = sc_shape_table_find(t, key);
         if (r) node_time[i] = r->seconds;
