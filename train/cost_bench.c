@@ -13,12 +13,17 @@
 #include "graph/shape.h"
 #include "include/scorch.h"
 
+/* The input whose buffer output k of b's node shares (an optimizer's state, updated in place), or -1. */
+static int shared_input(const bench_op *b, int k) {
+    if (b->node >= b->g.n_nodes) return -1;
+    int in = sc_op_inplace_input(b->g.nodes[b->node].op, k);
+    return in >= 0 && in < b->n_in && b->in[in].data ? in : -1;
+}
+
 void bench_free(bench_op *b) {
+    for (int k = 0; k < b->n_out; k++)
+        if (shared_input(b, k) < 0) free(b->out[k].data);
     for (int k = 0; k < b->n_in; k++) free(b->in[k].data);
-    for (int k = 0; k < b->n_out; k++) {
-        int in = b->node < b->g.n_nodes ? sc_op_inplace_input(b->g.nodes[b->node].op, k) : -1;
-        if (in < 0 || in >= b->n_in || b->out[k].data != b->in[in].data) free(b->out[k].data);
-    }
     graph_free(&b->g);
 }
 
@@ -54,8 +59,8 @@ static sc_status bench_alloc_outputs(bench_op *b) {
     for (int k = 0; k < b->n_out; k++) {
         if (n->out[k] < 0) continue;
         b->out[k].desc = b->g.values[n->out[k]].desc;
-        int in = sc_op_inplace_input(n->op, k);
-        if (in >= 0 && in < b->n_in && b->in[in].data) { /* an optimizer's state, updated where it is */
+        int in = shared_input(b, k);
+        if (in >= 0) {
             b->out[k].data = b->in[in].data;
             continue;
         }

@@ -2,8 +2,9 @@
  * (train/cost_profile.c) and the kernel-shape table (train/cost_shapes.c) measure with.
  *
  * A bench op is a graph of one node over inputs filled with small positive values (f32; other
- * dtypes zeros; a copy of a constant's data), its outputs allocated. Each timed run starts with cold caches (a 96 MiB buffer is
- * written first), as an op of a training step does whose inputs were made many ops ago. */
+ * dtypes zeros; a copy of a constant's data), its outputs allocated (an in-place update's outputs
+ * are its inputs). Timed runs start with cold caches (a 96 MiB buffer written first) when asked, as
+ * an op of a training step does whose inputs were made many ops ago. */
 #ifndef SC_COST_BENCH_H
 #define SC_COST_BENCH_H
 
