@@ -62,6 +62,10 @@ typedef struct {
     /* Blocks until every started copy and computation finished. */
     sc_status (*synchronize)(sc_backend *b);
     void (*memory)(sc_backend *b, sc_backend_memory *m);
+    /* *finite = every element of the n device tensors t (float dtypes) is finite, after the work
+     * started so far; blocks until it knows. May be NULL: the executor then copies them to the host
+     * to scan there (plan_session_state_finite). */
+    sc_status (*all_finite)(sc_backend *b, const sc_tensor *t, int n, bool *finite);
     /* Parameter data changed in place (an optimizer step, weights loaded): caches keyed by weight
      * pointers (oneDNN's reordered weights) must not be trusted any more. May be NULL. */
     void (*params_changed)(sc_backend *b);

@@ -223,6 +223,14 @@ static sc_status cpu_run(sc_backend *b, const sc_node *n, const sc_tensor *in, i
     return cpu_run_node(n, in, n_in, out, n_out);
 }
 
+/* The arena is host memory: scanned where it is, after the copies in flight land. */
+static sc_status cpu_all_finite(sc_backend *b, const sc_tensor *t, int n, bool *finite) {
+    SC_TRY(cpu_synchronize(b));
+    *finite = true;
+    for (int i = 0; i < n && *finite; i++) *finite = sc_data_all_finite(&t[i].desc, t[i].data);
+    return SC_OK;
+}
+
 static void cpu_memory(sc_backend *b, sc_backend_memory *m) {
     cpu_ctx *c = b->ctx;
     /* host memory is the device's own: nothing is staged */
@@ -296,6 +304,7 @@ static const sc_backend_i cpu_iface = {
     SC_BACKEND_ENTRIES(cpu),
     .name = "cpu",
     .compute_on_host = true,
+    .all_finite = cpu_all_finite,
     .params_changed = cpu_params_changed_hook,
     .evaluator = cpu_backend_evaluator,
 };

@@ -130,14 +130,50 @@ sc_status plan_session_load_params(sc_plan_session *s) {
     return SC_OK;
 }
 
+bool plan_session_state_on_device(const sc_plan_session *s, int v) {
+    sc_value_kind k = s->g->values[v].kind;
+    return s->fixed_iv[v] >= 0 && s->g->values[v].data && (k == SC_VALUE_PARAM || k == SC_VALUE_OPT_STATE) &&
+           !at_home(s, v);
+}
+
 sc_status plan_exec_sync_params_to_host(sc_plan_session *s) {
-    for (int v = 0; v < s->g->n_values; v++) {
-        sc_value_kind k = s->g->values[v].kind;
-        if (s->fixed_iv[v] >= 0 && s->g->values[v].data && (k == SC_VALUE_PARAM || k == SC_VALUE_OPT_STATE) &&
-            !at_home(s, v))
+    for (int v = 0; v < s->g->n_values; v++)
+        if (plan_session_state_on_device(s, v)) {
             SC_TRY(copy_sync(s, false, dev_ptr(s, s->fixed_iv[v]), s->g->values[v].data, value_bytes(s->g, v)));
-    }
+            s->synced += value_bytes(s->g, v);
+        }
     return SC_OK;
+}
+
+/* Without the backend's all_finite: each device copy through one host buffer, scanned there. */
+static sc_status finite_through_host(sc_plan_session *s, const sc_tensor *t, int n, bool *finite) {
+    int64_t most = 0;
+    for (int i = 0; i < n; i++) most = sc_desc_bytes(&t[i].desc) > most ? sc_desc_bytes(&t[i].desc) : most;
+    void *tmp = malloc((size_t)most + 1);
+    if (!tmp) return sc_errorf("out of memory checking the state for non-finite values (%lld bytes)", (long long)most);
+    sc_status st = SC_OK;
+    *finite = true;
+    for (int i = 0; i < n && *finite && !st; i++) {
+        st = copy_sync(s, false, t[i].data, tmp, sc_desc_bytes(&t[i].desc));
+        if (!st) *finite = sc_data_all_finite(&t[i].desc, tmp);
+    }
+    free(tmp);
+    return st;
+}
+
+sc_status plan_session_state_finite(sc_plan_session *s, bool *finite) {
+    *finite = true;
+    sc_tensor *t = malloc(((size_t)s->g->n_values + 1) * sizeof *t);
+    if (!t) return sc_errorf("out of memory checking the state for non-finite values");
+    int n = 0;
+    for (int v = 0; v < s->g->n_values; v++)
+        if (plan_session_state_on_device(s, v) && sc_dtype_is_float(s->g->values[v].desc.dtype))
+            t[n++] = (sc_tensor){s->g->values[v].desc, dev_ptr(s, s->fixed_iv[v])};
+    sc_status st = SC_OK;
+    if (n > 0)
+        st = s->be->iface->all_finite ? s->be->iface->all_finite(s->be, t, n, finite) : finite_through_host(s, t, n, finite);
+    free(t);
+    return st;
 }
 
 /* Whether weight values can differ from one step to the next at the same address, so that backend
@@ -493,4 +529,5 @@ void *plan_session_value(sc_plan_session *s, int value) {
 void plan_session_stats(const sc_plan_session *s, sc_plan_stats *st) {
     *st = s->stats;
     st->host_bytes = s->host_made;
+    st->bytes_synced = s->synced;
 }

@@ -35,6 +35,8 @@ typedef struct {
     int64_t bytes_h2d, bytes_d2h; /* moved by the last step (inputs and outputs included) */
     int64_t host_bytes;      /* host copies the session has made since it was created (pooled ones
                                 reused): the plan's host_bytes with inline host updates */
+    int64_t bytes_synced;    /* copied device -> host by plan_exec_sync_params_to_host since the
+                                session was created (not part of any step's bytes_d2h) */
 } sc_plan_stats;
 
 /* g and plan must outlive the session; the backend too (the session does not own it). */
@@ -51,8 +53,15 @@ void plan_session_free(sc_plan_session *s);
 /* inputs[i] feeds g->inputs[i] (desc must match); outputs[i] receives g->outputs[i]. */
 sc_status plan_session_step(sc_plan_session *s, const sc_tensor *inputs, sc_tensor *outputs);
 
-/* Device -> host for every PARAM and OPT_STATE value (the graph's value->data). */
+/* Whether value v's device copy is its truth, ahead of its host data between steps: a PARAM or
+ * OPT_STATE value with host data and a place in the fixed region that is not that host data. */
+bool plan_session_state_on_device(const sc_plan_session *s, int v);
+/* Device -> host for every such value (the graph's value->data). */
 sc_status plan_exec_sync_params_to_host(sc_plan_session *s);
+/* Whether every such value holds finite numbers (between steps), checked in place by the backend's
+ * all_finite, or through a host buffer on a backend without one: a GPU reads back one flag instead
+ * of the whole state. */
+sc_status plan_session_state_finite(sc_plan_session *s, bool *finite);
 /* Host -> device for every persistent value with host data (after changing them on the host). */
 sc_status plan_session_load_params(sc_plan_session *s);
 /* Copies device value src (resident at the end of a step, e.g. a writeback source) over the device

@@ -36,6 +36,7 @@ struct sc_plan_session {
     } *pool;             /* released host copies */
     int n_pool, cap_pool;
     int64_t host_made;   /* bytes of host copies allocated (sc_plan_stats.host_bytes) */
+    int64_t synced;      /* bytes plan_exec_sync_params_to_host copied (sc_plan_stats.bytes_synced) */
     pthread_mutex_t pool_mu; /* the pool: the executor takes, the host worker gives back */
     /* host worker (HOST_RUN): a FIFO of queued updates, drained at the end of every step */
     struct host_job {

@@ -91,3 +91,31 @@ void sc_tensor_free_data(sc_tensor *t) {
     free(t->data);
     t->data = NULL;
 }
+
+/* A float is non-finite exactly when its exponent bits are all ones: with e the masked exponent,
+ * e + (lowest exponent bit) carries into the bit above the exponent only then. Integer ops, so the
+ * loop vectorises; parameters and optimizer state are tens to hundreds of MB, scanned every step, so
+ * the scan is split across threads (an OR does not depend on the split). */
+#define ALL_FINITE_SCAN(T, mask, carry, top)                                     \
+    do {                                                                         \
+        const unsigned char *p_ = data;                                          \
+        T acc_ = 0;                                                              \
+        _Pragma("omp parallel for simd reduction(| : acc_) if (n >= (1 << 16))") \
+        for (int64_t i = 0; i < n; i++) {                                        \
+            T u_;                                                                \
+            memcpy(&u_, p_ + (size_t)i * sizeof u_, sizeof u_);                  \
+            acc_ |= (T)((T)(u_ & (mask)) + (carry));                             \
+        }                                                                        \
+        return !(acc_ & (top));                                                  \
+    } while (0)
+
+bool sc_data_all_finite(const sc_desc *d, const void *data) {
+    int64_t n = sc_desc_numel(d);
+    switch (d->dtype) {
+    case SC_F32: ALL_FINITE_SCAN(uint32_t, 0x7f800000u, 0x00800000u, 0x80000000u);
+    case SC_BF16: ALL_FINITE_SCAN(uint16_t, 0x7f80u, 0x0080u, 0x8000u);
+    case SC_F16: ALL_FINITE_SCAN(uint16_t, 0x7c00u, 0x0400u, 0x8000u);
+    case SC_F64: ALL_FINITE_SCAN(uint64_t, 0x7ff0000000000000ull, 0x0010000000000000ull, 0x8000000000000000ull);
+    default: return true;
+    }
+}

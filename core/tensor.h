@@ -62,4 +62,9 @@ typedef struct {
 /* Frees t->data (malloc'd: outputs handed out by the executors) and clears it. */
 void sc_tensor_free_data(sc_tensor *t);
 
+/* Whether every element of host data of descriptor d is finite (no Inf, no NaN); integer and bool
+ * data always are. The per-step check of the training state (train/train_nan.c) and the CPU
+ * backend's all_finite (backends/backend.h) use it. */
+bool sc_data_all_finite(const sc_desc *d, const void *data);
+
 #endif

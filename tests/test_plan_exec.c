@@ -8,9 +8,11 @@
  * by weight values (params_changed) are invalidated at every training step and never by an
  * inference plan's steps, which write no weight. The modelled link
  * (backend_cpu_set_link_bandwidth): every copy lasts at least bytes / bandwidth on its direction's
- * FIFO, and the data arrives intact.
+ * FIFO, and the data arrives intact. The state's finite check between steps runs on the device
+ * copies and finds a NaN or Inf put there; the host data is synced only when asked.
  * Fails through the exit code.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +241,112 @@ static void test_params_changed(void) {
     graph_free(&f.g);
 }
 
+/* sc_data_all_finite on every float dtype, at the edges of finite (the largest value, a
+ * subnormal, -0) and past them (either infinity, a NaN with a payload), in a scan long enough to be
+ * split across threads; integers always pass. */
+static void test_data_all_finite(void) {
+    enum { N = 100003 };
+    float *f = calloc(N, sizeof *f);
+    SC_ASSERT(f);
+    sc_desc d = {.dtype = SC_F32, .rank = 1, .dims = {N}};
+    f[1] = 3.4028235e38f, f[2] = 1e-45f, f[3] = -0.0f;
+    CHECK(sc_data_all_finite(&d, f), "f32: finite values taken for non-finite");
+    float bad[3] = {INFINITY, -INFINITY, NAN};
+    for (int k = 0; k < 3; k++) {
+        f[N - 1] = bad[k];
+        CHECK(!sc_data_all_finite(&d, f), "f32: %g at the end not found", (double)bad[k]);
+    }
+    free(f);
+    uint16_t h[4] = {0x7bffu, 0x0001u, 0x8000u, 0}; /* f16: largest, subnormal, -0 */
+    uint16_t b[4] = {0x7f7fu, 0x0001u, 0x8000u, 0}; /* bf16 */
+    sc_desc d16 = {.dtype = SC_F16, .rank = 1, .dims = {4}}, db = {.dtype = SC_BF16, .rank = 1, .dims = {4}};
+    CHECK(sc_data_all_finite(&d16, h) && sc_data_all_finite(&db, b), "16-bit: finite values taken for non-finite");
+    h[3] = 0xfc00u, b[3] = 0x7fc1u; /* f16 -inf, bf16 NaN */
+    CHECK(!sc_data_all_finite(&d16, h) && !sc_data_all_finite(&db, b), "16-bit: Inf or NaN not found");
+    double x[2] = {1.7976931348623157e308, 0};
+    sc_desc d64 = {.dtype = SC_F64, .rank = 1, .dims = {2}};
+    CHECK(sc_data_all_finite(&d64, x), "f64: the largest double taken for non-finite");
+    x[1] = -INFINITY;
+    CHECK(!sc_data_all_finite(&d64, x), "f64: -inf not found");
+    int32_t ints[2] = {-1, 0x7f800000};
+    sc_desc di = {.dtype = SC_I32, .rank = 1, .dims = {2}};
+    CHECK(sc_data_all_finite(&di, ints), "i32 data with an Inf's bits taken for non-finite");
+}
+
+/* Between steps the state's truth is its device copy (params not in place): the check of it in place
+ * (plan_session_state_finite) finds a NaN or Inf put into any device copy, through the backend's
+ * all_finite and without it (copies to the host), and reads no host data; the host data lags until
+ * plan_exec_sync_params_to_host, which counts what it copied. */
+static void test_state_finite(void) {
+    pt_model m;
+    pt_build(&m, PT_MLP);
+    sc_plan_options o = {0};
+    sc_plan p;
+    sc_status st = plan_build(&m.g, &m.tg, &o, &p);
+    SC_ASSERT(!st);
+    sc_backend *be = NULL;
+    sc_plan_session *s = NULL;
+    st = backend_cpu_create(p.arena_bytes, &be);
+    if (!st) st = plan_session_create(be, &m.g, &p, &s);
+    pt_feeds f;
+    pt_feeds_fill(&m, 1, &f);
+    sc_tensor outs[16];
+    if (!st) st = plan_session_step(s, f.t, outs);
+    SC_ASSERT(!st);
+    for (int i = 0; i < m.g.n_outputs; i++) sc_tensor_free_data(&outs[i]);
+    int64_t dev_bytes = 0;
+    int first = -1, n_dev = 0;
+    for (int v = 0; v < m.g.n_values; v++)
+        if (plan_session_state_on_device(s, v)) {
+            n_dev++;
+            dev_bytes += sc_desc_bytes(&m.g.values[v].desc);
+            if (first < 0 && m.g.values[v].kind == SC_VALUE_PARAM) first = v;
+        }
+    CHECK(n_dev == m.tg.n_params + m.tg.n_states && first >= 0,
+          "%d values on the device, want the %d parameters and %d states", n_dev, m.tg.n_params, m.tg.n_states);
+    const sc_backend_i *own = be->iface;
+    sc_backend_i no_check = *own;
+    no_check.all_finite = NULL;
+    for (int pass = 0; pass < 2 && first >= 0; pass++) {
+        be->iface = pass ? &no_check : own;
+        const char *how = pass ? "through the host" : "by the backend";
+        float *w = plan_session_value(s, first);
+        int64_t last = sc_desc_numel(&m.g.values[first].desc) - 1;
+        float keep = w[last];
+        bool finite = false;
+        st = plan_session_state_finite(s, &finite);
+        CHECK(!st && finite, "%s: the state after a step is not finite", how);
+        float bad[2] = {NAN, -INFINITY};
+        for (int k = 0; k < 2; k++) {
+            w[last] = bad[k];
+            finite = true;
+            st = plan_session_state_finite(s, &finite);
+            CHECK(!st && !finite, "%s: %g in the device copy of '%s' not found", how, (double)bad[k],
+                  m.g.values[first].name);
+            sc_status_free(st);
+        }
+        w[last] = keep;
+    }
+    be->iface = own;
+    sc_plan_stats ps;
+    plan_session_stats(s, &ps);
+    CHECK(ps.bytes_synced == 0, "%lld bytes synced to the host before anything asked", (long long)ps.bytes_synced);
+    const float *host = m.g.values[first].data, *dev = plan_session_value(s, first);
+    int64_t n = sc_desc_numel(&m.g.values[first].desc);
+    CHECK(memcmp(host, dev, (size_t)n * sizeof *host) != 0, "the step did not change '%s'", m.g.values[first].name);
+    st = plan_exec_sync_params_to_host(s);
+    plan_session_stats(s, &ps);
+    CHECK(!st && ps.bytes_synced == dev_bytes, "synced %lld bytes, the device holds %lld", (long long)ps.bytes_synced,
+          (long long)dev_bytes);
+    CHECK(memcmp(host, dev, (size_t)n * sizeof *host) == 0, "the host copy of '%s' is not the device's after the sync",
+          m.g.values[first].name);
+    sc_status_free(st);
+    plan_session_free(s);
+    backend_destroy(be);
+    plan_free(&p);
+    graph_free(&m.g);
+}
+
 /* The eviction floor plan_build names for a budget of one byte (-1 if it names none). */
 static int64_t evict_floor_of(pt_kind kind) {
     pt_model m;
@@ -327,6 +435,8 @@ int main(void) {
     test_capacity();
     test_link();
     test_params_changed();
+    test_data_all_finite();
+    test_state_finite();
     if (failures) printf("%d failures\n", failures);
     else printf("ok\n");
     return failures ? 1 : 0;

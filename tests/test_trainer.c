@@ -264,6 +264,55 @@ static void test_resume(sc_optim_kind optim, sc_lr_schedule sched, sc_rollback r
     sc_trainer_free(r);
 }
 
+/* Through a plan whose arena holds the state (use_plan on the CPU: not in place, as on a GPU),
+ * without rollback the host data lags the device copy until something reads it: steps leave the
+ * host's W1 as it was; a checkpoint taken then holds the trained state (a run resumed from it ends
+ * bit-identical to a rollback run, which syncs every step), and so does the host data after
+ * sc_trainer_sync_host, from which training goes on. */
+static void test_host_lags_device(void) {
+    sc_trainer_config c = base_config();
+    c.use_plan = true;
+    c.rollback = SC_ROLLBACK_ON;
+    sc_trainer *a = create(&c);
+    run_steps(a, 6);
+    blob ba = state_blob(a);
+
+    c.rollback = SC_ROLLBACK_OFF;
+    sc_trainer *b = create(&c);
+    size_t w1_bytes = 8 * 4 * sizeof(float);
+    float w1[32];
+    memcpy(w1, param_data(b, "W1"), w1_bytes);
+    run_steps(b, 4);
+    CHECK(!memcmp(w1, param_data(b, "W1"), w1_bytes), "without rollback the host copy of W1 was synced every step");
+    char sdir[300];
+    snprintf(sdir, sizeof sdir, "%s/state_lagging", dir);
+    sc_status st = sc_trainer_save_state(b, sdir);
+    CHECK(!st, "save while the host lags: %s", st ? sc_status_message(st) : "");
+    sc_status_free(st);
+    CHECK(memcmp(w1, param_data(b, "W1"), w1_bytes), "saving the state did not bring the host data up to date");
+    run_steps(b, 2);
+    st = sc_trainer_sync_host(b);
+    CHECK(!st, "sync: %s", st ? sc_status_message(st) : "");
+    sc_status_free(st);
+    blob bb = state_blob(b);
+    CHECK(blob_eq(ba, bb), "6 steps without rollback (host synced at steps 4 and 6) differ from 6 with it");
+
+    sc_trainer_config cr = c;
+    cr.resume_dir = sdir;
+    sc_trainer *r = create(&cr);
+    run_steps(r, 2);
+    st = sc_trainer_sync_host(r);
+    sc_status_free(st);
+    blob br = state_blob(r);
+    CHECK(blob_eq(ba, br), "4 steps, a checkpoint taken while the host lagged, resume, 2 steps: differ from 6");
+    free(ba.bytes);
+    free(bb.bytes);
+    free(br.bytes);
+    sc_trainer_free(a);
+    sc_trainer_free(b);
+    sc_trainer_free(r);
+}
+
 static void copy_truncated(const char *src, const char *dst_dir, long keep, long flip) {
     char dst[700];
     snprintf(dst, sizeof dst, "mkdir -p '%s'", dst_dir);
@@ -368,8 +417,9 @@ static void test_nan(void) {
 
 /* Without the rollback copy a non-finite step cannot be undone: the status says so and names the
  * value, and the session refuses to step or save afterwards (its weights are the failed step's). */
-static void test_nan_no_rollback(void) {
+static void test_nan_no_rollback(bool plan) {
     sc_trainer_config c = base_config();
+    c.use_plan = plan; /* the state checked in the arena, the host data lagging */
     c.lr = 1e30f;
     c.train.momentum = 0;
     c.rollback = SC_ROLLBACK_OFF;
@@ -487,7 +537,9 @@ int main(void) {
     test_truncated_state(SC_ROLLBACK_AUTO);
     test_truncated_state(SC_ROLLBACK_OFF);
     test_nan();
-    test_nan_no_rollback();
+    test_nan_no_rollback(false);
+    test_nan_no_rollback(true);
+    test_host_lags_device();
     test_freeze();
     test_bad_labels();
     char cmd[400];

@@ -50,22 +50,6 @@ static fin_kind tensor_finite(const sc_desc *d, const void *data) {
     return k;
 }
 
-/* Fast path for the per-step check: a float is non-finite exactly when its exponent bits are all
- * ones, and (e & 0x7f800000) + 0x00800000 sets bit 31 only then. Integer ops, so it vectorises. */
-/* Exponent all ones (Inf, NaN) carries into bit 31 when 0x00800000 is added to the masked exponent.
- * Parameters and optimizer state are tens to hundreds of MB, scanned every step, so the scan is
- * split across threads (an OR is order-independent: the answer does not depend on the split). */
-static bool f32_all_finite(const float *p, int64_t n) {
-    uint32_t acc = 0;
-#pragma omp parallel for simd reduction(| : acc) if (n >= (1 << 16))
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &p[i], sizeof u);
-        acc |= (u & 0x7f800000u) + 0x00800000u;
-    }
-    return !(acc & 0x80000000u);
-}
-
 /* memcpy with non-temporal stores where the target has them: the snapshot is read back only when a
  * step fails, so its lines need not be fetched into the cache before they are overwritten (a third
  * of a plain copy's memory traffic), nor evict the weights the next step reads. */
@@ -97,14 +81,13 @@ static void copy_parallel(void *dst, const void *src, size_t bytes, bool streami
     }
 }
 
-bool train_state_finite(const sc_trainer *t, int *bad) {
+bool train_host_state_finite(const sc_trainer *t, int *bad) {
     const sc_graph *g = &t->model->graph;
     *bad = -1;
     for (int i = 0; i < t->n_state; i++) {
         const sc_value *v = &g->values[t->state_ids[i]];
-        bool ok = v->desc.dtype == SC_F32 ? f32_all_finite(v->data, sc_desc_numel(&v->desc))
-                                          : tensor_finite(&v->desc, v->data) == FIN_OK;
-        if (!ok) {
+        bool on_device = t->host_stale && plan_session_state_on_device(t->session, t->state_ids[i]);
+        if (!on_device && !sc_data_all_finite(&v->desc, v->data)) {
             *bad = t->state_ids[i];
             return false;
         }

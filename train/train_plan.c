@@ -4,10 +4,12 @@
  * plan's own size without one), so a plan that needed more than it claims could not run.
  *
  * State ownership: the session copies parameters and optimizer state into its arena when it starts
- * and updates them there. After every successful step they are copied back to the graph's host data
- * (the trainer's snapshot, NaN check, checkpoints and saving all read host data), and writebacks are
- * applied on both sides. Whenever host data changes (a restore after a failed step, a loaded state),
- * train_plan_reload copies it to the device again.
+ * and updates them there. With rollback they are copied back to the graph's host data after every
+ * successful step (the snapshot reads host data); without, only when something reads the host data
+ * (train_host_sync: checkpoints, saving, a re-plan), and the per-step finite check runs on the
+ * device copies (plan_session_state_finite). Writebacks are applied on both sides. Whenever host
+ * data changes (a restore after a failed step, a loaded state), train_plan_reload copies it to the
+ * device again.
  *
  * Devices: with cfg.device CUDA the backend is the CUDA one (backend_open, backends/device.c). The
  * plan is built once, by one plan_build given the device's free memory (backend_device_free_bytes)
@@ -177,7 +179,8 @@ sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, in
     SC_TRY(plan_session_step(t->session, t->feeds, t->outs));
     for (int i = 0; i < t->tg.n_writebacks; i++)
         SC_TRY(plan_session_copy_value(t->session, t->tg.wb_src[i], t->tg.wb_dst[i]));
-    SC_TRY(plan_exec_sync_params_to_host(t->session));
+    if (t->snapshot) SC_TRY(plan_exec_sync_params_to_host(t->session)); /* the snapshot reads it */
+    else t->host_stale = true;
     sc_plan_stats ps;
     plan_session_stats(t->session, &ps);
     *peak_bytes = ps.peak_bytes;
@@ -187,7 +190,29 @@ sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, in
     return SC_OK;
 }
 
-sc_status train_plan_reload(sc_trainer *t) { return t->session ? plan_session_load_params(t->session) : SC_OK; }
+sc_status train_plan_reload(sc_trainer *t) {
+    if (!t->session) return SC_OK;
+    t->host_stale = false; /* the host data is the truth again and the device takes it */
+    return plan_session_load_params(t->session);
+}
+
+sc_status train_state_finite(sc_trainer *t, bool *finite, int *bad) {
+    *finite = train_host_state_finite(t, bad);
+    if (!*finite || !t->host_stale) return SC_OK;
+    SC_TRY(plan_session_state_finite(t->session, finite));
+    if (*finite) return SC_OK;
+    SC_TRY(train_host_sync(t)); /* rare: to name the offender */
+    *finite = train_host_state_finite(t, bad);
+    if (*finite) return sc_errorf("internal: the device copy of the state holds a non-finite value that its host copy does not");
+    return SC_OK;
+}
+
+sc_status train_host_sync(sc_trainer *t) {
+    if (!t->host_stale || !t->session) return SC_OK;
+    SC_TRY(plan_exec_sync_params_to_host(t->session));
+    t->host_stale = false;
+    return SC_OK;
+}
 
 const sc_plan *sc_trainer_plan(const sc_trainer *t) { return t->cfg.use_plan && t->session ? &t->plan : NULL; }
 
@@ -200,7 +225,11 @@ sc_status sc_trainer_replan(sc_trainer *t, const sc_plan_options *o) {
     o = &capped;
     sc_plan p;
     SC_TRY(plan_build(&t->model->graph, &t->tg, o, &p));
-    /* the host data is current after every step; the new session starts from it */
+    sc_status synced = train_host_sync(t); /* the new session starts from the host data */
+    if (synced) {
+        plan_free(&p);
+        return synced;
+    }
     plan_session_free(t->session);
     t->session = NULL;
     backend_destroy(t->backend);

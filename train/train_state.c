@@ -441,7 +441,8 @@ sc_status train_state_read(sc_trainer *t, const char *dir) {
 
 /* Data parallel: the ranks hold the same state, so rank 0 writes it; every rank learns the outcome. */
 sc_status sc_trainer_save_state(sc_trainer *t, const char *dir) {
-    sc_status st = sharded(t) ? state_write_sharded(t, dir) : sc_comm_rank() == 0 ? train_state_write(t, dir) : SC_OK;
+    sc_status st = train_host_sync(t);
+    if (!st) st = sharded(t) ? state_write_sharded(t, dir) : sc_comm_rank() == 0 ? train_state_write(t, dir) : SC_OK;
     return sc_comm_agree(st, "saving the training state");
 }
 sc_status sc_trainer_load_state(sc_trainer *t, const char *dir) {

@@ -121,7 +121,7 @@ const char *sc_rollback_name(sc_rollback r) { return r == SC_ROLLBACK_ON ? "on" 
  * in: the optimizer state, whose zeroed pages are not touched until the first update, and the
  * rollback copy of every parameter and state value (train_nan.c). AUTO keeps the copy when both
  * take at most half of what is available, so the rest is left to activations, transfers and the
- * system; a model whose state fills the machine trains without it. */
+ * system (a model whose state fills the machine trains without it), and not on a GPU (trainer.h). */
 static sc_status host_memory_check(sc_trainer *t) {
     const sc_graph *g = &t->model->graph;
     int64_t snapshot = 0, state = 0;
@@ -133,8 +133,12 @@ static sc_status host_memory_check(sc_trainer *t) {
         if (x->kind == SC_VALUE_OPT_STATE) state += b;
     }
     int64_t avail = host_available();
+    /* On a GPU the copy is taken from the host data, so every step would copy all the state the GPU
+     * holds across the link (GPT-2 small with momentum: 1 GB a step); PyTorch keeps no copy either.
+     * fp16 keeps it: a step whose gradients overflowed is skipped by restoring it (loss_scale.c). */
+    bool device_state = t->cfg.device != SC_DEVICE_CPU && !t->cfg.train.loss_scaling;
     if (t->cfg.rollback == SC_ROLLBACK_AUTO)
-        t->cfg.rollback = avail < 0 || state + snapshot <= avail / 2 ? SC_ROLLBACK_ON : SC_ROLLBACK_OFF;
+        t->cfg.rollback = !device_state && (avail < 0 || state + snapshot <= avail / 2) ? SC_ROLLBACK_ON : SC_ROLLBACK_OFF;
     bool copy = t->cfg.rollback == SC_ROLLBACK_ON;
     int64_t need = state + (copy ? snapshot : 0);
     if (avail >= 0 && need <= avail) {
@@ -354,12 +358,15 @@ static sc_status step_local(sc_trainer *t, int64_t step, float lr, step_outcome 
     o->loss = loss;
     o->scale = t->tg.loss_scale >= 0 ? t->loss_scale : 0;
     int bad = -1;
-    if (t->tg.loss_scale >= 0 && (!isfinite(loss) || !train_state_finite(t, &bad))) {
+    bool state_ok = true;
+    if (isfinite(loss)) st = train_state_finite(t, &state_ok, &bad);
+    if (st) return train_spent(t, sc_status_prefix(st, "step %lld: checking the state: ", (long long)step));
+    if (t->tg.loss_scale >= 0 && (!isfinite(loss) || !state_ok)) {
         st = train_overflow_skip(t, step, loss, bad, &o->skipped);
         if (o->skipped) writebacks_apply(t); /* the running statistics stay, as in PyTorch */
         sc_status reload = train_plan_reload(t);
         if (st || reload) return st ? (sc_status_free(reload), st) : reload;
-    } else if (!isfinite(loss) || !train_state_finite(t, &bad)) {
+    } else if (!isfinite(loss) || !state_ok) {
         char trigger[512];
         if (!isfinite(loss)) snprintf(trigger, sizeof trigger, "the loss is %g", loss);
         else snprintf(trigger, sizeof trigger, "'%s' became non-finite in the update", g->values[bad].name);
@@ -429,6 +436,7 @@ int64_t sc_trainer_total_steps(const sc_trainer *t) { return t->total; }
 int64_t sc_trainer_dataset_size(const sc_trainer *t) { return t->data.n; }
 const char *sc_trainer_data_desc(const sc_trainer *t) { return t->data.desc; }
 sc_model *sc_trainer_model(sc_trainer *t) { return t->model; }
+sc_status sc_trainer_sync_host(sc_trainer *t) { return train_host_sync(t); }
 const sc_training_graph *sc_trainer_graph(const sc_trainer *t) { return &t->tg; }
 
 /* ---- output files ---- */
@@ -436,6 +444,7 @@ const sc_training_graph *sc_trainer_graph(const sc_trainer *t) { return &t->tg; 
 /* Data parallel: every rank holds the same weights; rank 0 writes them and every rank learns the outcome. */
 sc_status sc_trainer_save_model(sc_trainer *t, const char *path) {
     SC_TRY(spent_check(t));
+    SC_TRY(train_host_sync(t));
     sc_status st = sc_comm_rank() == 0 ? sc_model_save_as(t->model, path, sc_model_external_threshold(t->model),
                                                           t->cfg.save_precision ? t->cfg.save_precision : SC_F32)
                                        : SC_OK;

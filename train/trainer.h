@@ -39,9 +39,10 @@ typedef enum { SC_LR_CONSTANT, SC_LR_COSINE } sc_lr_schedule;
 
 /* The copy of parameters and optimizer state kept to undo a failed step (one more byte per byte of
  * state: a 1.4B-parameter AdamW model's 17 GB would need 17 GB more). AUTO keeps it when the state
- * plus that copy take at most half the host memory available at setup; OFF is what lets a model
- * whose state fills the machine train at all. A failed step then cannot be undone:
- * resume from the last checkpoint. */
+ * plus that copy take at most half the host memory available at setup, and not on a GPU (unless in
+ * fp16, whose skipped steps restore it): the copy is taken from host data, which would have to be
+ * brought up to the GPU's state over the link every step. OFF is what lets a model whose state fills
+ * the machine train at all. A failed step then cannot be undone: resume from the last checkpoint. */
 typedef enum { SC_ROLLBACK_AUTO, SC_ROLLBACK_ON, SC_ROLLBACK_OFF } sc_rollback;
 const char *sc_rollback_name(sc_rollback r); /* "auto", "on", "off" */
 
@@ -153,8 +154,12 @@ const sc_plan_options *sc_trainer_plan_options(const sc_trainer *t);
  * is the planner's (naming the smallest feasible budget) and the current plan stays. */
 sc_status sc_trainer_replan(sc_trainer *t, const sc_plan_options *o);
 
-/* The model (for its graph and parameters) and the training graph's bookkeeping. */
+/* The model (for its graph and parameters) and the training graph's bookkeeping. On a device whose
+ * copy of the state runs ahead of the host (a GPU without rollback: the state is not copied back
+ * every step), the graph's host data holds the weights after sc_trainer_sync_host; saving and
+ * checkpoints sync by themselves. */
 sc_model *sc_trainer_model(sc_trainer *t);
+sc_status sc_trainer_sync_host(sc_trainer *t);
 const sc_training_graph *sc_trainer_graph(const sc_trainer *t);
 
 /* Checkpoint: DIR/state.bin (created with DIR when missing), written to DIR/state.bin.tmp, synced

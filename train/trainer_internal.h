@@ -37,12 +37,15 @@ struct sc_trainer {
      * optimizer state, the rollback copy and, on the CPU, the device arena; 0 when unknown. */
     int64_t host_room;
     /* With cfg.use_plan (train_plan.c): the plan, its modelled device and the executing session.
-     * The session's device copy of parameters and optimizer state is the truth during a step; after
-     * every step it is copied back to the graph's host data, so snapshots, checks, checkpoints and
-     * saving read the host data as without a plan. */
+     * The session's device copy of parameters and optimizer state is the truth. With rollback it is
+     * copied back to the graph's host data after every step, for the snapshot. Without, the host
+     * data lags (host_stale) until something reads it: checkpoints, saving and a re-plan call
+     * train_host_sync first, and the per-step finite check runs on the device copies. A GPU so
+     * skips copying every resident parameter and state tensor over the link each step. */
     sc_plan plan;
     sc_backend *backend;
     sc_plan_session *session;
+    bool host_stale;
     /* The host's own backend (CPU): folding while binding, the store-everything executor's
      * kernels, the NaN locator's replay. train/ sets threads, seeds and parameter changes through
      * its vtable and the device backend's, never by calling a backend directly. */
@@ -111,8 +114,10 @@ sc_status train_dist_record_next(const char **p, const char *end, char *name, si
 sc_status train_state_write(sc_trainer *t, const char *dir);
 sc_status train_state_read(sc_trainer *t, const char *dir);
 
-/* train_nan.c: every state value finite? (first offender's id in *bad, -1 when all are) */
-bool train_state_finite(const sc_trainer *t, int *bad);
+/* train_nan.c: every state value whose truth is its host data finite? (the first offender's id in
+ * *bad, -1 when all are). With the host data behind the device (host_stale), the values the device
+ * holds are left to train_state_finite (train_plan.c). */
+bool train_host_state_finite(const sc_trainer *t, int *bad);
 /* Restores the snapshot, re-runs the step's feeds node by node and returns the status naming the
  * step and the first tensor where a NaN (or an Inf from finite inputs) appeared; restores again. */
 sc_status train_nan_locate(sc_trainer *t, int64_t step, const char *trigger);
@@ -129,5 +134,11 @@ void train_plan_close(sc_trainer *t);
 sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h,
                          int64_t *host_bytes);
 sc_status train_plan_reload(sc_trainer *t);
+/* Brings the graph's host data up to the device copy when it lags (host_stale); a no-op otherwise. */
+sc_status train_host_sync(sc_trainer *t);
+/* Every state value finite? (*finite; the first offender's id in *bad, -1 when all are). With the
+ * host data behind the device, the device copies are checked where they are, and only when one is
+ * not finite is the state synced to the host to name it. Fails only when the device does. */
+sc_status train_state_finite(sc_trainer *t, bool *finite, int *bad);
 
 #endif

@@ -84,6 +84,7 @@ typedef struct {
     int n_pins, cap_pins;
     bool sync_each_node;
     bool math_tf32; /* the math mode cuBLAS was last set to (cu.tf32 is the wanted one) */
+    unsigned *finite_flag; /* device word of cuda_all_finite */
 } cuda_backend;
 
 int backend_cuda_device(void) {
@@ -412,6 +413,26 @@ static sc_status cuda_run(sc_backend *b, const sc_node *n, const sc_tensor *in, 
     return SC_OK;
 }
 
+/* One flag for all the tensors, cleared, set by any non-finite element, read back once: the state's
+ * check costs a launch per tensor and one 4-byte copy, not a copy of the state. Ordered on the
+ * compute stream after the step's kernels; the copies in flight are waited for first. */
+static sc_status cuda_all_finite(sc_backend *b, const sc_tensor *t, int n, bool *finite) {
+    cuda_backend *c = b->ctx;
+    const cu_call *none = NULL;
+    *finite = true;
+    SC_TRY(cuda_wait(b, c->issued));
+    SC_TRY(cu_collective_settle(&c->cu, NULL, -1));
+    if (!c->finite_flag) CU_CHECK(none, cudaMalloc((void **)&c->finite_flag, sizeof *c->finite_flag));
+    CU_CHECK(none, cudaMemsetAsync(c->finite_flag, 0, sizeof *c->finite_flag, c->cu.stream));
+    for (int i = 0; i < n; i++)
+        SC_TRY(cu_nonfinite_launch(c->cu.stream, t[i].data, t[i].desc.dtype, sc_desc_numel(&t[i].desc), c->finite_flag));
+    CU_CHECK(none, cudaMemcpyAsync(c->cu.pinned_small, c->finite_flag, sizeof *c->finite_flag, cudaMemcpyDeviceToHost,
+                                   c->cu.stream));
+    CU_CHECK(none, cudaStreamSynchronize(c->cu.stream));
+    *finite = *(const unsigned *)c->cu.pinned_small == 0;
+    return SC_OK;
+}
+
 static void cuda_memory(sc_backend *b, sc_backend_memory *m) {
     cuda_backend *c = b->ctx;
     *m = (sc_backend_memory){.capacity = c->capacity, .arena_bytes = c->arena_bytes, .copied_h2d = c->h2d,
@@ -426,6 +447,7 @@ static void cuda_destroy(sc_backend *b) {
         cuda_arena_destroy(b);
         if (c->cu.scratch) cudaFree(c->cu.scratch);
         if (c->cu.widen) cudaFree(c->cu.widen);
+        if (c->finite_flag) cudaFree(c->finite_flag);
         cu_collective_release(&c->cu);
         if (c->cu.pinned_small) cudaFreeHost(c->cu.pinned_small);
         for (int i = 0; i < c->n_pool; i++) cudaFreeHost(c->pool[i].p);
@@ -453,6 +475,7 @@ static void cuda_destroy(sc_backend *b) {
 static const sc_backend_i cuda_iface = {
     SC_BACKEND_ENTRIES(cuda),
     .name = "cuda",
+    .all_finite = cuda_all_finite,
 #ifdef SC_HAVE_NCCL
     .device_collectives = true, /* NCCL on the compute stream (cu_collective.c) */
 #endif

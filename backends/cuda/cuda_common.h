@@ -111,6 +111,9 @@ sc_status cu_nccl_synchronize(cudaStream_t s);
 sc_status cu_collective_settle(cu_ctx *x, const void *p, int64_t bytes);
 /* Frees the collectives' stream, scratch and events (the backend's destroy). */
 void cu_collective_release(cu_ctx *x);
+/* Sets *flag (device memory) to 1 when one of the n elements of float type t at x is Inf or NaN;
+ * leaves it otherwise (cu_finite.cu). Integer types: nothing to do. */
+sc_status cu_nonfinite_launch(cudaStream_t s, const void *x, sc_dtype t, int64_t n, unsigned *flag);
 /* x[i] = x[i] / d for n elements of f32 or f64 (cu_collective_scale.cu). */
 sc_status cu_divide_launch(cudaStream_t s, void *x, sc_dtype t, double d, int64_t n);
 

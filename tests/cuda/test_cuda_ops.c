@@ -10,7 +10,9 @@
  *    poisoned, so a kernel reading or writing outside its tensors is reported.
  * 3. Training (needs a GPU): 3 SGD-with-momentum steps of the mlp and residual training graphs of
  *    tests/plan_test_graphs.h through plan_exec on the CPU backend and on the CUDA backend; losses
- *    and every parameter / optimizer state must agree within 1e-4 relative.
+ *    and every parameter / optimizer state must agree within 1e-4 relative; between steps the state
+ *    checked on the device (plan_session_state_finite) is finite.
+ * 4. The device's finite check (all_finite) on every float dtype, with Inf and NaN found.
  * Without a GPU, part 1 and the CPU half of part 2 (shape inference, the reference kernels) run,
  * then "SKIP: no CUDA device (cudaGetDeviceCount: <error>)" and exit 77 (ctest SKIP_RETURN_CODE,
  * tests/cuda.cmake); a failure there exits 1.
@@ -661,6 +663,9 @@ static void run_training(pt_kind kind) {
             sc_tensor_free_data(&ob[i]);
         }
     }
+    bool finite = false;
+    if (!st) st = plan_session_state_finite(sb, &finite);
+    CHECK(st || finite, "%s: the state on the device is not finite after 3 steps", pt_kind_name(kind));
     if (!st) st = plan_exec_sync_params_to_host(sa);
     if (!st) st = plan_exec_sync_params_to_host(sb);
     CHECK(!st, "%s training: %s", pt_kind_name(kind), st ? sc_status_message(st) : "");
@@ -684,6 +689,57 @@ static void run_training(pt_kind kind) {
     plan_free(&p);
     graph_free(&a.g);
     graph_free(&b.g);
+}
+
+/* 4. The state's finite check on the device (the backend's all_finite, backends/backend.h): f32 long
+ * enough for many blocks, f64, f16 and bf16 holding their largest finite value, a subnormal and zeros
+ * pass, as does an i32 tensor with an Inf's bits; an Inf or NaN put at the end of any float tensor
+ * is found. */
+static void test_all_finite(void) {
+    enum { N = 300001, K = 5 };
+    static const sc_dtype dt[K] = {SC_F32, SC_F64, SC_F16, SC_BF16, SC_I32};
+    static const int64_t n[K] = {N, 3, 3, 3, 2};
+    static const uint64_t big[K] = {0x7f7fffffu, 0x7fefffffffffffffull, 0x7bffu, 0x7f7fu, 0x7f800000u};
+    static const uint64_t bad[K] = {0x7fc00000u, 0xfff0000000000000ull, 0x7c00u, 0x7fc1u, 0};
+    sc_backend *be = NULL;
+    sc_status st = backend_cuda_create(0, &be);
+    int64_t off[K + 1] = {0};
+    for (int k = 0; k < K; k++) off[k + 1] = off[k] + (n[k] * (int64_t)sc_dtype_size(dt[k]) + 63) / 64 * 64;
+    char *base = NULL, *host = calloc((size_t)off[K], 1);
+    if (!st) st = be->iface->arena_create(be, off[K], (void **)&base);
+    sc_tensor t[K];
+    for (int k = 0; k < K && host; k++) {
+        t[k] = (sc_tensor){.desc = {.dtype = dt[k], .rank = 1, .dims = {n[k]}}, .data = base + off[k]};
+        size_t es = sc_dtype_size(dt[k]);
+        memcpy(host + off[k], &big[k], es); /* little-endian: the low bytes of the pattern */
+        uint64_t sub = 1;
+        memcpy(host + off[k] + es, &sub, es);
+    }
+    int64_t id = 0;
+    if (!st && host) st = be->iface->copy_h2d(be, base, host, off[K], &id);
+    if (!st) st = be->iface->wait(be, id);
+    bool finite = false;
+    if (!st) st = be->iface->all_finite(be, t, K, &finite);
+    CHECK(!st && finite, "all_finite: finite tensors reported otherwise (%s)", st ? sc_status_message(st) : "");
+    for (int k = 0; k < K - 1 && !st; k++) {
+        size_t es = sc_dtype_size(dt[k]);
+        char *last = host + off[k] + (size_t)(n[k] - 1) * es;
+        memcpy(last, &bad[k], es);
+        st = be->iface->copy_h2d(be, base + (last - host), last, (int64_t)es, &id);
+        if (!st) st = be->iface->wait(be, id);
+        finite = true;
+        if (!st) st = be->iface->all_finite(be, t, K, &finite);
+        CHECK(!st && !finite, "all_finite: a non-finite %s at the end of %lld elements not found", sc_dtype_name(dt[k]),
+              (long long)n[k]);
+        memset(last, 0, es);
+        if (!st) st = be->iface->copy_h2d(be, base + (last - host), last, (int64_t)es, &id);
+        if (!st) st = be->iface->wait(be, id);
+    }
+    CHECK(!st, "all_finite: %s", st ? sc_status_message(st) : "");
+    sc_status_free(st);
+    printf("all_finite          %s\n", failures ? "FAILED" : "ok");
+    free(host);
+    backend_destroy(be);
 }
 
 int main(void) {
@@ -711,6 +767,7 @@ int main(void) {
     backend_destroy(be);
     run_training(PT_MLP);
     run_training(PT_RESIDUAL);
+    test_all_finite();
     printf(failures ? "%d failure(s)\n" : "all CUDA checks passed\n", failures);
     return failures ? 1 : 0;
 }
