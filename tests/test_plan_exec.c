@@ -256,6 +256,11 @@ static void test_data_all_finite(void) {
         f[N - 1] = bad[k];
         CHECK(!sc_data_all_finite(&d, f), "f32: %g at the end not found", (double)bad[k]);
     }
+    memset(f, 0, N * sizeof *f);
+    sc_desc dl = {.dtype = SC_BF16, .rank = 1, .dims = {2 * N}}; /* the 16-bit scan split across threads */
+    uint16_t nan16 = 0xffc0u;
+    memcpy((uint16_t *)(void *)f + 2 * N - 1, &nan16, sizeof nan16);
+    CHECK(!sc_data_all_finite(&dl, f), "bf16: a NaN at the end of %d elements not found", 2 * N);
     free(f);
     uint16_t h[4] = {0x7bffu, 0x0001u, 0x8000u, 0}; /* f16: largest, subnormal, -0 */
     uint16_t b[4] = {0x7f7fu, 0x0001u, 0x8000u, 0}; /* bf16 */
