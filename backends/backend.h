@@ -149,6 +149,10 @@ sc_status backend_open(const sc_backend_config *c, sc_backend **out);
 /* The device's free memory in bytes, or -1 when unlimited or unknown (the CPU's model has no
  * fixed size; a CUDA runtime that cannot say reports its error when the backend is opened). */
 int64_t backend_device_free_bytes(sc_device d);
+/* A device's model for cache keys ("NVIDIA-H100-80GB-HBM3-sm90-cudart12040": name, compute
+ * capability, CUDA runtime), letters and digits only; false (out "") for the CPU or when it cannot
+ * be read. */
+bool backend_device_model(sc_device d, char *out, size_t size);
 
 static inline void backend_destroy(sc_backend *b) {
     if (b) b->iface->destroy(b);

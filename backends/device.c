@@ -2,6 +2,8 @@
  * exist, so that train/ and the tools reach a device only through sc_backend (backend.h). */
 #include "backends/backend.h"
 
+#include <stdio.h>
+
 #ifdef SCORCH_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -44,6 +46,30 @@ int64_t backend_device_free_bytes(sc_device d) {
     (void)d;
 #endif
     return -1;
+}
+
+/* Letters and digits kept, the rest '-': the model names a cache file. */
+static void model_clean(char *s) {
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))) *s = '-';
+}
+
+bool backend_device_model(sc_device d, char *out, size_t size) {
+    if (size) out[0] = 0;
+#ifdef SCORCH_HAVE_CUDA
+    struct cudaDeviceProp prop;
+    int rt = 0;
+    if (d == SC_DEVICE_CUDA && cudaGetDeviceProperties(&prop, backend_cuda_device()) == cudaSuccess &&
+        cudaRuntimeGetVersion(&rt) == cudaSuccess) {
+        snprintf(out, size, "%s-sm%d%d-cudart%d", prop.name, prop.major, prop.minor, rt);
+        model_clean(out);
+        return true;
+    }
+    cudaGetLastError();
+#else
+    (void)d;
+#endif
+    return false;
 }
 
 sc_status backend_open(const sc_backend_config *c, sc_backend **out) {

@@ -11,7 +11,9 @@ Without a GPU (forced with CUDA_VISIBLE_DEVICES="", so these checks run the same
   `run --device cpu|auto` works.
 When the CUDA backend is built and a GPU is visible: auto picks it, --device cuda trains on it
 (plain, with --memory above the GPU's free memory, and with --tf32), and its losses follow the CPU
-run's (relative 1e-3 per step, fp32 on both), and `run --device cuda` gives the CPU's logits.
+run's (relative 1e-3 per step, fp32 on both), and `run --device cuda` gives the CPU's logits; the
+GPU's node shapes are timed on it into kernel-shapes-gpu-<model>*.txt in the cache folder, which the
+next run reads without measuring again.
 """
 import csv
 import os
@@ -114,6 +116,7 @@ def with_gpu():
                 fail("--device cuda %s: step %d loss %.6g, the CPU's %.6g" % (" ".join(extra), i + 1, b, a))
         if len(gpu) != len(cpu):
             fail("--device cuda: %d logged steps, expected %d" % (len(gpu), len(cpu)))
+    gpu_shape_cache()
     p = run(["run", "m.onnx", "--seq", "16", "--device", "cuda", "--output-dir", "run_cuda"])
     expect(p, 0, "logits f32[1,16,64]", "run --device cuda")
     import numpy as np
@@ -121,6 +124,33 @@ def with_gpu():
     if not np.allclose(a, b, rtol=1e-4, atol=1e-5):
         fail("run --device cuda: logits differ from the CPU's by %g" % float(np.abs(a - b).max()))
     print("GPU checks passed")
+
+
+def gpu_shape_cache():
+    """The GPU's node times: its shapes timed on the device and cached per GPU model, read back by the
+    next run without measuring again (its file unchanged)."""
+    import glob
+    import tempfile
+    cache = tempfile.mkdtemp(prefix="scorch_gpu_cache_")
+    env = dict(os.environ, SCORCH_CACHE_DIR=cache)
+    env.pop("SCORCH_COST_PROFILE", None)
+    texts = []
+    for _ in range(2):
+        p = run(["train"] + TRAIN + ["--steps", "2", "--device", "cuda", "-o", "gpu_cost.onnx"], env=env)
+        expect(p, 0, "over 2 steps on cuda", "--device cuda with the cost cache")
+        files = glob.glob(os.path.join(cache, "kernel-shapes-gpu-*.txt"))
+        if len(files) != 1:
+            fail("--device cuda: expected one kernel-shapes-gpu-<model> file in %s, found %s" % (cache, os.listdir(cache)))
+        texts.append(read(files[0]).decode())
+    rows = texts[0].splitlines()
+    if not rows[0].startswith("scorch kernel shapes") or len(rows) < 20 or not any(r.startswith("MatMul:") for r in rows):
+        fail("the GPU's kernel-shape cache has %d lines, no MatMul shape or no format line:\n%s" % (len(rows), texts[0][:500]))
+    for r in rows[1:]:
+        if not float(r.rsplit(" ", 1)[1]) > 0:
+            fail("the GPU's kernel-shape cache has a row without a positive time: %s" % r)
+    if texts[1] != texts[0]:
+        fail("the second run measured again instead of reading the GPU's kernel-shape cache")
+    print("GPU kernel shapes: %d timed on the device and cached in %s" % (len(rows) - 1, os.path.basename(files[0])))
 
 
 def main():

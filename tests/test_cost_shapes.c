@@ -1,7 +1,8 @@
 /* The kernel-shape table (train/cost_profile.h): keys that tell shapes apart, the cache's round trip
  * (measured once, then read back to the bit), damaged cache lines dropped, node times applied to
  * every node of a shape, which nodes are timed alone (not views, not ops whose integer inputs come
- * at run time), and off with SCORCH_COST_PROFILE=off. */
+ * at run time), and off with SCORCH_COST_PROFILE=off; ops timed on a backend's own arena
+ * (bench_time_device, as a GPU times them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include "graph/graph.h"
 #include "tests/check.h"
+#include "train/cost_bench.h"
 #include "train/cost_profile.h"
 
 static sc_desc d4(int64_t a, int64_t b, int64_t c, int64_t d) {
@@ -168,11 +170,11 @@ static void test_measure_and_cache(const shapes_graph *s, const char *dir) {
     sc_shape_table t1, t2;
     char w1[2048], w2[2048];
     sc_cost_profile prof = {.conv_flops = 1e11}; /* the rate the rows are measured under */
-    sc_status st = sc_shape_table_get(1, &prof, &s->g, &t1, w1, sizeof w1);
+    sc_status st = sc_shape_table_get(SC_DEVICE_CPU, 1, &prof, &s->g, &t1, w1, sizeof w1);
     CHECK(!st && t1.n == 5, "first get: %d shapes (want conv, conv stride 2, grad, matmul, relu): %s", t1.n, w1);
     CHECK(strstr(w1, "5 kernel shapes timed alone: 0 cached, 5 measured now"), "first get says: %s", w1);
     for (int i = 0; i < t1.n; i++) CHECK(t1.rows[i].seconds > 0, "%s: %g s", t1.rows[i].key, t1.rows[i].seconds);
-    st = sc_shape_table_get(1, &prof, &s->g, &t2, w2, sizeof w2);
+    st = sc_shape_table_get(SC_DEVICE_CPU, 1, &prof, &s->g, &t2, w2, sizeof w2);
     CHECK(!st && t2.n == 5 && strstr(w2, "5 kernel shapes timed alone: 5 cached") && !strstr(w2, "measured now"),
           "second get: %s", w2);
     for (int i = 0; i < t1.n && i < t2.n; i++)
@@ -190,27 +192,57 @@ static void test_measure_and_cache(const shapes_graph *s, const char *dir) {
     /* another thread count is another file: measured again */
     sc_shape_table t3;
     char w3[2048];
-    st = sc_shape_table_get(2, &prof, &s->g, &t3, w3, sizeof w3);
+    st = sc_shape_table_get(SC_DEVICE_CPU, 2, &prof, &s->g, &t3, w3, sizeof w3);
     CHECK(!st && strstr(w3, "0 cached, 5 measured now"), "2 threads: %s", w3);
     sc_shape_table_free(&t3);
 
     /* under a profile 2x faster than the one they were measured under, the rows are measured again */
     prof.conv_flops = 2e11;
-    st = sc_shape_table_get(1, &prof, &s->g, &t3, w3, sizeof w3);
+    st = sc_shape_table_get(SC_DEVICE_CPU, 1, &prof, &s->g, &t3, w3, sizeof w3);
     CHECK(!st && strstr(w3, "0 cached, 5 measured now") && strstr(w3, "the cache's 5 were measured when the profile's "
                                                                     "3x3 convolution ran at 100 GFLOP/s"),
           "a drifted profile: %s", w3);
     sc_shape_table_free(&t3);
     prof.conv_flops = 2.5e11; /* within 1.5x of the rate they are now measured under */
-    st = sc_shape_table_get(1, &prof, &s->g, &t3, w3, sizeof w3);
+    st = sc_shape_table_get(SC_DEVICE_CPU, 1, &prof, &s->g, &t3, w3, sizeof w3);
     CHECK(!st && strstr(w3, "5 cached") && !strstr(w3, "measured now"), "a profile within the drift: %s", w3);
     sc_shape_table_free(&t3);
 
     setenv("SCORCH_COST_PROFILE", "off", 1);
-    st = sc_shape_table_get(1, &prof, &s->g, &t3, w3, sizeof w3);
+    st = sc_shape_table_get(SC_DEVICE_CPU, 1, &prof, &s->g, &t3, w3, sizeof w3);
     CHECK(!st && t3.n == 0 && !w3[0], "off: %d shapes, '%s'", t3.n, w3);
     sc_shape_table_free(&t1);
     sc_shape_table_free(&t2);
+}
+
+/* bench_time_device on a backend's own arena (the CPU backend here, under the sanitizers; CUDA's in
+ * tests/device_cli_check.py): a Conv timed twice (the arena each call makes is given back, or the
+ * second could not make its own) and an SGDUpdate, whose outputs take their inputs' places, each
+ * time positive. */
+static void test_time_device(const shapes_graph *s) {
+    sc_backend *be = NULL;
+    sc_status st = backend_cpu_create(0, &be);
+    CHECK(!st, "backend: %s", st ? sc_status_message(st) : "");
+    if (st) return;
+    bench_op b;
+    for (int k = 0; k < 2 && !st; k++) {
+        st = bench_make_like(&b, &s->g, s->conv_a);
+        double sec = 0;
+        if (!st) st = bench_time_device(be, &b, &sec);
+        CHECK(!st && sec > 0, "Conv timed on the device arena: %g s (%s)", sec, st ? sc_status_message(st) : "ok");
+        bench_free(&b);
+    }
+    sc_desc v = {.dtype = SC_F32, .rank = 1, .dims = {1000}}, one = {.dtype = SC_F32, .rank = 0};
+    sc_attrs a = {0};
+    a.sgd.momentum = 0.9f;
+    st = bench_make(&b, SC_OP_SGD_UPDATE, &a, (sc_desc[]){v, v, v, one}, 4, 2);
+    double sec = 0;
+    if (!st) st = bench_time_device(be, &b, &sec);
+    CHECK(!st && sec > 0, "SGDUpdate timed on the device arena: %g s (%s)", sec, st ? sc_status_message(st) : "ok");
+    if (!st) CHECK(b.out[0].data == b.in[0].data && b.out[1].data == b.in[2].data, "SGDUpdate's outputs are not its W and M");
+    bench_free(&b);
+    sc_status_free(st);
+    backend_destroy(be);
 }
 
 int main(void) {
@@ -225,6 +257,7 @@ int main(void) {
     test_key_rules();
     test_text();
     test_measure_and_cache(&s, dir);
+    test_time_device(&s);
     graph_free(&s.g);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

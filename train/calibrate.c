@@ -55,6 +55,42 @@ static sc_status link_measure(double *bandwidth) {
     return st;
 }
 
+/* A GPU's link: one direction at a time, each copy waited for, between pinned host memory and the
+ * device, as the streaming steps copy. */
+static sc_status device_link_times(sc_backend *be, void *dev, void *host, int64_t n, double *up, double *down) {
+    double t[2][SC_CALIBRATE_LINK_REPS];
+    for (int r = 0; r < SC_CALIBRATE_LINK_REPS; r++) {
+        int64_t id;
+        double t0 = sc_clock_seconds();
+        SC_TRY(be->iface->copy_h2d(be, dev, host, n, &id));
+        SC_TRY(be->iface->wait(be, id));
+        double t1 = sc_clock_seconds();
+        SC_TRY(be->iface->copy_d2h(be, host, dev, n, &id));
+        SC_TRY(be->iface->wait(be, id));
+        t[0][r] = t1 - t0, t[1][r] = sc_clock_seconds() - t1;
+    }
+    *up = median(t[0], SC_CALIBRATE_LINK_REPS);
+    *down = median(t[1], SC_CALIBRATE_LINK_REPS);
+    return SC_OK;
+}
+
+sc_status sc_link_measure_device(sc_device d, double *bandwidth) {
+    *bandwidth = 0;
+    int64_t n = SC_CALIBRATE_LINK_BYTES;
+    sc_backend *be = NULL;
+    sc_backend_config c = {.device = d};
+    SC_TRY(backend_open(&c, &be));
+    void *dev = NULL, *host = be->iface->host_alloc ? be->iface->host_alloc(be, n) : NULL;
+    sc_status st = host ? be->iface->arena_create(be, n, &dev) : sc_errorf("no pinned host memory to time the link");
+    double up = 0, down = 0;
+    if (!st) memset(host, 1, (size_t)n);
+    if (!st) st = device_link_times(be, dev, host, n, &up, &down);
+    if (!st && up + down > 0) *bandwidth = 2.0 * (double)n / (up + down);
+    if (host) be->iface->host_free(be, host);
+    backend_destroy(be);
+    return st;
+}
+
 typedef struct {
     sc_plan plan;
     sc_backend *be;

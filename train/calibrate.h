@@ -30,6 +30,12 @@
 #define SC_CALIBRATE_LINK_BYTES ((int64_t)32 << 20)
 #define SC_CALIBRATE_LINK_REPS 3
 
+/* A GPU's host<->device rate in bytes/s each way (the harmonic mean of the two directions): the
+ * medians of SC_CALIBRATE_LINK_REPS copies of SC_CALIBRATE_LINK_BYTES from pinned host memory to the
+ * device and back, one at a time, on a backend of its own. What a CUDA plan's transfers are costed
+ * at when no --link-bandwidth is given. */
+sc_status sc_link_measure_device(sc_device d, double *bandwidth);
+
 typedef struct {
     int n_nodes;
     double *node_time;     /* [n_nodes] seconds, median of the timed runs */

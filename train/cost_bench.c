@@ -158,6 +158,67 @@ sc_status bench_time(const sc_node_evaluator *ev, bench_op *b, int runs, int rep
     return SC_OK;
 }
 
+/* The device arena's layout for b: each operand 256-byte aligned; an in-place output takes its
+ * input's place. Returns the arena's bytes. */
+static int64_t device_layout(const bench_op *b, int64_t *in_at, int64_t *out_at) {
+    int64_t at = 0;
+    for (int k = 0; k < b->n_in; k++) {
+        in_at[k] = at;
+        if (b->in[k].data) at += (sc_desc_bytes(&b->in[k].desc) + 255) / 256 * 256;
+    }
+    for (int k = 0; k < b->n_out; k++) {
+        out_at[k] = at;
+        if (b->out[k].data && shared_input(b, k) < 0) at += (sc_desc_bytes(&b->out[k].desc) + 255) / 256 * 256;
+    }
+    return at > 0 ? at : 256;
+}
+
+/* Timed runs of n on device tensors: `repeat` launches, then one synchronize; wall seconds per launch. */
+static sc_status device_run(sc_backend *be, const sc_node *n, const bench_op *b, sc_tensor *in, sc_tensor *out,
+                            int repeat, double *seconds) {
+    double t0 = sc_clock_seconds();
+    for (int k = 0; k < repeat; k++) SC_TRY(be->iface->run_node(be, n, in, b->n_in, out, b->n_out));
+    SC_TRY(be->iface->synchronize(be));
+    *seconds = (sc_clock_seconds() - t0) / repeat;
+    return SC_OK;
+}
+
+static sc_status device_time(sc_backend *be, bench_op *b, char *base, const int64_t *in_at, const int64_t *out_at,
+                             double *seconds) {
+    const sc_node *n = &b->g.nodes[b->node];
+    sc_tensor in[BENCH_MAX_IN], out[BENCH_MAX_OUT];
+    for (int k = 0; k < b->n_in; k++) {
+        in[k] = (sc_tensor){b->in[k].desc, b->in[k].data ? base + in_at[k] : NULL};
+        int64_t id = 0;
+        if (in[k].data) SC_TRY(be->iface->copy_h2d(be, in[k].data, b->in[k].data, sc_desc_bytes(&in[k].desc), &id));
+        if (in[k].data) SC_TRY(be->iface->wait(be, id));
+    }
+    for (int k = 0; k < b->n_out; k++) {
+        int sh = shared_input(b, k);
+        out[k] = (sc_tensor){b->out[k].desc, !b->out[k].data ? NULL : sh >= 0 ? in[sh].data : base + out_at[k]};
+    }
+    double warm, t[BENCH_MAX_RUNS];
+    SC_TRY(device_run(be, n, b, in, out, 1, &warm));
+    int runs = auto_runs(warm);
+    int repeat = warm * BENCH_MAX_REPEAT < BENCH_MIN_RUN_SECONDS ? BENCH_MAX_REPEAT
+                 : warm < BENCH_MIN_RUN_SECONDS                 ? (int)(BENCH_MIN_RUN_SECONDS / warm) + 1
+                                                               : 1;
+    for (int r = 0; r < runs; r++) SC_TRY(device_run(be, n, b, in, out, repeat, &t[r]));
+    *seconds = sc_median(t, (size_t)runs);
+    return SC_OK;
+}
+
+sc_status bench_time_device(sc_backend *be, bench_op *b, double *seconds) {
+    int64_t in_at[BENCH_MAX_IN], out_at[BENCH_MAX_OUT];
+    int64_t bytes = device_layout(b, in_at, out_at);
+    void *base = NULL;
+    SC_TRY(be->iface->arena_create(be, bytes, &base));
+    sc_status st = device_time(be, b, base, in_at, out_at, seconds);
+    sc_status_free(st ? SC_OK : be->iface->synchronize(be));
+    be->iface->arena_destroy(be);
+    return st;
+}
+
 /* ---- cache file names ---- */
 
 static void cpu_model(char *out, size_t n) {
@@ -203,11 +264,12 @@ int64_t bench_l2_bytes(void) {
     return l2 > 0 ? l2 : (int64_t)1 << 20;
 }
 
-sc_status bench_cache_path(const char *stem, int threads, char *out, size_t size) {
+sc_status bench_cache_path(const char *stem, const char *device_model, int threads, char *out, size_t size) {
     char dir[1024], model[256];
     out[0] = 0;
     SC_TRY(cache_dir(dir, sizeof dir));
-    cpu_model(model, sizeof model);
+    if (device_model) snprintf(model, sizeof model, "%s", device_model);
+    else cpu_model(model, sizeof model);
     snprintf(out, size, "%s/%s-%s-t%d-v%s.txt", dir, stem, model, threads, SCORCH_VERSION);
     return SC_OK;
 }

@@ -46,15 +46,23 @@ void bench_free(bench_op *b);
 #define BENCH_MIN_RUN_SECONDS 1e-3
 #define BENCH_MAX_REPEAT 1000
 sc_status bench_time(const sc_node_evaluator *ev, bench_op *b, int runs, int repeat, bool cold, double *seconds);
+/* The same on a device backend (be: the CUDA one; one arena per backend, so none may exist): b's
+ * inputs copied into a device arena once, then per timed run its node launched `repeat` times (1 to
+ * BENCH_MAX_REPEAT, so that a run lasts BENCH_MIN_RUN_SECONDS) and the device synchronised; the
+ * median over 1 to 5 runs (as BENCH_RUNS_AUTO) of wall seconds per launch. Launches queue behind
+ * each other as a step's do, so the figure is the kernel's time plus what its launch adds to it.
+ * The device's caches are left as the last run left them. */
+sc_status bench_time_device(sc_backend *be, bench_op *b, double *seconds);
 /* One core's L2 cache (1 MiB when unknown): operands that fit were made, or last read, a few nodes
  * ago in a step, and are timed with warm caches. */
 int64_t bench_l2_bytes(void);
 sc_status bench_caches_open(void);
 void bench_caches_close(void);
 
-/* The file `<cache folder>/<stem>-<CPU model>-t<threads>-v<version>.txt`, its folder created (the
- * folder: $SCORCH_CACHE_DIR, else $XDG_CACHE_HOME/scorch, else ~/.cache/scorch); an error saying why
- * there is none (out then empty). */
-sc_status bench_cache_path(const char *stem, int threads, char *out, size_t size);
+/* The file `<cache folder>/<stem>-<model>-t<threads>-v<version>.txt`, its folder created (the
+ * folder: $SCORCH_CACHE_DIR, else $XDG_CACHE_HOME/scorch, else ~/.cache/scorch; the model: the CPU's
+ * model name, or device_model when not NULL, backend_device_model); an error saying why there is
+ * none (out then empty). */
+sc_status bench_cache_path(const char *stem, const char *device_model, int threads, char *out, size_t size);
 
 #endif

@@ -181,7 +181,7 @@ sc_status sc_cost_profile_get(int threads, sc_cost_profile *p, char *where, size
     int n_threads = threads > 0 ? threads : backend_host_threads();
     char path[1536], stale[256] = "";
     double now = 0;
-    sc_status pst = bench_cache_path("cost-profile", n_threads, path, sizeof path);
+    sc_status pst = bench_cache_path("cost-profile", NULL, n_threads, path, sizeof path);
     if (!pst && profile_parse(path, p)) {
         if (profile_current(n_threads, p, &now)) {
             snprintf(where, where_size, "cached in %s", path);
@@ -206,6 +206,13 @@ sc_status sc_cost_profile_get(int threads, sc_cost_profile *p, char *where, size
     return SC_OK;
 }
 
+void sc_cost_profile_gpu(sc_cost_profile *p) {
+    *p = (sc_cost_profile){.conv_flops = 30e12, .conv_grad_flops = 30e12, .conv1x1_flops = 20e12,
+                           .conv1x1_grad_flops = 20e12, .gemm_flops = 30e12, .norm_bandwidth = 1e12,
+                           .norm_grad_bandwidth = 0.7e12, .pool_rate = 200e9, .elem_rate = 500e9,
+                           .mem_bandwidth = 2e12, .node_overhead = 5e-6};
+}
+
 sc_status sc_cost_profile_times(int threads, const sc_graph *g, double **times, char *where, size_t where_size) {
     *times = NULL;
     sc_cost_profile p;
@@ -216,7 +223,7 @@ sc_status sc_cost_profile_times(int threads, const sc_graph *g, double **times, 
         return SC_OK;
     }
     sc_shape_table t;
-    SC_TRY(sc_shape_table_get(threads, &p, g, &t, shapes, sizeof shapes));
+    SC_TRY(sc_shape_table_get(SC_DEVICE_CPU, threads, &p, g, &t, shapes, sizeof shapes));
     *times = malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
     if (!*times) {
         sc_shape_table_free(&t);

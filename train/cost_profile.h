@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backends/backend.h"
 #include "core/status.h"
 #include "schedule/cost.h"
 
@@ -41,6 +42,13 @@ sc_status sc_cost_profile_get(int threads, sc_cost_profile *p, char *where, size
  * node times then are ("this machine's cost profile (cached in PATH; N kernel shapes timed alone: ...)"
  * or "the built-in constants (...)"). */
 sc_status sc_cost_profile_times(int threads, const sc_graph *g, double **times, char *where, size_t where_size);
+
+/* A GPU's op-family rates before anything is measured on it: the H100/H200 class (fp32 without
+ * TF32: 50 TFLOP/s datasheet, about 30 achieved in convolutions and GEMMs; 3 TB/s of HBM, about 2
+ * achieved), and a kernel launch's 5 us as the per-node overhead. Only the nodes the GPU's
+ * kernel-shape table cannot time (views, collectives, control flow, nodes fed run-time indices)
+ * take these; every other node's time is measured on the device. */
+void sc_cost_profile_gpu(sc_cost_profile *p);
 
 /* Measures the profile without the cache. */
 sc_status sc_cost_profile_measure(int threads, sc_cost_profile *p);
@@ -88,12 +96,15 @@ bool sc_shape_node(const sc_graph *g, int node);
 /* The shape key of node `node` (size SC_SHAPE_KEY_MAX is always enough for ranks up to 8). */
 void sc_shape_key(const sc_graph *g, int node, char *out, size_t size);
 
-/* The times of g's shapes, from the cache or measured now with `threads` threads (0: the library
- * default) and added to it, for use with profile p; empty when profiles are off (or p is all zeros).
- * `where` says what happened ("" when g has no such node). A shape that cannot be run alone is left
- * out and named in `where`, not an error. */
-sc_status sc_shape_table_get(int threads, const sc_cost_profile *p, const sc_graph *g, sc_shape_table *t, char *where,
-                             size_t where_size);
+/* The times of g's shapes on `device`, from the cache or measured now and added to it, for use with
+ * profile p; empty when profiles are off (or p is all zeros). On the CPU with `threads` threads (0:
+ * the library default); on a GPU each shape runs on its backend (bench_time_device), cached in
+ * kernel-shapes-gpu-<device model>-t1-v<version>.txt (backend_device_model: the GPU, its compute
+ * capability and CUDA runtime), with p the GPU's constant profile (sc_cost_profile_gpu), since no
+ * probe checks a GPU for drift yet. `where` says what happened ("" when g has no such node). A shape
+ * that cannot be run alone is left out and named in `where`, not an error. */
+sc_status sc_shape_table_get(sc_device device, int threads, const sc_cost_profile *p, const sc_graph *g,
+                             sc_shape_table *t, char *where, size_t where_size);
 /* node_time[i] = the table's seconds for every node of g whose shape it holds; others unchanged. */
 void sc_shape_table_apply(const sc_shape_table *t, const sc_graph *g, double *node_time);
 const sc_shape_row *sc_shape_table_find(const sc_shape_table *t, const char *key);

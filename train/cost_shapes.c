@@ -1,5 +1,5 @@
-/* The kernel-shape table: each convolution and GEMM shape of a graph timed alone on this machine,
- * cached per machine (contract in cost_profile.h). */
+/* The kernel-shape table: each node shape of a graph timed alone on this machine's CPU or its GPU,
+ * cached per machine and device (contract in cost_profile.h). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,12 +246,14 @@ static int64_t node_operand_bytes(const sc_graph *g, const sc_node *n) {
     return b;
 }
 
-/* Times node `node` of g alone into *seconds; false when it could not be run (counted in *c). */
-static bool measure_node(const sc_node_evaluator *ev, const sc_graph *g, int node, double *seconds, measure_count *c) {
+/* Times node `node` of g alone on be into *seconds; false when it could not be run (counted in *c).
+ * The CPU backend runs it through its evaluator on host tensors, a device backend on its own. */
+static bool measure_node(sc_backend *be, const sc_graph *g, int node, double *seconds, measure_count *c) {
     bench_op b;
     sc_status st = bench_make_like(&b, g, node);
     bool cold = node_operand_bytes(g, &g->nodes[node]) > bench_l2_bytes();
-    if (!st) st = bench_time(ev, &b, BENCH_RUNS_AUTO, 1, cold, seconds);
+    if (!st && be->iface->compute_on_host) st = bench_time(be->iface->evaluator(be), &b, BENCH_RUNS_AUTO, 1, cold, seconds);
+    else if (!st) st = bench_time_device(be, &b, seconds);
     bench_free(&b);
     if (!st) return true;
     if (!c->failed++)
@@ -262,8 +264,8 @@ static bool measure_node(const sc_node_evaluator *ev, const sc_graph *g, int nod
 }
 
 /* Measures the keys the cache lacks into both the cache and *out, within the time limit. */
-static sc_status measure_missing(int threads, const sc_graph *g, const sc_shape_table *keys, const int *nodes,
-                                 sc_shape_table *cache, sc_shape_table *out, measure_count *c) {
+static sc_status measure_missing(sc_device device, int threads, const sc_graph *g, const sc_shape_table *keys,
+                                 const int *nodes, sc_shape_table *cache, sc_shape_table *out, measure_count *c) {
     sc_backend *be = NULL;
     double t0 = sc_clock_seconds();
     sc_status st = SC_OK;
@@ -277,13 +279,13 @@ static sc_status measure_missing(int threads, const sc_graph *g, const sc_shape_
         else if (sc_clock_seconds() - t0 > SC_SHAPE_TIME_LIMIT) c->over_time++;
         else {
             if (!be) {
-                sc_backend_config cpu = {.device = SC_DEVICE_CPU};
-                SC_TRY(backend_open(&cpu, &be));
+                sc_backend_config on = {.device = device};
+                SC_TRY(backend_open(&on, &be));
                 if (threads > 0) be->iface->set_threads(be, threads);
                 st = bench_caches_open();
                 if (st) break;
             }
-            if (measure_node(be->iface->evaluator(be), g, nodes[i], &sec, c)) {
+            if (measure_node(be, g, nodes[i], &sec, c)) {
                 c->measured++;
                 if (!table_add(cache, key, sec)) st = sc_errorf("out of memory measuring the kernel shapes");
             }
@@ -310,8 +312,11 @@ static sc_status cache_write(const char *path, const sc_shape_table *cache, doub
     return st;
 }
 
-static void describe(const measure_count *c, const char *path, sc_status wst, char *where, size_t size) {
-    int k = snprintf(where, size, "%d kernel shapes timed alone: %d cached", c->cached + c->measured, c->cached);
+static void describe(sc_device device, const measure_count *c, const char *path, sc_status wst, char *where,
+                     size_t size) {
+    int k = snprintf(where, size, "%d kernel shapes timed alone%s%s: %d cached", c->cached + c->measured,
+                     device != SC_DEVICE_CPU ? " on " : "", device != SC_DEVICE_CPU ? sc_device_name(device) : "",
+                     c->cached);
     if (c->measured) k += snprintf(where + k, size - (size_t)k, ", %d measured now in %.1f s", c->measured, c->seconds);
     if (c->dropped)
         k += snprintf(where + k, size - (size_t)k, " (the cache's %d were measured when the profile's 3x3 convolution ran "
@@ -336,15 +341,19 @@ static void cache_check(sc_shape_table *cache, double *rate, const sc_cost_profi
     *rate = p->conv_flops;
 }
 
-sc_status sc_shape_table_get(int threads, const sc_cost_profile *p, const sc_graph *g, sc_shape_table *t, char *where,
-                             size_t where_size) {
+sc_status sc_shape_table_get(sc_device device, int threads, const sc_cost_profile *p, const sc_graph *g,
+                             sc_shape_table *t, char *where, size_t where_size) {
     memset(t, 0, sizeof *t);
     where[0] = 0;
     const char *mode = getenv("SCORCH_COST_PROFILE");
     if ((mode && !strcmp(mode, "off")) || !(p->conv_flops > 0)) return SC_OK;
     int n_threads = threads > 0 ? threads : backend_host_threads();
-    char path[1536];
-    sc_status pst = bench_cache_path("kernel-shapes", n_threads, path, sizeof path);
+    char path[1536], model[256];
+    bool on_device = device != SC_DEVICE_CPU;
+    if (on_device && !backend_device_model(device, model, sizeof model))
+        snprintf(model, sizeof model, "unknown-%s", sc_device_name(device));
+    sc_status pst = bench_cache_path(on_device ? "kernel-shapes-gpu" : "kernel-shapes", on_device ? model : NULL,
+                                     on_device ? 1 : n_threads, path, sizeof path);
     sc_shape_table keys = {0}, cache = {0};
     int *nodes = NULL;
     measure_count c = {0};
@@ -352,13 +361,13 @@ sc_status sc_shape_table_get(int threads, const sc_cost_profile *p, const sc_gra
     sc_status st = cache_read(path, &cache, &rate);
     if (!st) cache_check(&cache, &rate, p, &c);
     if (!st) st = graph_keys(g, &keys, &nodes);
-    if (!st) st = measure_missing(n_threads, g, &keys, nodes, &cache, t, &c);
+    if (!st) st = measure_missing(device, n_threads, g, &keys, nodes, &cache, t, &c);
     sc_status wst = SC_OK;
     if (!st && c.measured) {
         wst = pst ? pst : cache_write(path, &cache, rate);
         pst = SC_OK;
     }
-    if (!st && keys.n) describe(&c, path, wst, where, where_size);
+    if (!st && keys.n) describe(device, &c, path, wst, where, where_size);
     sc_status_free(wst);
     sc_status_free(pst);
     sc_shape_table_free(&keys);

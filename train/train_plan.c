@@ -75,25 +75,38 @@ static int64_t device_capacity(const sc_trainer *t) {
     return fr > 0 ? fr : 0;
 }
 
-/* Node times from this machine's cost profile (CPU plans without calibration): the default cost
- * model's constants are another machine's. */
+/* The op-family rates the node times start from: this machine's cost profile on the CPU; on a GPU
+ * its constant profile, every node whose shape can be timed alone then measured on the device. */
+static sc_status family_profile(sc_trainer *t, sc_cost_profile *p, char *from, size_t size) {
+    memset(p, 0, sizeof *p);
+    if (t->cfg.device == SC_DEVICE_CPU) return sc_cost_profile_get(t->cfg.threads, p, from, size);
+    const char *mode = getenv("SCORCH_COST_PROFILE");
+    if (mode && !strcmp(mode, "off")) snprintf(from, size, "off (SCORCH_COST_PROFILE=off: the built-in constants)");
+    else sc_cost_profile_gpu(p), snprintf(from, size, "the GPU's op-family constants for what is not timed");
+    return SC_OK;
+}
+
+/* Node times from this machine's cost profile and kernel shapes (plans without calibration): the
+ * default cost model's constants are another machine's. */
 static sc_status profile_times(sc_trainer *t, sc_plan_options *o) {
     snprintf(t->cost_source, sizeof t->cost_source, "the built-in constants");
-    if (t->cfg.device != SC_DEVICE_CPU || !t->cfg.use_plan) return SC_OK;
+    if (!t->cfg.use_plan) return SC_OK;
     free(t->profile_time);
     t->profile_time = NULL;
     /* data parallel: rank 0's profile for every rank (measured once, not by N ranks at a time) */
     sc_cost_profile p = {0};
     char from[1024] = "", shapes[1024] = "";
     const sc_graph *g = &t->model->graph;
-    sc_status st = sc_comm_rank() == 0 ? sc_cost_profile_get(t->cfg.threads, &p, from, sizeof from) : SC_OK;
+    sc_status st = sc_comm_rank() == 0 ? family_profile(t, &p, from, sizeof from) : SC_OK;
     SC_TRY(train_dist_share_profile(st, &p, from, sizeof from));
     if (!(p.conv_flops > 0)) {
         snprintf(t->cost_source, sizeof t->cost_source, "the built-in constants (%s)", from);
         return SC_OK;
     }
     sc_shape_table shape = {0};
-    st = sc_comm_rank() == 0 ? sc_shape_table_get(t->cfg.threads, &p, g, &shape, shapes, sizeof shapes) : SC_OK;
+    st = sc_comm_rank() == 0
+             ? sc_shape_table_get(t->cfg.device, t->cfg.threads, &p, g, &shape, shapes, sizeof shapes)
+             : SC_OK;
     st = train_dist_share_shapes(st, &shape, shapes, sizeof shapes);
     t->profile_time = st ? NULL : malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
     if (!st && !t->profile_time) st = sc_errorf("out of memory");
@@ -110,11 +123,32 @@ static sc_status profile_times(sc_trainer *t, sc_plan_options *o) {
 
 const char *sc_trainer_cost_source(const sc_trainer *t) { return t->cost_source; }
 
+/* A GPU plan's link without --link-bandwidth: measured (sc_link_measure_device), or the PCIe
+ * constant when profiles are off or ranks must plan alike (each would measure its own link). The
+ * CPU's default (its memcpy lanes) is not a GPU's. */
+static sc_status gpu_link(sc_trainer *t, sc_plan_options *o) {
+    if (t->cfg.device == SC_DEVICE_CPU || o->link_bandwidth > 0) return SC_OK;
+    const char *mode = getenv("SCORCH_COST_PROFILE");
+    double bw = SC_COST_LINK_GPU;
+    const char *how = "the PCIe constant";
+    if (!(mode && !strcmp(mode, "off")) && sc_comm_size() == 1) {
+        SC_TRY(sc_link_measure_device(t->cfg.device, &bw));
+        how = "measured with pinned copies";
+    }
+    o->link_bandwidth = bw;
+    size_t k = strlen(t->cost_source);
+    snprintf(t->cost_source + k, sizeof t->cost_source - k, "; link %.3g GB/s each way (%s)", bw * 1e-9, how);
+    return SC_OK;
+}
+
 static sc_status plan_inputs(sc_trainer *t, sc_plan_options *o) {
     *o = t->cfg.plan;
     o->capacity = device_capacity(t);
     if (!o->host_budget) o->host_budget = t->host_room; /* copies must fit the host too */
-    if (!t->cfg.calibrate) return o->node_time ? SC_OK : profile_times(t, o);
+    if (!t->cfg.calibrate) {
+        if (!o->node_time) SC_TRY(profile_times(t, o));
+        return gpu_link(t, o);
+    }
     snprintf(t->cost_source, sizeof t->cost_source, "calibrated node times");
     SC_TRY(train_calibrate_once(t));
     o->node_time = t->cal.node_time;

@@ -437,6 +437,23 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     return cudaSuccess;
 }
 
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+    guard g;
+    if (device_hidden()) return fail(g.s, cudaErrorNoDevice);
+    if (device != 0) return fail(g.s, cudaErrorInvalidDevice);
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "Scorch CUDA emulator");
+    prop->totalGlobalMem = g.s.capacity;
+    prop->major = 9;
+    prop->minor = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version) {
+    *version = 12000;
+    return cudaSuccess;
+}
+
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     guard g;
     state &s = g.s;

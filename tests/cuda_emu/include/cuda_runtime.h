@@ -68,6 +68,14 @@ cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+/* The toolkit's struct has many more fields; the backend reads only these. */
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    int major, minor;
+};
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device);
+cudaError_t cudaRuntimeGetVersion(int *version);
 
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
