@@ -117,16 +117,21 @@ static void run_case(pt_kind kind, sc_strategy strategy, int segments, int64_t b
     graph_free(&m.g);
 }
 
+/* The mlp training graph and its store-everything plan. */
+static void mlp_none_plan(pt_model *m, sc_plan *p) {
+    pt_build(m, PT_MLP);
+    sc_plan_options o = {0};
+    sc_status st = plan_build(&m->g, &m->tg, &o, p);
+    SC_ASSERT(!st);
+}
+
 static void test_capacity(void) {
     pt_model m;
-    pt_build(&m, PT_MLP);
-    sc_plan_options o = {0};
     sc_plan p;
-    sc_status st = plan_build(&m.g, &m.tg, &o, &p);
-    SC_ASSERT(!st);
+    mlp_none_plan(&m, &p);
     sc_backend *be = NULL;
     sc_plan_session *s = NULL;
-    st = backend_cpu_create(p.arena_bytes - 64, &be);
+    sc_status st = backend_cpu_create(p.arena_bytes - 64, &be);
     SC_ASSERT(!st);
     st = plan_session_create(be, &m.g, &p, &s);
     CHECK(st && strstr(sc_status_message(st), "capacity"), "a plan over the device capacity was accepted: %s",
@@ -214,11 +219,8 @@ static int params_changed_over_steps(const pt_model *m, sc_graph *g, const sc_pl
  * (cpu_dnnl.h) are dropped before each step; an inference plan keeps them for the session. */
 static void test_params_changed(void) {
     pt_model m;
-    pt_build(&m, PT_MLP);
-    sc_plan_options o = {0};
     sc_plan p;
-    sc_status st = plan_build(&m.g, &m.tg, &o, &p);
-    SC_ASSERT(!st);
+    mlp_none_plan(&m, &p);
     int n = params_changed_over_steps(&m, &m.g, &p);
     CHECK(n == STEPS, "training plan: params_changed ran %d times in %d steps, want once per step", n, STEPS);
     plan_free(&p);
@@ -230,10 +232,10 @@ static void test_params_changed(void) {
     f.x = pt_input(&f.g, "x", PT_N, PT_IN);
     int w1 = pt_param(&f.g, "W1", PT_H, PT_IN, 0.5), b1 = pt_param(&f.g, "b1", PT_H, 0, 0.1);
     pt_output(&f.g, pt_relu(&f.g, pt_gemm(&f.g, f.x, w1, b1, "h1"), "r1"));
-    st = graph_link(&f.g);
+    sc_status st = graph_link(&f.g);
     SC_ASSERT(!st);
     autodiff_inference_graph(&f.g, &f.tg);
-    st = plan_build(&f.g, &f.tg, &o, &p);
+    st = plan_build(&f.g, &f.tg, &(sc_plan_options){0}, &p);
     SC_ASSERT(!st);
     n = params_changed_over_steps(&f, &f.g, &p);
     CHECK(n == 0, "inference plan: params_changed ran %d times in %d steps, want none", n, STEPS);
@@ -284,14 +286,11 @@ static void test_data_all_finite(void) {
  * plan_exec_sync_params_to_host, which counts what it copied. */
 static void test_state_finite(void) {
     pt_model m;
-    pt_build(&m, PT_MLP);
-    sc_plan_options o = {0};
     sc_plan p;
-    sc_status st = plan_build(&m.g, &m.tg, &o, &p);
-    SC_ASSERT(!st);
+    mlp_none_plan(&m, &p);
     sc_backend *be = NULL;
     sc_plan_session *s = NULL;
-    st = backend_cpu_create(p.arena_bytes, &be);
+    sc_status st = backend_cpu_create(p.arena_bytes, &be);
     if (!st) st = plan_session_create(be, &m.g, &p, &s);
     pt_feeds f;
     pt_feeds_fill(&m, 1, &f);

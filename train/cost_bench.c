@@ -221,6 +221,11 @@ sc_status bench_time_device(sc_backend *be, bench_op *b, double *seconds) {
 
 /* ---- cache file names ---- */
 
+bool sc_cost_profile_off(void) {
+    const char *mode = getenv("SCORCH_COST_PROFILE");
+    return mode && !strcmp(mode, "off");
+}
+
 static void cpu_model(char *out, size_t n) {
     snprintf(out, n, "unknown-cpu");
     FILE *f = fopen("/proc/cpuinfo", "r");

@@ -59,6 +59,10 @@ int64_t bench_l2_bytes(void);
 sc_status bench_caches_open(void);
 void bench_caches_close(void);
 
+/* SCORCH_COST_PROFILE=off: no cost profile, no kernel shapes, no measured link; the built-in
+ * constants (the test suite sets it so that its plans do not depend on the machine). */
+bool sc_cost_profile_off(void);
+
 /* The file `<cache folder>/<stem>-<model>-t<threads>-v<version>.txt`, its folder created (the
  * folder: $SCORCH_CACHE_DIR, else $XDG_CACHE_HOME/scorch, else ~/.cache/scorch; the model: the CPU's
  * model name, or device_model when not NULL, backend_device_model); an error saying why there is

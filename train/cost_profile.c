@@ -173,8 +173,7 @@ static bool profile_current(int threads, const sc_cost_profile *p, double *now) 
 
 sc_status sc_cost_profile_get(int threads, sc_cost_profile *p, char *where, size_t where_size) {
     memset(p, 0, sizeof *p);
-    const char *mode = getenv("SCORCH_COST_PROFILE");
-    if (mode && !strcmp(mode, "off")) {
+    if (sc_cost_profile_off()) {
         snprintf(where, where_size, "off (SCORCH_COST_PROFILE=off: the built-in constants)");
         return SC_OK;
     }

@@ -345,8 +345,7 @@ sc_status sc_shape_table_get(sc_device device, int threads, const sc_cost_profil
                              sc_shape_table *t, char *where, size_t where_size) {
     memset(t, 0, sizeof *t);
     where[0] = 0;
-    const char *mode = getenv("SCORCH_COST_PROFILE");
-    if ((mode && !strcmp(mode, "off")) || !(p->conv_flops > 0)) return SC_OK;
+    if (sc_cost_profile_off() || !(p->conv_flops > 0)) return SC_OK;
     int n_threads = threads > 0 ? threads : backend_host_threads();
     char path[1536], model[256];
     bool on_device = device != SC_DEVICE_CPU;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backends/comm.h"
+#include "train/cost_bench.h"
 #include "train/cost_profile.h"
 #include "train/trainer_internal.h"
 
@@ -80,8 +81,7 @@ static int64_t device_capacity(const sc_trainer *t) {
 static sc_status family_profile(sc_trainer *t, sc_cost_profile *p, char *from, size_t size) {
     memset(p, 0, sizeof *p);
     if (t->cfg.device == SC_DEVICE_CPU) return sc_cost_profile_get(t->cfg.threads, p, from, size);
-    const char *mode = getenv("SCORCH_COST_PROFILE");
-    if (mode && !strcmp(mode, "off")) snprintf(from, size, "off (SCORCH_COST_PROFILE=off: the built-in constants)");
+    if (sc_cost_profile_off()) snprintf(from, size, "off (SCORCH_COST_PROFILE=off: the built-in constants)");
     else sc_cost_profile_gpu(p), snprintf(from, size, "the GPU's op-family constants for what is not timed");
     return SC_OK;
 }
@@ -128,10 +128,9 @@ const char *sc_trainer_cost_source(const sc_trainer *t) { return t->cost_source;
  * CPU's default (its memcpy lanes) is not a GPU's. */
 static sc_status gpu_link(sc_trainer *t, sc_plan_options *o) {
     if (t->cfg.device == SC_DEVICE_CPU || o->link_bandwidth > 0) return SC_OK;
-    const char *mode = getenv("SCORCH_COST_PROFILE");
     double bw = SC_COST_LINK_GPU;
     const char *how = "the PCIe constant";
-    if (!(mode && !strcmp(mode, "off")) && sc_comm_size() == 1) {
+    if (!sc_cost_profile_off() && sc_comm_size() == 1) {
         SC_TRY(sc_link_measure_device(t->cfg.device, &bw));
         how = "measured with pinned copies";
     }
