@@ -8,13 +8,17 @@ Without a GPU (forced with CUDA_VISIBLE_DEVICES="", so these checks run the same
   or the CUDA runtime's error text) and writes nothing; --device auto (and no --device) trains on
   the CPU and says so; --device cpu gives bit-identical weights to auto there; a bad --device value
   is a usage error (exit 2); `run --device cuda` fails the same way (exit 1, the reason) while
-  `run --device cpu|auto` works.
+  `run --device cpu|auto` works; `plan --device cuda` fails the same way, `plan --device auto`
+  plans for the CPU (the same plan and prediction as plain `plan`), `plan --device tpu` is a usage
+  error.
 When the CUDA backend is built and a GPU is visible: auto picks it, --device cuda trains on it
 (plain, with --memory above the GPU's free memory, and with --tf32), and its losses follow the CPU
 run's (relative 1e-3 per step, fp32 on both), and `run --device cuda` gives the CPU's logits; the
 GPU's node shapes are timed on it into kernel-shapes-gpu-<model>*.txt in the cache folder, which the
-next run reads without measuring again.
+next run reads without measuring again, and so does `plan --device cuda --measure 1`, which names
+the GPU and compares its prediction with the steps' wall time.
 """
+import json
 import csv
 import os
 import subprocess
@@ -96,6 +100,30 @@ def without_gpu():
     for d in ("cpu", "auto"):
         p = run(["run", "m.onnx", "--seq", "16", "--device", d, "--output-dir", "run_" + d], env=NO_GPU)
         expect(p, 0, "logits f32[1,16,64]", "run --device " + d)
+    plan_without_gpu()
+
+
+PLAN = ["plan", "m.onnx", "--batch", "4", "--seq", "16"]
+
+
+def plan_without_gpu():
+    p = run(PLAN + ["--device", "cuda"], env=NO_GPU)
+    expect(p, 1, "--device cuda: ", "plan --device cuda without a GPU")
+    p = run(PLAN + ["--device", "tpu"])
+    expect(p, 2, "--device must be cpu, cuda or auto", "plan --device tpu")
+    # the built-in constants: a cost profile measured on a busy machine may be measured again between
+    # the two runs (its drift probe), which would change the prediction, not the plan
+    constants = dict(NO_GPU, SCORCH_COST_PROFILE="off")
+    plain = run(PLAN + ["--json"], env=constants)
+    auto = run(PLAN + ["--json", "--device", "auto"], env=constants)
+    expect(plain, 0, None, "plan --json")
+    expect(auto, 0, None, "plan --json --device auto")
+    a, b = json.loads(plain.stdout), json.loads(auto.stdout)
+    if b["device"] != "cpu" or a["device"] != "cpu":
+        fail("plan --device auto without a GPU: device %r (plain plan: %r), expected cpu" % (b["device"], a["device"]))
+    for k in ("peak_bytes", "predicted_time", "steps"):
+        if k in a and a[k] != b[k]:
+            fail("plan --device auto on the CPU: %s %r, plain plan %r" % (k, b[k], a[k]))
 
 
 def with_gpu():
@@ -151,6 +179,12 @@ def gpu_shape_cache():
     if texts[1] != texts[0]:
         fail("the second run measured again instead of reading the GPU's kernel-shape cache")
     print("GPU kernel shapes: %d timed on the device and cached in %s" % (len(rows) - 1, os.path.basename(files[0])))
+    p = run(PLAN + ["--device", "cuda", "--measure", "1"], env=env)
+    expect(p, 0, "device         cuda (", "plan --device cuda --measure 1")
+    expect(p, 0, "(median of 1 steps after a warm-up)", "plan --device cuda --measure 1")
+    expect(p, 0, "error          prediction ", "plan --device cuda --measure 1")
+    if read(files[0]).decode() != texts[0]:
+        fail("plan --device cuda measured the GPU's shapes again instead of reading train's cache")
 
 
 def main():

@@ -13,6 +13,11 @@
  * those times and the measured copy rate; it implies --measure 3, and the summary shows the
  * uncalibrated cost model's prediction of the same plan next to the calibrated one, so both errors
  * can be read off.
+ * --device cuda|auto plans for the GPU that train would use: the plan is built by a training session
+ * on that device, so its node times are the GPU's own (train/cost_profile.h: each kernel shape
+ * timed there once and cached per GPU model) and its link the measured pinned copy rate; with
+ * --measure the steps run there and the error is against their wall time (a GPU's kernels are not
+ * host CPU time). The default, cpu, needs no device and executes nothing.
  * An infeasible budget exits 1 with plan_build's message (it names the smallest feasible budget).
  */
 #include <pthread.h>
@@ -41,6 +46,7 @@ typedef struct {
     sc_dtype precision;
     int ranks;  /* data parallel as `mpirun -np N ... train`: the step of one rank, all-reduces included */
     int64_t param_block; /* --param-block as train's (0: the default) */
+    sc_device device;    /* --device: CPU plans without a backend; others through a training session */
 } plan_model_opts;
 
 typedef struct {
@@ -239,7 +245,8 @@ static sc_status steps_time(sc_trainer *t, int n, double *wall, double *kernels)
     return st;
 }
 
-/* --measure / --calibrate: the plan is built and run by a training session on the CPU. */
+/* --measure / --calibrate / --device other than cpu: the plan is built by a training session on the
+ * device, and run there when measure > 0. */
 static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_options *po, plan_summary *s,
                                    const plan_outputs *out) {
     sc_trainer_config cfg;
@@ -257,7 +264,7 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     cfg.use_plan = true;
     cfg.plan = *po;
     cfg.link_bandwidth = po->link_bandwidth; /* --link-bandwidth (calibration comes later, into the plan only) */
-    cfg.device = SC_DEVICE_CPU;
+    cfg.device = mo->device;
     /* A fixed count, the one the cost profile was measured with: train's thread governor would run
      * some of the timed steps on one thread (3 of the first 6 while it explores), and their median
      * would then compare a 2-thread prediction with a 1-thread step. */
@@ -272,7 +279,15 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     s->cost_source = sc_trainer_cost_source(t);
     s->profiled = !out->calibrate && o.node_time != NULL;
     if (sc_trainer_calibration(t) && !out->json) plan_calibration_print(sc_trainer_calibration(t), g, stdout);
-    sc_status st = steps_time(t, out->measure, &s->measured_time, &s->measured_kernel_time);
+    char device[160];
+    sc_device d = sc_trainer_device(t);
+    snprintf(device, sizeof device, "%s", sc_device_name(d));
+    char gpu[128];
+    if (d != SC_DEVICE_CPU && backend_device_model(d, gpu, sizeof gpu))
+        snprintf(device, sizeof device, "%s (%s)", sc_device_name(d), gpu);
+    s->device = device;
+    sc_status st = out->measure ? steps_time(t, out->measure, &s->measured_time, &s->measured_kernel_time) : SC_OK;
+    if (d != SC_DEVICE_CPU) s->measured_kernel_time = 0; /* host time of queuing the kernels, not of running them */
     s->measured_steps = out->measure;
     int threads;
     int64_t runs[2];
@@ -301,7 +316,9 @@ int cmd_plan(int argc, char **argv) {
         PLAN_CALIBRATE_OPT,
         THREADS_OPT,
         {.name = "measure", .kind = ARG_INT, .metavar = "N",
-         .help = "run the plan (CPU, 1 warm-up + N steps) and show the measured step time against the prediction"},
+         .help = "run the plan (1 warm-up + N steps on --device) and show the measured step time against the prediction"},
+        {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto",
+         .help = "the device planned for (default cpu; cuda and auto time node shapes on the GPU once, cached)"},
     };
     arg_spec spec = ARGS_MODEL_SPEC(
         "scorch-run plan MODEL.onnx [--memory SIZE] [options]",
@@ -335,8 +352,15 @@ int cmd_plan(int argc, char **argv) {
     if (!usage && (a = args_get(&spec, "measure"))->set && ((out.measure = (int)a->i) < 1 || a->i > 1000))
         usage = "--measure takes a step count between 1 and 1000";
     if (out.calibrate && !out.measure) out.measure = 3;
-    if (!usage && mo.ranks > 1 && out.measure)
-        usage = "--ranks plans a rank of a job that is not running: measure under mpirun with train instead";
+    mo.device = SC_DEVICE_CPU;
+    if (!usage && (a = args_get(&spec, "device"))->set) {
+        int k = device_parse(a->s);
+        if (k < 0) usage = "--device must be cpu, cuda or auto";
+        else mo.device = (sc_device)k;
+    }
+    if (!usage && mo.ranks > 1 && (out.measure || mo.device != SC_DEVICE_CPU))
+        usage = "--ranks plans a rank of a job that is not running: measure under mpirun with train instead, and "
+                "plan it without --device";
     if (!usage && (a = args_get(&spec, "threads"))->set && ((out.threads = (int)a->i) < 1))
         usage = "--threads must be at least 1";
     if (usage) {
@@ -345,7 +369,8 @@ int cmd_plan(int argc, char **argv) {
         return 2;
     }
     s.batch = mo.batch, s.seq = mo.seq, s.budget = po.budget, s.slots = po.slots, s.ranks = mo.ranks;
-    sc_status st = out.measure ? plan_run_measured(&mo, &po, &s, &out) : plan_run(&mo, &po, &s, &out);
+    bool session = out.measure || mo.device != SC_DEVICE_CPU;
+    sc_status st = session ? plan_run_measured(&mo, &po, &s, &out) : plan_run(&mo, &po, &s, &out);
     args_free(&spec);
     return cmd_report(st);
 }

@@ -178,6 +178,7 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     if (s->seq) fprintf(f, ", seq %lld", (long long)s->seq);
     if (s->precision && strcmp(s->precision, "fp32")) fprintf(f, ", %s mixed precision", s->precision);
     fprintf(f, ")\n");
+    if (s->device && strcmp(s->device, "cpu")) fprintf(f, "device         %s\n", s->device);
     fprintf(f, "budget         %s\n", s->budget ? fmt_bytes(s->budget, a, sizeof a) : "unlimited");
     fprintf(f, "strategy       %s (asked: %s", plan_strategy_name(p->strategy), s->requested);
     if (s->slots) fprintf(f, ", %d slots", s->slots);
@@ -237,8 +238,10 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
                 fmt_bytes(p->resident_max, b, sizeof b), p->n_resident > 1 ? "" : "s", p->n_resident > 1 ? "" : "s");
     fputc('\n', f);
     fprintf(f, "step time      %.4g s predicted%s (compute %.4g s, recompute %.4g s, waiting on transfers %.4g s)\n",
-            p->predicted_time, s->calibrated ? " with calibrated node times" : s->profiled ? " by this machine's cost profile"
-                                                                                        : " by the cost model",
+            p->predicted_time, s->calibrated ? " with calibrated node times"
+            : s->profiled && s->device && strcmp(s->device, "cpu") ? " by the GPU's cost profile"
+            : s->profiled ? " by this machine's cost profile"
+                          : " by the cost model",
             s->compute_time, s->recompute_time, p->stall_time);
     if (s->cost_source && !s->calibrated) fprintf(f, "cost model     %s\n", s->cost_source);
     if (s->budget_cheap >= 0 && s->none_time > 0) {
@@ -252,7 +255,14 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
                     PLAN_CHEAP_RATIO);
     }
     if (s->calibrated || s->profiled) fprintf(f, "               %.4g s by the built-in constants\n", s->model_time);
-    if (s->measured_time > 0) {
+    if (s->measured_time > 0 && !(s->measured_kernel_time > 0)) {
+        fprintf(f, "measured       %.4g s per step (median of %d steps after a warm-up)\n", s->measured_time,
+                s->measured_steps);
+        fprintf(f, "error          prediction %+.1f%% of the wall time", 100.0 * (p->predicted_time / s->measured_time - 1.0));
+        if (s->calibrated || s->profiled)
+            fprintf(f, "; built-in constants %+.1f%%", 100.0 * (s->model_time / s->measured_time - 1.0));
+        fputc('\n', f);
+    } else if (s->measured_time > 0) {
         fprintf(f, "measured       %.4g s per step, kernels %.4g s of thread CPU time (medians of %d steps after a "
                    "warm-up, %d threads)\n", s->measured_time, s->measured_kernel_time, s->measured_steps,
                 s->measured_threads);
@@ -327,6 +337,7 @@ void plan_summary_json(FILE *f, const sc_graph *g, const plan_summary *s, const 
     fprintf(f, "\"link_time_h2d\": %.17g, \"link_time_d2h\": %.17g, \"bound\": \"%s\", \"host_bytes\": %lld, ",
             s->link_time[0], s->link_time[1], s->bound, (long long)p->host_bytes);
     char src[2400];
+    fprintf(f, "\"device\": \"%s\", ", sb_safe(s->device ? s->device : "cpu", src, sizeof src));
     fprintf(f, "\"cost_source\": \"%s\", ", sb_safe(s->cost_source && !s->calibrated ? s->cost_source : "", src, sizeof src));
     fprintf(f, "\"calibrated\": %s, \"cost_model\": \"%s\", \"model_time\": %.17g, \"measured_time\": %.17g, "
                "\"measured_kernel_time\": %.17g, \"measured_steps\": %d, \"measured_threads\": %d}\n",

@@ -84,6 +84,7 @@ int device_parse(const char *name);
 
 typedef struct {
     const char *model;          /* path, for titles */
+    const char *device;         /* where the plan was made for and run: "cpu" (NULL too) or "cuda (MODEL)" */
     int64_t batch, seq;         /* seq 0 = the model's own */
     const char *precision;      /* "fp32", "bf16" or "fp16" (--precision) */
     int ranks;                  /* data-parallel ranks the step is one of (--ranks; 0 or 1: none) */
@@ -127,7 +128,8 @@ typedef struct {
      * plan's execution over measured_steps steps after a warm-up, and of its kernels' CPU time (the
      * figure other jobs on the machine barely change); 0 = not run */
     double measured_time;
-    double measured_kernel_time; /* median of the kernels' summed thread CPU time (backends/profile.h) */
+    double measured_kernel_time; /* median of the kernels' summed thread CPU time (backends/profile.h); 0 on
+                                    a GPU, whose kernels run after the host has queued them */
     int measured_steps;
     int measured_threads; /* the steps' host thread count; 0 = chosen per step by train's governor */
 } plan_summary;
