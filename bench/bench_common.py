@@ -61,15 +61,21 @@ def check_selection(script, keys, models, scorch_run):
         sys.exit(f"{script}: {scorch_run} not found: build first (scripts/run_tests.sh)")
 
 
-def torch_step_times(state, steps, sync=None):
+def torch_step_times(state, steps, sync=None, autocast=None):
     """PyTorch training steps on state = (model, x, loss_fn, optimizer): each step's ms (sync() before
-    the clock stops, for asynchronous devices) and the last loss tensor."""
+    the clock stops, for asynchronous devices) and the last loss tensor. autocast: a factory of the
+    context the forward pass and the loss run in (torch.autocast(...) for mixed precision), as
+    PyTorch's AMP recipe has it: backward runs outside it, in the dtypes autocast chose."""
     model, x, loss_fn, opt = state
     times, loss = [], None
     for _ in range(steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x))
+        if autocast:
+            with autocast():
+                loss = loss_fn(model(x))
+        else:
+            loss = loss_fn(model(x))
         loss.backward()
         opt.step()
         if sync:

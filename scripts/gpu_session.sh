@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # One GPU session on the lent device machine, in stages that each fit its 10-minute call limit:
 #
-#   scripts/gpu_session.sh [env] [build] [test] [sanitize] [bench] [tradeoff] | all
+#   scripts/gpu_session.sh [env] [build] [test] [sanitize] [bench] [tradeoff] | all | quick
+#
+# quick: the whole session in one call of about 7 minutes, for a lend of 15 minutes of device time
+# (machine start included): env, build from the prebuilt binaries (native only if they do not run),
+# a trimmed test (test_cuda_ops, ResNet on the GPU against the CPU, a capped streaming GPT against
+# the plain GPU run, test_plan_offload --cuda) and the bench on ResNet-50, GPT-2 small and the
+# streaming GPT-2 medium in fp32 and bf16 with TF32 on: each open issue's GPU line in one table
+# (speed against PyTorch and autocast, streaming throughput and link use, predicted step time).
 #
 # Needs devlib/ (scripts/gpu_pack.sh, run here first; name it in the call's carry). Every stage
 # writes $OUT/<stage>.log (OUT: the device tool's output folder; out/gpu/ when unset) and prints
@@ -137,18 +144,25 @@ stage_build() {
   fi
   rm -f "$BUILD/.gpu_session_built"
   local kind=native
-  if [ "${SCORCH_GPU_PREBUILT:-0}" = 1 ] || ! build_native; then
+  if [ "$QUICK" = 1 ] && use_prebuilt && build_check; then
+    kind=prebuilt
+  elif [ "${SCORCH_GPU_PREBUILT:-0}" = 1 ] || ! build_native; then
     say "using the binaries prebuilt by gpu_pack.sh (SCORCH_GPU_PREBUILT=1, or the native build failed above)"
     kind=prebuilt
-    mkdir -p "$BUILD/tests"
-    cp "$DEVROOT/prebuilt/scorch-run" "$BUILD/scorch-run"
-    cp "$DEVROOT/prebuilt/test_cuda_ops" "$BUILD/tests/test_cuda_ops"
-    cp "$DEVROOT/prebuilt/test_plan_offload" "$BUILD/tests/test_plan_offload"
+    use_prebuilt
   fi
   build_check || return 1
   ldd "$BUILD/scorch-run" | grep -E 'cublas|cudnn|dnnl|protobuf|gomp|OpenCL'
   echo "$kind, $(date -u +%H:%M:%SZ)" >"$BUILD/.gpu_session_built"
   echo "build: $kind"
+}
+
+# quick tries these first: a native build costs minutes of a 15-minute lend.
+use_prebuilt() {
+  mkdir -p "$BUILD/tests"
+  cp "$DEVROOT/prebuilt/scorch-run" "$BUILD/scorch-run" &&
+    cp "$DEVROOT/prebuilt/test_cuda_ops" "$BUILD/tests/test_cuda_ops" &&
+    cp "$DEVROOT/prebuilt/test_plan_offload" "$BUILD/tests/test_plan_offload"
 }
 
 ensure_build() { [ -f "$BUILD/.gpu_session_built" ] || stage_build; }
@@ -194,7 +208,7 @@ EOF
 stage_test() {
   setup_env && ensure_build || return 1
   local rc=0 r
-  timeout 300 "$BUILD/tests/test_cuda_ops"
+  timeout "$([ "$QUICK" = 1 ] && echo 120 || echo 300)" "$BUILD/tests/test_cuda_ops"
   r=$?
   echo "test_cuda_ops: exit $r"
   local dev=cuda
@@ -214,16 +228,20 @@ stage_test() {
   # shellcheck disable=SC2034  # read through ${!s} in train_pair
   local cpu="--device cpu" cuda="--device $dev" capped="--device $dev --strategy sqrt --offload weights"
   train_pair resnet-cuda-vs-cpu "$TMPD/resnet.onnx" cpu cuda 2e-3 --batch 4 || rc=1
-  train_pair gpt-cuda-vs-cpu "$TMPD/gpt.onnx" cpu cuda 2e-3 --batch 4 --seq 64 || rc=1
-  train_pair dranet-cuda-vs-cpu "$TMPD/dranet.onnx" cpu cuda 2e-3 --batch 8 || rc=1
+  if [ "$QUICK" != 1 ]; then
+    train_pair gpt-cuda-vs-cpu "$TMPD/gpt.onnx" cpu cuda 2e-3 --batch 4 --seq 64 || rc=1
+    train_pair dranet-cuda-vs-cpu "$TMPD/dranet.onnx" cpu cuda 2e-3 --batch 8 || rc=1
+  fi
   train_pair gpt-capped-vs-cuda "$TMPD/gpt.onnx" cuda capped 1e-4 --batch 4 --seq 64 || rc=1
-  train_pair dranet-capped-vs-cuda "$TMPD/dranet.onnx" cuda capped 1e-4 --batch 8 || rc=1
+  [ "$QUICK" = 1 ] || train_pair dranet-capped-vs-cuda "$TMPD/dranet.onnx" cuda capped 1e-4 --batch 8 || rc=1
   grep -h "^plan " "$TMPD"/*/b.out 2>/dev/null
   if [ "$dev" = cuda ]; then
     # every strategy with offload on the GPU against none on the GPU, bit for bit
-    timeout 300 "$BUILD/tests/test_plan_offload" --cuda | tail -3
+    timeout "$([ "$QUICK" = 1 ] && echo 90 || echo 300)" "$BUILD/tests/test_plan_offload" --cuda | tail -3
     [ "${PIPESTATUS[0]}" = 0 ] || { echo "FAIL test_plan_offload --cuda"; rc=1; }
-    (mkdir -p "$TMPD/tc" && cd "$TMPD/tc" && timeout 400 "$PY" "$ROOT/tests/train_cuda_check.py" "$S") || rc=1
+    if [ "$QUICK" != 1 ]; then
+      (mkdir -p "$TMPD/tc" && cd "$TMPD/tc" && timeout 400 "$PY" "$ROOT/tests/train_cuda_check.py" "$S") || rc=1
+    fi
   fi
   rm -rf "$TMPD"
   return $rc
@@ -271,10 +289,16 @@ stage_tradeoff() {
 }
 
 # ---- bench ----
+QUICK_BENCH_ARGS="--models resnet50,gpt2,stream --tf32 on --precision fp32,bf16 --steps 8 --warmup 2 --budget-s 200"
+
 stage_bench() {
   setup_env && ensure_build || return 1
+  local args=${SCORCH_BENCH_ARGS:-}
+  [ "$QUICK" = 1 ] && [ -z "$args" ] && args=$QUICK_BENCH_ARGS
+  [ "${SCORCH_GPU_SIMULATE:-0}" = 1 ] && ! has_gpu && args="$args --smoke-cpu"
   # shellcheck disable=SC2086
-  "$PY" "$ROOT/bench/train_vs_torch_gpu.py" --scorch-run "$BUILD/scorch-run" --out-dir "$OUT" ${SCORCH_BENCH_ARGS:-} || return 1
+  "$PY" "$ROOT/bench/train_vs_torch_gpu.py" --scorch-run "$BUILD/scorch-run" --out-dir "$OUT" $args || return 1
+  [ "${SCORCH_GPU_SIMULATE:-0}" = 1 ] && return 0
   has_gpu || return 77 # the script said SKIP
 }
 
@@ -293,8 +317,10 @@ run_stage() {
 stages=("$@")
 [ ${#stages[@]} = 0 ] && stages=(env build test)
 [ "${stages[0]}" = all ] && stages=(env build test sanitize bench tradeoff)
+QUICK=0
+[ "${stages[0]}" = quick ] && QUICK=1 && stages=(env build test bench)
 for s in "${stages[@]}"; do
-  case $s in env | build | test | sanitize | bench | tradeoff) ;; *) echo "usage: $0 [env] [build] [test] [sanitize] [bench] [tradeoff] | all" >&2; exit 2 ;; esac
+  case $s in env | build | test | sanitize | bench | tradeoff) ;; *) echo "usage: $0 [env] [build] [test] [sanitize] [bench] [tradeoff] | all | quick" >&2; exit 2 ;; esac
 done
 T0=$(date +%s)
 setup_env >/dev/null || { echo "gpu_session: cannot set up (devlib missing?)" >&2; exit 1; }
