@@ -208,7 +208,7 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
         exec_time_add(p, r.exec_time);
         p->units += strcmp(p->unit_name, "tokens") ? r.samples : r.tokens;
         if (p->log) {
-            fprintf(p->log, "%lld,%.9g,%.9g,%.3f,%.3f,%s,%.17g,%d\n", (long long)r.step, r.loss, r.lr,
+            fprintf(p->log, "%lld,%.9g,%.9g,%.3f,%.6f,%s,%.17g,%d\n", (long long)r.step, r.loss, r.lr,
                     dt > 0 ? (double)r.samples / dt : 0.0, sc_clock_seconds() - p->t0, p->precision, r.loss_scale,
                     r.skipped);
             fflush(p->log);
