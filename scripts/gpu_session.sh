@@ -6,9 +6,10 @@
 # quick: the whole session in one call of about 7 minutes, for a lend of 15 minutes of device time
 # (machine start included): env, build from the prebuilt binaries (native only if they do not run),
 # a trimmed test (test_cuda_ops, ResNet on the GPU against the CPU, a capped streaming GPT against
-# the plain GPU run, test_plan_offload --cuda) and the bench on ResNet-50, GPT-2 small and the
-# streaming GPT-2 medium in fp32 and bf16 with TF32 on: each open issue's GPU line in one table
-# (speed against PyTorch and autocast, streaming throughput and link use, predicted step time).
+# the plain GPU run, test_plan_offload --cuda) and the bench (150 s budget) on ResNet-50, the
+# streaming GPT-2 medium and GPT-2 small in fp32 and bf16 with TF32 on: each open issue's GPU line
+# in one table (speed against PyTorch and autocast, streaming throughput and link use, predicted
+# step time). Call it with timeout_s 540: a stage cut off still leaves its log in $OUT.
 #
 # Needs devlib/ (scripts/gpu_pack.sh, run here first; name it in the call's carry). Every stage
 # writes $OUT/<stage>.log (OUT: the device tool's output folder; out/gpu/ when unset) and prints
@@ -289,7 +290,7 @@ stage_tradeoff() {
 }
 
 # ---- bench ----
-QUICK_BENCH_ARGS="--models resnet50,gpt2,stream --tf32 on --precision fp32,bf16 --steps 8 --warmup 2 --budget-s 200"
+QUICK_BENCH_ARGS="--models resnet50,stream,gpt2 --tf32 on --precision fp32,bf16 --steps 8 --warmup 2 --budget-s 150"
 
 stage_bench() {
   setup_env && ensure_build || return 1
