@@ -234,14 +234,16 @@ def link_fields(capped, rates):
     """Link use of a streaming run: each direction's bytes per step over the step time, against the
     pinned copy rate measured in the same call. Streaming is transfer-bound when the busier
     direction is close to its pinned rate; far under it, the schedule leaves the link idle."""
-    if not rates or capped.get("h2d_bytes") is None:
+    if capped.get("h2d_bytes") is None:
         return {}
+    moved = {"stream_h2d_bytes": capped["h2d_bytes"], "stream_d2h_bytes": capped["d2h_bytes"]}
+    if not rates:
+        return moved
     sec = capped["ms"] * 1e-3
     h2d, d2h = capped["h2d_bytes"] / sec, capped["d2h_bytes"] / sec
     use = max(h2d / rates[0], d2h / rates[1])
-    return {"pinned_h2d_GBps": round(rates[0] / 1e9, 2), "pinned_d2h_GBps": round(rates[1] / 1e9, 2),
+    return {**moved, "pinned_h2d_GBps": round(rates[0] / 1e9, 2), "pinned_d2h_GBps": round(rates[1] / 1e9, 2),
             "stream_h2d_GBps": round(h2d / 1e9, 2), "stream_d2h_GBps": round(d2h / 1e9, 2),
-            "stream_h2d_bytes": capped["h2d_bytes"], "stream_d2h_bytes": capped["d2h_bytes"],
             "link_use": round(use, 3), "link_target_met": use >= 0.8}
 
 
