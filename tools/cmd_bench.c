@@ -4,11 +4,12 @@
  * weights and nothing diverges).
  *
  * Baseline: the store-everything plan (strategy none, no budget). For every (strategy, memory) pair
- * whose plan fits: one warm-up step, then --steps measured steps. Per point: the step time, the median
- * wall time of the plan executions (host-side data filling and the NaN check excluded); the kernel
- * CPU time, the median of the step's kernel times summed on the thread CPU clock (per-op profile
- * hook, backends/profile.h: with one thread the compute itself, which other jobs on a shared machine
- * inflate far less than the wall time; the executor's own work is left out); planned and measured
+ * whose plan fits: one warm-up step, then --steps measured steps, twice (tools/step_time.h). Per point:
+ * the step time, the median wall time of the plan executions of the first --steps (host-side data
+ * filling and the NaN check excluded; no profile hook, whose clock reads would inflate it); the kernel
+ * CPU time, the median of the second --steps' kernel times summed on the thread CPU clock (per-op
+ * profile hook, backends/profile.h: with one thread the compute itself, which other jobs on a shared
+ * machine inflate far less than the wall time; the executor's own work is left out); planned and measured
  * peak (the executor's arena high-water mark), activation memory (measured peak - fixed bytes) and
  * its cut vs none, both overheads vs none (the none plan measured again right after each point: a shared
  * machine's speed drifts over the minutes a table takes, so each point is compared with a baseline
@@ -30,14 +31,13 @@
 #include <time.h>
 
 #include "backends/backend.h"
-#include "backends/profile.h"
-#include "core/stats.h"
 #include "import/onnx.h"
 #include "schedule/cost.h"
 #include "tools/cmd.h"
 #include "tools/model_load.h"
 #include "core/units.h"
 #include "tools/plan_report.h"
+#include "tools/step_time.h"
 #include "train/trainer.h"
 
 typedef struct {
@@ -61,22 +61,6 @@ static double overhead(const bench_row *r, const bench_row *none, bool cpu) {
     double t = cpu ? r->cpu_time : r->time, b = cpu ? r->base_cpu : r->base_time;
     if (b <= 0) b = cpu ? none->cpu_time : none->time;
     return b > 0 ? t / b - 1.0 : 0.0;
-}
-
-static double median(double *x, int n) { return n > 0 ? sc_median(x, (size_t)n) : 0; }
-
-/* One training step with its kernels timed on the thread CPU clock (backends/profile.h): *kernel_s
- * gets their sum, the step's compute as other jobs on a shared machine barely inflate it. */
-static sc_status step_timed(sc_trainer *t, sc_step_result *sr, double *kernel_s) {
-    sc_profile_reset();
-    sc_profile_clock_cpu(true);
-    sc_profile_enable(true);
-    sc_status st = sc_trainer_step(t, sr);
-    sc_profile_enable(false);
-    sc_profile_clock_cpu(false);
-    *kernel_s = 1e-3 * sc_profile_total_ms();
-    sc_profile_reset();
-    return st;
 }
 
 static double forward_flops(const sc_graph *g, const sc_training_graph *tg) {
@@ -110,19 +94,9 @@ static sc_status bench_point_run(sc_trainer *t, const sc_plan_options *base, ben
     r->predicted = p->predicted_time;
     r->recompute_factor = fwd_flops > 0 ? 1.0 + p->recompute_flops / fwd_flops : 1.0;
     SC_TRY(plan_timeline_time(&sc_trainer_model(t)->graph, p, &model, &r->model_predicted));
-    double *times = calloc(2 * (size_t)steps + 2, sizeof *times), *cpu = times + steps + 1;
-    if (!times) return sc_errorf("out of memory");
-    r->measured_peak = 0;
-    for (int i = 0; i <= steps && !st; i++) {
-        sc_step_result sr;
-        double kernel_s = 0;
-        st = step_timed(t, &sr, &kernel_s);
-        if (st) break;
-        if (sr.peak_bytes > r->measured_peak) r->measured_peak = sr.peak_bytes;
-        if (i > 0) times[i - 1] = sr.exec_time, cpu[i - 1] = kernel_s;
-    }
-    if (!st) r->time = median(times, steps), r->cpu_time = median(cpu, steps);
-    free(times);
+    step_times m;
+    st = step_times_measure(t, steps, true, &m);
+    if (!st) r->time = m.wall, r->cpu_time = m.kernels, r->measured_peak = m.peak;
     return st ? sc_status_prefix(st, "%s at %lld bytes: ", r->strategy, (long long)r->budget) : SC_OK;
 }
 
@@ -348,7 +322,7 @@ static const char *bench_parse(arg_spec *s, sc_trainer_config *cfg, sc_plan_opti
     if (u) return u;
     /* a run of 1 + steps per point, the baseline again after each, and the first baseline, never
        reaching the end of the schedule */
-    cfg->steps = (int64_t)(a->steps + 1) * (2 * a->n_strategies * a->n_memories + 1) + 1;
+    cfg->steps = step_times_count(a->steps, true) * (2 * a->n_strategies * a->n_memories + 1) + 1;
     cfg->use_plan = true;
     cfg->plan = *base;
     cfg->link_bandwidth = base->link_bandwidth; /* --link-bandwidth: the CPU backend's link too */

@@ -6,9 +6,10 @@
  * Chrome/Perfetto trace, --svg a memory timeline.
  *
  * By default nothing is executed. --measure N runs the plan: a training session (train/trainer.h,
- * synthetic data, learning rate 0 so nothing diverges) built with the plan, one warm-up step and N
- * timed ones; the summary adds the median measured step time (wall clock, and the kernels' thread
- * CPU time, which other jobs barely change) and the prediction's error against both.
+ * synthetic data, learning rate 0 so nothing diverges) built with the plan, one warm-up step, N
+ * timed ones and, on the CPU, N more with the profile hook (tools/step_time.h); the summary adds
+ * the median measured step time (wall clock, and the kernels' thread CPU time, which other jobs
+ * barely change) and the prediction's error against both.
  * --calibrate first measures every node of the training graph (train/calibrate.h) and plans with
  * those times and the measured copy rate; it implies --measure 3, and the summary shows the
  * uncalibrated cost model's prediction of the same plan next to the calibrated one, so both errors
@@ -27,13 +28,12 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu.h"
-#include "core/stats.h"
-#include "backends/profile.h"
 #include "graph/passes.h"
 #include "import/onnx.h"
 #include "tools/cmd.h"
 #include "tools/model_load.h"
 #include "tools/plan_report.h"
+#include "tools/step_time.h"
 #include "train/calibrate.h"
 #include "train/cost_profile.h"
 #include "train/trainer.h"
@@ -221,30 +221,6 @@ static sc_status plan_run(const plan_model_opts *mo, const sc_plan_options *po_i
     return st;
 }
 
-static double median(double *x, int n) { return n > 0 ? sc_median(x, (size_t)n) : 0; }
-
-/* Medians of the plan execution's wall time and of its kernels' thread CPU time (profile hook) over
- * `n` steps after one warm-up. */
-static sc_status steps_time(sc_trainer *t, int n, double *wall, double *kernels) {
-    double *x = calloc(2 * (size_t)n + 2, sizeof *x), *k = x + n + 1;
-    if (!x) return sc_errorf("out of memory");
-    sc_status st = SC_OK;
-    for (int i = 0; i <= n && !st; i++) {
-        sc_step_result r;
-        sc_profile_reset();
-        sc_profile_clock_cpu(true);
-        sc_profile_enable(true);
-        st = sc_trainer_step(t, &r);
-        sc_profile_enable(false);
-        sc_profile_clock_cpu(false);
-        if (!st && i > 0) x[i - 1] = r.exec_time, k[i - 1] = 1e-3 * sc_profile_total_ms();
-    }
-    sc_profile_reset();
-    if (!st) *wall = median(x, n), *kernels = median(k, n);
-    free(x);
-    return st;
-}
-
 /* --measure / --calibrate / --device other than cpu: the plan is built by a training session on the
  * device, and run there when measure > 0. */
 static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_options *po, plan_summary *s,
@@ -260,7 +236,7 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     cfg.train.weight_decay = mo->adamw ? 0.01f : 0.0f;
     cfg.train.clip_norm = mo->clip;
     cfg.train.param_block = mo->param_block;
-    cfg.steps = out->measure + 1;
+    cfg.steps = step_times_count(out->measure, true);
     cfg.use_plan = true;
     cfg.plan = *po;
     cfg.link_bandwidth = po->link_bandwidth; /* --link-bandwidth (calibration comes later, into the plan only) */
@@ -286,8 +262,10 @@ static sc_status plan_run_measured(const plan_model_opts *mo, const sc_plan_opti
     if (d != SC_DEVICE_CPU && backend_device_model(d, gpu, sizeof gpu))
         snprintf(device, sizeof device, "%s (%s)", sc_device_name(d), gpu);
     s->device = device;
-    sc_status st = out->measure ? steps_time(t, out->measure, &s->measured_time, &s->measured_kernel_time) : SC_OK;
-    if (d != SC_DEVICE_CPU) s->measured_kernel_time = 0; /* host time of queuing the kernels, not of running them */
+    /* a GPU's kernel time would be the host's time of queuing them */
+    step_times m;
+    sc_status st = out->measure ? step_times_measure(t, out->measure, d == SC_DEVICE_CPU, &m) : SC_OK;
+    if (!st && out->measure) s->measured_time = m.wall, s->measured_kernel_time = m.kernels;
     s->measured_steps = out->measure;
     int threads;
     int64_t runs[2];
@@ -316,7 +294,8 @@ int cmd_plan(int argc, char **argv) {
         PLAN_CALIBRATE_OPT,
         THREADS_OPT,
         {.name = "measure", .kind = ARG_INT, .metavar = "N",
-         .help = "run the plan (1 warm-up + N steps on --device) and show the measured step time against the prediction"},
+         .help = "run the plan (1 warm-up + N steps on --device, N more on the CPU for the kernel time) and show the "
+                 "measured step time against the prediction"},
         {.name = "device", .kind = ARG_STR, .metavar = "cpu|cuda|auto",
          .help = "the device planned for (default cpu; cuda and auto time node shapes on the GPU once, cached)"},
     };

@@ -264,8 +264,8 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
         fputc('\n', f);
     } else if (s->measured_time > 0) {
         fprintf(f, "measured       %.4g s per step, kernels %.4g s of thread CPU time (medians of %d steps after a "
-                   "warm-up, %d threads)\n", s->measured_time, s->measured_kernel_time, s->measured_steps,
-                s->measured_threads);
+                   "warm-up, the kernels' from %d more with the profile hook; %d threads)\n", s->measured_time,
+                s->measured_kernel_time, s->measured_steps, s->measured_steps, s->measured_threads);
         fprintf(f, "error          prediction %+.1f%% of the wall time, %+.1f%% of the kernel time",
                 100.0 * (p->predicted_time / s->measured_time - 1.0),
                 s->measured_kernel_time > 0 ? 100.0 * (p->predicted_time / s->measured_kernel_time - 1.0) : 0.0);

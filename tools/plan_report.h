@@ -125,8 +125,9 @@ typedef struct {
                                    (train/cost_profile.h), not from calibration */
     const char *cost_source;    /* set by the caller: what the node times came from, for the text */
     /* set by the caller when the plan was run (plan --measure/--calibrate): median wall time of the
-     * plan's execution over measured_steps steps after a warm-up, and of its kernels' CPU time (the
-     * figure other jobs on the machine barely change); 0 = not run */
+     * plan's execution over measured_steps steps after a warm-up, and of its kernels' CPU time over
+     * measured_steps more (the figure other jobs on the machine barely change; tools/step_time.h);
+     * 0 = not run */
     double measured_time;
     double measured_kernel_time; /* median of the kernels' summed thread CPU time (backends/profile.h); 0 on
                                     a GPU, whose kernels run after the host has queued them */
