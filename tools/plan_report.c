@@ -172,13 +172,36 @@ sc_status plan_summary_fill(const sc_graph *g, const sc_training_graph *tg, cons
 
 /* ---- summary ---- */
 
+/* Whether the plan was made for a GPU (plan --device), not the CPU. */
+static bool on_gpu(const plan_summary *s) { return s->device && strcmp(s->device, "cpu"); }
+
+/* The measured step against the predictions: wall time, and the kernels' CPU time when there is
+ * one (none on a GPU). */
+static void measured_print(FILE *f, const plan_summary *s, const sc_plan *p) {
+    bool kernels = s->measured_kernel_time > 0;
+    if (kernels)
+        fprintf(f, "measured       %.4g s per step, kernels %.4g s of thread CPU time (medians of %d steps after a "
+                   "warm-up, the kernels' from %d more with the profile hook; %d threads)\n", s->measured_time,
+                s->measured_kernel_time, s->measured_steps, s->measured_steps, s->measured_threads);
+    else
+        fprintf(f, "measured       %.4g s per step (median of %d steps after a warm-up)\n", s->measured_time,
+                s->measured_steps);
+    fprintf(f, "error          prediction %+.1f%% of the wall time", 100.0 * (p->predicted_time / s->measured_time - 1.0));
+    if (kernels) fprintf(f, ", %+.1f%% of the kernel time", 100.0 * (p->predicted_time / s->measured_kernel_time - 1.0));
+    if (s->calibrated || s->profiled) {
+        fprintf(f, "; built-in constants %+.1f%%", 100.0 * (s->model_time / s->measured_time - 1.0));
+        if (kernels) fprintf(f, ", %+.1f%%", 100.0 * (s->model_time / s->measured_kernel_time - 1.0));
+    }
+    fputc('\n', f);
+}
+
 void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     char a[32], b[32], c[32], d[32];
     fprintf(f, "model          %s (batch %lld", s->model, (long long)s->batch);
     if (s->seq) fprintf(f, ", seq %lld", (long long)s->seq);
     if (s->precision && strcmp(s->precision, "fp32")) fprintf(f, ", %s mixed precision", s->precision);
     fprintf(f, ")\n");
-    if (s->device && strcmp(s->device, "cpu")) fprintf(f, "device         %s\n", s->device);
+    if (on_gpu(s)) fprintf(f, "device         %s\n", s->device);
     fprintf(f, "budget         %s\n", s->budget ? fmt_bytes(s->budget, a, sizeof a) : "unlimited");
     fprintf(f, "strategy       %s (asked: %s", plan_strategy_name(p->strategy), s->requested);
     if (s->slots) fprintf(f, ", %d slots", s->slots);
@@ -239,7 +262,7 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
     fputc('\n', f);
     fprintf(f, "step time      %.4g s predicted%s (compute %.4g s, recompute %.4g s, waiting on transfers %.4g s)\n",
             p->predicted_time, s->calibrated ? " with calibrated node times"
-            : s->profiled && s->device && strcmp(s->device, "cpu") ? " by the GPU's cost profile"
+            : s->profiled && on_gpu(s) ? " by the GPU's cost profile"
             : s->profiled ? " by this machine's cost profile"
                           : " by the cost model",
             s->compute_time, s->recompute_time, p->stall_time);
@@ -255,25 +278,7 @@ void plan_summary_print(FILE *f, const plan_summary *s, const sc_plan *p) {
                     PLAN_CHEAP_RATIO);
     }
     if (s->calibrated || s->profiled) fprintf(f, "               %.4g s by the built-in constants\n", s->model_time);
-    if (s->measured_time > 0 && !(s->measured_kernel_time > 0)) {
-        fprintf(f, "measured       %.4g s per step (median of %d steps after a warm-up)\n", s->measured_time,
-                s->measured_steps);
-        fprintf(f, "error          prediction %+.1f%% of the wall time", 100.0 * (p->predicted_time / s->measured_time - 1.0));
-        if (s->calibrated || s->profiled)
-            fprintf(f, "; built-in constants %+.1f%%", 100.0 * (s->model_time / s->measured_time - 1.0));
-        fputc('\n', f);
-    } else if (s->measured_time > 0) {
-        fprintf(f, "measured       %.4g s per step, kernels %.4g s of thread CPU time (medians of %d steps after a "
-                   "warm-up, the kernels' from %d more with the profile hook; %d threads)\n", s->measured_time,
-                s->measured_kernel_time, s->measured_steps, s->measured_steps, s->measured_threads);
-        fprintf(f, "error          prediction %+.1f%% of the wall time, %+.1f%% of the kernel time",
-                100.0 * (p->predicted_time / s->measured_time - 1.0),
-                s->measured_kernel_time > 0 ? 100.0 * (p->predicted_time / s->measured_kernel_time - 1.0) : 0.0);
-        if (s->calibrated || s->profiled)
-            fprintf(f, "; built-in constants %+.1f%%, %+.1f%%", 100.0 * (s->model_time / s->measured_time - 1.0),
-                    s->measured_kernel_time > 0 ? 100.0 * (s->model_time / s->measured_kernel_time - 1.0) : 0.0);
-        fputc('\n', f);
-    }
+    if (s->measured_time > 0) measured_print(f, s, p);
 }
 
 /* "param_updates": {name: "host" | "device" | "device, streamed"} for each trainable parameter of
