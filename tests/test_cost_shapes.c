@@ -144,11 +144,15 @@ static void test_key_rules(void) {
 
 static void test_text(void) {
     sc_shape_table t;
-    sc_status st = sc_shape_table_parse("b:x 0.5\na:y 2e-3\nbroken\nc:z -1\nd:w 0.25 trailing\na:y 9\n\ne:v 1e-3", &t);
+    sc_status st = sc_shape_table_parse("b:x 0.5 0.7\na:y 2e-3 3e-3\nbroken\nc:z -1 1\nd:w 0.25 0.3 trailing\n"
+                                        "f:u 0.25\ng:t 0.25 0\na:y 9 9\n\ne:v 1e-3 2e-3", &t);
     CHECK(!st && t.n == 3, "parse: %d rows (want a:y, b:x, e:v)", t.n);
     const sc_shape_row *r = sc_shape_table_find(&t, "a:y");
-    CHECK(r && r->seconds == 2e-3, "a:y: %g (the first of repeated keys)", r ? r->seconds : -1);
-    CHECK(!sc_shape_table_find(&t, "c:z") && !sc_shape_table_find(&t, "d:w"), "damaged rows kept");
+    CHECK(r && r->warm == 2e-3 && r->cold == 3e-3, "a:y: %g %g (the first of repeated keys)", r ? r->warm : -1,
+          r ? r->cold : -1);
+    CHECK(!sc_shape_table_find(&t, "c:z") && !sc_shape_table_find(&t, "d:w") && !sc_shape_table_find(&t, "f:u") &&
+              !sc_shape_table_find(&t, "g:t"),
+          "damaged rows kept");
     char *text;
     size_t len;
     st = sc_shape_table_text(&t, NULL, &text, &len);
@@ -156,7 +160,8 @@ static void test_text(void) {
     if (!st) st = sc_shape_table_parse(text, &u);
     CHECK(!st && u.n == t.n, "round trip: %d rows of %d", u.n, t.n);
     for (int i = 0; !st && i < t.n && i < u.n; i++)
-        CHECK(!strcmp(t.rows[i].key, u.rows[i].key) && t.rows[i].seconds == u.rows[i].seconds, "row %d changed", i);
+        CHECK(!strcmp(t.rows[i].key, u.rows[i].key) && t.rows[i].warm == u.rows[i].warm && t.rows[i].cold == u.rows[i].cold,
+              "row %d changed", i);
     if (!st) {
         free(text);
         sc_shape_table_free(&u);
@@ -173,19 +178,26 @@ static void test_measure_and_cache(const shapes_graph *s, const char *dir) {
     sc_status st = sc_shape_table_get(SC_DEVICE_CPU, 1, &prof, &s->g, &t1, w1, sizeof w1);
     CHECK(!st && t1.n == 5, "first get: %d shapes (want conv, conv stride 2, grad, matmul, relu): %s", t1.n, w1);
     CHECK(strstr(w1, "5 kernel shapes timed alone: 0 cached, 5 measured now"), "first get says: %s", w1);
-    for (int i = 0; i < t1.n; i++) CHECK(t1.rows[i].seconds > 0, "%s: %g s", t1.rows[i].key, t1.rows[i].seconds);
+    for (int i = 0; i < t1.n; i++)
+        CHECK(t1.rows[i].warm > 0 && t1.rows[i].cold > 0, "%s: %g s warm, %g s cold", t1.rows[i].key, t1.rows[i].warm,
+              t1.rows[i].cold);
     st = sc_shape_table_get(SC_DEVICE_CPU, 1, &prof, &s->g, &t2, w2, sizeof w2);
     CHECK(!st && t2.n == 5 && strstr(w2, "5 kernel shapes timed alone: 5 cached") && !strstr(w2, "measured now"),
           "second get: %s", w2);
     for (int i = 0; i < t1.n && i < t2.n; i++)
-        CHECK(!strcmp(t1.rows[i].key, t2.rows[i].key) && t1.rows[i].seconds == t2.rows[i].seconds,
-              "cached %s: %.17g, measured %.17g", t1.rows[i].key, t2.rows[i].seconds, t1.rows[i].seconds);
+        CHECK(!strcmp(t1.rows[i].key, t2.rows[i].key) && t1.rows[i].warm == t2.rows[i].warm &&
+                  t1.rows[i].cold == t2.rows[i].cold,
+              "cached %s: %.17g, measured %.17g", t1.rows[i].key, t2.rows[i].warm, t1.rows[i].warm);
 
+    /* a graph of a few KiB: every read hits, every node takes its shape's warm time */
     double times[16];
     for (int i = 0; i < s->g.n_nodes; i++) times[i] = -1;
-    sc_shape_table_apply(&t2, &s->g, times);
-    CHECK(times[s->conv_a] > 0 && times[s->conv_a] == times[s->conv_b], "conv times %g / %g", times[s->conv_a],
-          times[s->conv_b]);
+    st = sc_shape_table_apply(&t2, &s->g, times);
+    char key[SC_SHAPE_KEY_MAX];
+    sc_shape_key(&s->g, s->conv_a, key, sizeof key);
+    const sc_shape_row *conv = sc_shape_table_find(&t2, key);
+    CHECK(!st && conv && times[s->conv_a] == conv->warm && times[s->conv_a] == times[s->conv_b],
+          "conv times %g / %g, its warm time %g", times[s->conv_a], times[s->conv_b], conv ? conv->warm : -1);
     CHECK(times[s->conv_s2] > 0 && times[s->grad] > 0 && times[s->matmul] > 0 && times[s->relu] > 0,
           "a shape node left unset");
 
@@ -213,6 +225,34 @@ static void test_measure_and_cache(const shapes_graph *s, const char *dir) {
     CHECK(!st && t3.n == 0 && !w3[0], "off: %d shapes, '%s'", t3.n, w3);
     sc_shape_table_free(&t1);
     sc_shape_table_free(&t2);
+}
+
+/* Warm or cold by reuse distance, with the machine's last-level cache: a Relu over twice its bytes
+ * misses (cold time); a small Relu after it misses too (its input and output were last touched a
+ * step ago, with the large one's bytes touched since); a small Relu of a value just written hits on
+ * its input and misses on its output (half way). */
+static void test_apply_warm_cold(void) {
+    sc_graph g;
+    graph_init(&g);
+    sc_desc big = {.dtype = SC_F32, .rank = 1, .dims = {bench_llc_bytes() / 2}}, small = {.dtype = SC_F32, .rank = 1, .dims = {256}};
+    int x = value(&g, "x", big), y = value(&g, "y", big), sv = value(&g, "s", small), t = value(&g, "t", small);
+    int u = value(&g, "u", small);
+    node(&g, SC_OP_RELU, "big", &x, 1, y);
+    node(&g, SC_OP_RELU, "far", &sv, 1, t);
+    node(&g, SC_OP_RELU, "near", &t, 1, u);
+    char kb[SC_SHAPE_KEY_MAX], ks[SC_SHAPE_KEY_MAX], text[2 * SC_SHAPE_KEY_MAX + 64];
+    sc_shape_key(&g, 0, kb, sizeof kb);
+    sc_shape_key(&g, 1, ks, sizeof ks);
+    snprintf(text, sizeof text, "%s 1 4\n%s 2 3\n", kb, ks);
+    sc_shape_table tab;
+    sc_status st = sc_shape_table_parse(text, &tab);
+    double times[3] = {-1, -1, -1};
+    if (!st) st = sc_shape_table_apply(&tab, &g, times);
+    CHECK(!st && times[0] == 4 && times[1] == 3 && times[2] == 2.5, "big %g (want cold 4), far %g (cold 3), near %g (2.5)",
+          times[0], times[1], times[2]);
+    sc_status_free(st);
+    sc_shape_table_free(&tab);
+    graph_free(&g);
 }
 
 /* bench_time_device on a backend's own arena (the CPU backend here, under the sanitizers; CUDA's in
@@ -257,6 +297,7 @@ int main(void) {
     test_key_rules();
     test_text();
     test_measure_and_cache(&s, dir);
+    test_apply_warm_cold();
     test_time_device(&s);
     graph_free(&s.g);
     char cmd[256];

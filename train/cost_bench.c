@@ -7,7 +7,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <emmintrin.h>
+#endif
 
+#include "core/big_alloc.h"
 #include "core/clock.h"
 #include "core/stats.h"
 #include "graph/shape.h"
@@ -35,11 +39,13 @@ static int bench_input_desc(bench_op *b, int k, const sc_desc *d, sc_status *st)
     int id = graph_add_value(&b->g, name, SC_VALUE_INPUT, d, st);
     if (*st) return -1;
     int64_t n = sc_desc_numel(d);
-    void *data = calloc(1, (size_t)sc_desc_bytes(d) + 1);
+    size_t bytes = (size_t)sc_desc_bytes(d) + 1;
+    void *data = sc_big_alloc(bytes); /* on huge pages as a step's arena is: its TLB misses, not 4 KiB pages' */
     if (!data) {
         *st = sc_errorf("out of memory measuring the cost profile");
         return -1;
     }
+    memset(data, 0, bytes);
     if (d->dtype == SC_F32)
         for (int64_t i = 0; i < n; i++) ((float *)data)[i] = 0.5f + (float)(i % 7) * 0.125f;
     b->in[k] = (sc_tensor){.desc = *d, .data = data};
@@ -64,7 +70,7 @@ static sc_status bench_alloc_outputs(bench_op *b) {
             b->out[k].data = b->in[in].data;
             continue;
         }
-        b->out[k].data = malloc((size_t)sc_desc_bytes(&b->out[k].desc) + 1);
+        b->out[k].data = sc_big_alloc((size_t)sc_desc_bytes(&b->out[k].desc) + 1);
         if (!b->out[k].data) return sc_errorf("out of memory measuring the cost profile");
     }
     return SC_OK;
@@ -124,8 +130,44 @@ void bench_caches_close(void) {
     flush_buf = NULL;
 }
 
+/* Every thread of the pool writes its share: the flush is as fast as memory allows, and the pool's
+ * threads are awake for the timed run as in a step. Written by one thread, the others slept through
+ * it, and a cold run of a 10 us op timed their 50 us wake-up. */
 static void caches_flush(void) {
-    if (flush_buf) memset(flush_buf, (int)(sc_clock_seconds() * 1e6) & 0xff, FLUSH_BYTES);
+    if (!flush_buf) return;
+    int byte = (int)(sc_clock_seconds() * 1e6) & 0xff;
+    enum { CHUNK = 1 << 20 };
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < FLUSH_BYTES / CHUNK; c++) memset(flush_buf + c * CHUNK, byte, CHUNK);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+static void tensor_flush(const sc_tensor *t) {
+    const char *p = t->data;
+    int64_t n = p ? sc_desc_bytes(&t->desc) : 0;
+    for (int64_t at = 0; at < n; at += 64) _mm_clflush(p + at);
+    if (n > 0) _mm_clflush(p + n - 1);
+}
+#endif
+
+/* b's operand bytes (inputs and outputs) evicted from every cache level, the rest (code, page
+ * tables, the pool's state) left as the last run left it: a step's node whose operands were last
+ * touched long ago. Without a cache line flush instruction, every cache is flushed. */
+static void operands_flush(const bench_op *b) {
+#if defined(__x86_64__) || defined(__i386__)
+    for (int k = 0; k < b->n_in; k++) tensor_flush(&b->in[k]);
+    for (int k = 0; k < b->n_out; k++)
+        if (shared_input(b, k) < 0) tensor_flush(&b->out[k]);
+    _mm_mfence();
+#else
+    (void)b;
+    caches_flush();
+#endif
+}
+
+static void caches_set(const bench_op *b, bench_caches caches) {
+    if (caches == BENCH_COLD_ALL) caches_flush();
+    else if (caches == BENCH_COLD_OPERANDS) operands_flush(b);
 }
 
 /* Runs for BENCH_RUNS_AUTO after a warm-up of `warm` seconds. */
@@ -134,22 +176,23 @@ static int auto_runs(double warm) {
     return runs < 1 ? 1 : runs > 5 ? 5 : runs;
 }
 
-sc_status bench_time(const sc_node_evaluator *ev, bench_op *b, int runs, int repeat, bool cold, double *seconds) {
+sc_status bench_time(const sc_node_evaluator *ev, bench_op *b, int runs, int repeat, bench_caches caches,
+                     double *seconds) {
     const sc_node *n = &b->g.nodes[b->node];
     double t[BENCH_MAX_RUNS];
-    if (cold) caches_flush();
+    caches_set(b, caches);
     double t0 = sc_clock_seconds();
     SC_TRY(ev->run(n, b->in, b->n_in, b->out, b->n_out));
     if (runs == BENCH_RUNS_AUTO) {
         double warm = sc_clock_seconds() - t0;
         runs = auto_runs(warm);
-        if (!cold && repeat < BENCH_MAX_REPEAT && warm * repeat < BENCH_MIN_RUN_SECONDS)
+        if (caches == BENCH_WARM && repeat < BENCH_MAX_REPEAT && warm * repeat < BENCH_MIN_RUN_SECONDS)
             repeat = warm > BENCH_MIN_RUN_SECONDS / BENCH_MAX_REPEAT ? (int)(BENCH_MIN_RUN_SECONDS / warm) + 1
                                                                    : BENCH_MAX_REPEAT;
     }
     if (runs > BENCH_MAX_RUNS) runs = BENCH_MAX_RUNS;
     for (int r = 0; r < runs; r++) {
-        if (cold) caches_flush();
+        caches_set(b, caches);
         t0 = sc_clock_seconds();
         for (int k = 0; k < repeat; k++) SC_TRY(ev->run(n, b->in, b->n_in, b->out, b->n_out));
         t[r] = (sc_clock_seconds() - t0) / repeat;
@@ -264,9 +307,37 @@ static sc_status cache_dir(char *out, size_t n) {
     return SC_OK;
 }
 
-int64_t bench_l2_bytes(void) {
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return l2 > 0 ? l2 : (int64_t)1 << 20;
+/* The size in bytes of cpu0's cache index k in sysfs ("32768K"), and its level; 0 when absent. */
+static int64_t sysfs_cache(int k, int *level) {
+    char path[128], text[64];
+    int64_t size = 0;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", k);
+    FILE *f = fopen(path, "r");
+    *level = f && fgets(text, sizeof text, f) ? atoi(text) : 0;
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", k);
+    f = fopen(path, "r");
+    if (f && fgets(text, sizeof text, f)) {
+        char *end;
+        size = strtoll(text, &end, 10);
+        size <<= *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    }
+    if (f) fclose(f);
+    return size;
+}
+
+/* sysfs first: glibc's sysconf reads CPUID, which on a KVM guest of an AMD EPYC with a 32 MiB L3
+ * (sysfs, lscpu) says 320 MiB. */
+int64_t bench_llc_bytes(void) {
+    int64_t best = 0;
+    int best_level = 0, level;
+    for (int k = 0; k < 8; k++) {
+        int64_t size = sysfs_cache(k, &level);
+        if (size > 0 && level >= best_level) best = size, best_level = level;
+    }
+    if (best > 0) return best;
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l3 > 0 ? l3 : l2 > 0 ? l2 : (int64_t)8 << 20;
 }
 
 sc_status bench_cache_path(const char *stem, const char *device_model, int threads, char *out, size_t size) {

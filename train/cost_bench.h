@@ -33,8 +33,13 @@ sc_status bench_make(bench_op *b, sc_op op, const sc_attrs *attrs, const sc_desc
 sc_status bench_make_like(bench_op *b, const sc_graph *g, int node);
 void bench_free(bench_op *b);
 
+/* What a timed run finds in the caches: what the last run left (warm), nothing (every cache
+ * flushed: a 96 MiB buffer written by every thread), or everything but its operands (their lines
+ * flushed: cold data, warm code and page tables, as in a step). */
+typedef enum { BENCH_WARM, BENCH_COLD_ALL, BENCH_COLD_OPERANDS } bench_caches;
+
 /* Median wall seconds of one run of b's node over `runs` runs (at most BENCH_MAX_RUNS) after a
- * warm-up run, each with cold caches when `cold`, else with what the last run left in them; with
+ * warm-up run, each with the caches as `caches` says; with
  * repeat > 1 that many runs are timed together (for ops too short to time alone). runs
  * BENCH_RUNS_AUTO: as many as fit in about BENCH_AUTO_SECONDS by the warm-up's time, 1 to 5 (a
  * convolution of a large model takes seconds), and with warm caches repeat raised until a timed run
@@ -45,7 +50,8 @@ void bench_free(bench_op *b);
 #define BENCH_AUTO_SECONDS 0.3
 #define BENCH_MIN_RUN_SECONDS 1e-3
 #define BENCH_MAX_REPEAT 1000
-sc_status bench_time(const sc_node_evaluator *ev, bench_op *b, int runs, int repeat, bool cold, double *seconds);
+sc_status bench_time(const sc_node_evaluator *ev, bench_op *b, int runs, int repeat, bench_caches caches,
+                     double *seconds);
 /* The same on a device backend (be: the CUDA one; one arena per backend, so none may exist): b's
  * inputs copied into a device arena once, then per timed run its node launched `repeat` times (1 to
  * BENCH_MAX_REPEAT, so that a run lasts BENCH_MIN_RUN_SECONDS) and the device synchronised; the
@@ -53,9 +59,9 @@ sc_status bench_time(const sc_node_evaluator *ev, bench_op *b, int runs, int rep
  * each other as a step's do, so the figure is the kernel's time plus what its launch adds to it.
  * The device's caches are left as the last run left them. */
 sc_status bench_time_device(sc_backend *be, bench_op *b, double *seconds);
-/* One core's L2 cache (1 MiB when unknown): operands that fit were made, or last read, a few nodes
- * ago in a step, and are timed with warm caches. */
-int64_t bench_l2_bytes(void);
+/* The last-level cache's bytes (the L3, else the L2, else 8 MiB when unknown): the capacity whose
+ * reuse distances pick a node's warm or cold time (schedule/reuse.h). */
+int64_t bench_llc_bytes(void);
 sc_status bench_caches_open(void);
 void bench_caches_close(void);
 

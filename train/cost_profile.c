@@ -19,7 +19,7 @@ static sc_status bench_op_time(const sc_node_evaluator *ev, sc_op op, const sc_a
                                int n_out, int repeat, double *seconds, sc_op_cost *cost) {
     bench_op b;
     sc_status st = bench_make(&b, op, a, in, n_in, n_out);
-    if (!st) st = bench_time(ev, &b, PROFILE_RUNS, repeat, repeat == 1, seconds);
+    if (!st) st = bench_time(ev, &b, PROFILE_RUNS, repeat, repeat == 1 ? BENCH_COLD_ALL : BENCH_WARM, seconds);
     if (!st) *cost = sc_node_cost(&b.g, &b.g.nodes[b.node]);
     bench_free(&b);
     return st;
@@ -56,7 +56,7 @@ static sc_status conv_rate(const sc_node_evaluator *ev, int runs, double *rate) 
     bench_op b;
     sc_status st = bench_make(&b, SC_OP_CONV, &conv, cin, 2, 1);
     double t = 0;
-    if (!st) st = bench_time(ev, &b, runs, 1, true, &t);
+    if (!st) st = bench_time(ev, &b, runs, 1, BENCH_COLD_ALL, &t);
     if (!st) *rate = t > 0 ? sc_node_cost(&b.g, &b.g.nodes[b.node]).flops / t : 0;
     bench_free(&b);
     return st;
@@ -229,8 +229,13 @@ sc_status sc_cost_profile_times(int threads, const sc_graph *g, double **times, 
         return sc_errorf("out of memory");
     }
     cost_profile_node_times(&p, g, *times);
-    sc_shape_table_apply(&t, g, *times);
+    sc_status st = sc_shape_table_apply(&t, g, *times);
     sc_shape_table_free(&t);
+    if (st) {
+        free(*times);
+        *times = NULL;
+        return st;
+    }
     snprintf(where, where_size, "this machine's cost profile (%s%s%s)", from, shapes[0] ? "; " : "", shapes);
     return SC_OK;
 }

@@ -58,16 +58,23 @@ sc_status sc_cost_profile_measure(int threads, sc_cost_profile *p);
  * stage at 112x112) at half the rate of the profile's 56x56 one, and a 2048-channel one on 8x8
  * planes at the full rate (bench/results/2026-12-02-conv-prediction-breakdown.md); a GPT's small
  * Transposes, Wheres and Gelus run at half the rate of the profile's 4 MiB Add. So every distinct
- * node shape of a graph (sc_shape_node) is timed alone on the CPU backend, once per machine (cold
- * caches when its operands exceed one core's L2, else warm and repeated to 1 ms; 1 to 5 runs after
- * a warm-up, their median), and its seconds replace the family rate's for every node of that shape.
+ * node shape of a graph (sc_shape_node) is timed alone on the CPU backend, once per machine, on
+ * huge-page buffers as the step's arena is, twice: cold (its operands' cache lines flushed before
+ * each run, code and page tables left warm) and warm (repeated to 1 ms); 1 to 5 runs after a
+ * warm-up, their median. A node of that shape then takes the warm time, the cold one, or a mix by
+ * the share of its operand bytes whose reuse distance in the step exceeds the last-level cache
+ * (sc_shape_table_apply): an input just written is warm in the step, a weight read once a step or
+ * an activation kept for backward is not. Timing every shape cold above one core's L2, as before,
+ * over-predicted mid-size GPTs by 15-28%, and cold only above the L3 under-predicted them as much
+ * (bench/results/2026-12-03-measure-unhooked.md); a whole-cache flush made a 10 us op's cold run
+ * 50 us (its code, page tables and the thread pool's state went too).
  *
  * The key of a shape is the op, each operand's dtype and dims ("-" when absent; a constant's also
  * its bytes' hash, "=0123abcd..."), which outputs are present, and the attributes: a convolution's
  * geometry (strides, pads, dilations, group, auto_pad) and Gemm's transposes spelled out, e.g.
  *   ConvGrad:f32[8,512,4,4]f32[8,512,4,4]f32[512,512,3,3]:o110:s1x1p1x1x1x1d1x1g1a0
  * other ops' attributes as their bytes' hash (":a0123abcd..."). The cache is a text file beside
- * the profile's (same folder and machine key), "key seconds" per line
+ * the profile's (same folder and machine key), "key warm cold" (seconds) per line
  * after a format line that records the profile's conv_flops the rows were measured under; shapes
  * measured by any run are added to it, and the rows are dropped (measured again) when the profile
  * they are used with is more than SC_COST_PROFILE_DRIFT away from that rate. Measuring stops after
@@ -80,7 +87,8 @@ sc_status sc_cost_profile_measure(int threads, sc_cost_profile *p);
 
 typedef struct {
     char *key;
-    double seconds;
+    double warm; /* seconds with the operands where the last run left them (the L2 or L3 when they fit) */
+    double cold; /* seconds after a cache flush: every operand from memory */
 } sc_shape_row;
 
 typedef struct {
@@ -105,11 +113,13 @@ void sc_shape_key(const sc_graph *g, int node, char *out, size_t size);
  * that cannot be run alone is left out and named in `where`, not an error. */
 sc_status sc_shape_table_get(sc_device device, int threads, const sc_cost_profile *p, const sc_graph *g,
                              sc_shape_table *t, char *where, size_t where_size);
-/* node_time[i] = the table's seconds for every node of g whose shape it holds; others unchanged. */
-void sc_shape_table_apply(const sc_shape_table *t, const sc_graph *g, double *node_time);
+/* node_time[i] = warm + (cold - warm) * share for every node of g whose shape the table holds, where
+ * share is the part of its operand bytes that miss the last-level cache (bench_llc_bytes) by their
+ * reuse distance in a step (sc_reuse_cold_share); others unchanged. */
+sc_status sc_shape_table_apply(const sc_shape_table *t, const sc_graph *g, double *node_time);
 const sc_shape_row *sc_shape_table_find(const sc_shape_table *t, const char *key);
 void sc_shape_table_free(sc_shape_table *t);
-/* "key seconds" lines (after `header` and a newline, when not NULL), and back: how ranks share it. */
+/* "key warm cold" lines (after `header` and a newline, when not NULL), and back: how ranks share it. */
 sc_status sc_shape_table_text(const sc_shape_table *t, const char *header, char **text, size_t *len);
 sc_status sc_shape_table_parse(const char *text, sc_shape_table *t);
 

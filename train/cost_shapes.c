@@ -8,10 +8,11 @@
 #include "backends/backend.h"
 #include "core/atomic_write.h"
 #include "core/clock.h"
+#include "schedule/reuse.h"
 #include "train/cost_bench.h"
 #include "train/cost_profile.h"
 
-#define SHAPES_FORMAT "scorch kernel shapes 3"
+#define SHAPES_FORMAT "scorch kernel shapes 4"
 
 /* Ops whose integer or bool inputs may hold any in-range index, so the zeros a bench input holds
  * time them as well as real indices do: the rest must get such inputs from constants. */
@@ -109,7 +110,7 @@ void sc_shape_table_free(sc_shape_table *t) {
     memset(t, 0, sizeof *t);
 }
 
-static bool table_add(sc_shape_table *t, const char *key, double seconds) {
+static bool table_add(sc_shape_table *t, const char *key, double warm, double cold) {
     if (t->n == t->cap) {
         int cap = t->cap ? 2 * t->cap : 64;
         sc_shape_row *rows = realloc(t->rows, sizeof(sc_shape_row) * (size_t)cap);
@@ -119,7 +120,7 @@ static bool table_add(sc_shape_table *t, const char *key, double seconds) {
     }
     char *k = strdup(key);
     if (!k) return false;
-    t->rows[t->n++] = (sc_shape_row){k, seconds};
+    t->rows[t->n++] = (sc_shape_row){k, warm, cold};
     return true;
 }
 
@@ -142,11 +143,21 @@ static void table_sort(sc_shape_table *t) {
 }
 
 const sc_shape_row *sc_shape_table_find(const sc_shape_table *t, const char *key) {
-    sc_shape_row probe = {(char *)key, 0};
+    sc_shape_row probe = {(char *)key, 0, 0};
     return t->n ? bsearch(&probe, t->rows, (size_t)t->n, sizeof *t->rows, row_cmp) : NULL;
 }
 
-/* ---- text: the cache file's body and what ranks share ("key seconds" lines) ---- */
+/* ---- text: the cache file's body and what ranks share ("key warm cold" lines) ---- */
+
+/* "W C" at p (len bytes, nothing after them): both positive and under 1e6 s. */
+static bool parse_times(const char *p, size_t len, double *warm, double *cold) {
+    char *end;
+    *warm = strtod(p, &end);
+    if (end == p || *end != ' ') return false;
+    const char *c = end + 1;
+    *cold = strtod(c, &end);
+    return end != c && end == p + len && *warm > 0 && *warm < 1e6 && *cold > 0 && *cold < 1e6;
+}
 
 sc_status sc_shape_table_parse(const char *text, sc_shape_table *t) {
     memset(t, 0, sizeof *t);
@@ -156,12 +167,12 @@ sc_status sc_shape_table_parse(const char *text, sc_shape_table *t) {
         size_t len = eol ? (size_t)(eol - p) : strlen(p);
         const char *space = memchr(p, ' ', len);
         if (space && space > p && (size_t)(space - p) < SC_SHAPE_KEY_MAX) {
-            char key[SC_SHAPE_KEY_MAX], *end;
+            char key[SC_SHAPE_KEY_MAX];
             memcpy(key, p, (size_t)(space - p));
             key[space - p] = 0;
-            double sec = strtod(space + 1, &end);
-            bool ok = end != space + 1 && end == p + len && sec > 0 && sec < 1e6; /* nothing after it */
-            if (ok && !table_add(t, key, sec)) {
+            double warm, cold;
+            bool ok = parse_times(space + 1, len - (size_t)(space + 1 - p), &warm, &cold);
+            if (ok && !table_add(t, key, warm, cold)) {
                 sc_shape_table_free(t);
                 return sc_errorf("out of memory reading the kernel-shape table");
             }
@@ -174,12 +185,13 @@ sc_status sc_shape_table_parse(const char *text, sc_shape_table *t) {
 
 sc_status sc_shape_table_text(const sc_shape_table *t, const char *header, char **text, size_t *len) {
     size_t cap = (header ? strlen(header) + 1 : 0) + 1;
-    for (int i = 0; i < t->n; i++) cap += strlen(t->rows[i].key) + 32;
+    for (int i = 0; i < t->n; i++) cap += strlen(t->rows[i].key) + 64;
     char *s = malloc(cap);
     if (!s) return sc_errorf("out of memory writing the kernel-shape table");
     size_t k = header ? (size_t)snprintf(s, cap, "%s\n", header) : 0;
     s[k] = 0;
-    for (int i = 0; i < t->n; i++) k += (size_t)snprintf(s + k, cap - k, "%s %.17g\n", t->rows[i].key, t->rows[i].seconds);
+    for (int i = 0; i < t->n; i++)
+        k += (size_t)snprintf(s + k, cap - k, "%s %.17g %.17g\n", t->rows[i].key, t->rows[i].warm, t->rows[i].cold);
     *text = s;
     *len = k;
     return SC_OK;
@@ -219,12 +231,12 @@ static sc_status graph_keys(const sc_graph *g, sc_shape_table *keys, int **nodes
     for (int i = 0; i < g->n_nodes; i++) {
         if (!sc_shape_node(g, i)) continue;
         sc_shape_key(g, i, key, sizeof key);
-        if (!table_add(keys, key, (double)i)) return sc_errorf("out of memory listing the kernel shapes");
+        if (!table_add(keys, key, (double)i, 0)) return sc_errorf("out of memory listing the kernel shapes");
     }
     table_sort(keys);
     *nodes = malloc(sizeof(int) * ((size_t)keys->n + 1));
     if (!*nodes) return sc_errorf("out of memory listing the kernel shapes");
-    for (int i = 0; i < keys->n; i++) (*nodes)[i] = (int)keys->rows[i].seconds;
+    for (int i = 0; i < keys->n; i++) (*nodes)[i] = (int)keys->rows[i].warm;
     return SC_OK;
 }
 
@@ -246,14 +258,21 @@ static int64_t node_operand_bytes(const sc_graph *g, const sc_node *n) {
     return b;
 }
 
-/* Times node `node` of g alone on be into *seconds; false when it could not be run (counted in *c).
- * The CPU backend runs it through its evaluator on host tensors, a device backend on its own. */
-static bool measure_node(sc_backend *be, const sc_graph *g, int node, double *seconds, measure_count *c) {
+/* Times node `node` of g alone on be, warm and cold (*row's times); false when it could not be run
+ * (counted in *c). The CPU backend runs it through its evaluator on host tensors, cold with its
+ * operands flushed from the caches, and warm repeated. A device backend runs it on its own, warm
+ * only (cold = warm): the GPU's L2 is not flushed, and no node of its step is told apart. */
+static bool measure_node(sc_backend *be, const sc_graph *g, int node, sc_shape_row *row, measure_count *c) {
     bench_op b;
     sc_status st = bench_make_like(&b, g, node);
-    bool cold = node_operand_bytes(g, &g->nodes[node]) > bench_l2_bytes();
-    if (!st && be->iface->compute_on_host) st = bench_time(be->iface->evaluator(be), &b, BENCH_RUNS_AUTO, 1, cold, seconds);
-    else if (!st) st = bench_time_device(be, &b, seconds);
+    if (!st && be->iface->compute_on_host) {
+        const sc_node_evaluator *ev = be->iface->evaluator(be);
+        st = bench_time(ev, &b, BENCH_RUNS_AUTO, 1, BENCH_COLD_OPERANDS, &row->cold);
+        if (!st) st = bench_time(ev, &b, BENCH_RUNS_AUTO, 1, BENCH_WARM, &row->warm);
+    } else if (!st) {
+        st = bench_time_device(be, &b, &row->warm);
+        row->cold = row->warm;
+    }
     bench_free(&b);
     if (!st) return true;
     if (!c->failed++)
@@ -273,7 +292,7 @@ static sc_status measure_missing(sc_device device, int threads, const sc_graph *
     for (int i = 0; i < keys->n && !st; i++) {
         const char *key = keys->rows[i].key;
         const sc_shape_row *hit = sc_shape_table_find(&(sc_shape_table){.n = sorted, .rows = cache->rows}, key);
-        double sec = hit ? hit->seconds : 0;
+        sc_shape_row got = hit ? *hit : (sc_shape_row){0};
         if (hit) c->cached++;
         else if (node_operand_bytes(g, &g->nodes[nodes[i]]) > SC_SHAPE_MAX_BYTES) c->too_big++;
         else if (sc_clock_seconds() - t0 > SC_SHAPE_TIME_LIMIT) c->over_time++;
@@ -285,12 +304,13 @@ static sc_status measure_missing(sc_device device, int threads, const sc_graph *
                 st = bench_caches_open();
                 if (st) break;
             }
-            if (measure_node(be, g, nodes[i], &sec, c)) {
+            if (measure_node(be, g, nodes[i], &got, c)) {
                 c->measured++;
-                if (!table_add(cache, key, sec)) st = sc_errorf("out of memory measuring the kernel shapes");
+                if (!table_add(cache, key, got.warm, got.cold)) st = sc_errorf("out of memory measuring the kernel shapes");
             }
         }
-        if (!st && sec > 0 && !table_add(out, key, sec)) st = sc_errorf("out of memory measuring the kernel shapes");
+        if (!st && got.warm > 0 && !table_add(out, key, got.warm, got.cold))
+            st = sc_errorf("out of memory measuring the kernel shapes");
     }
     c->seconds = sc_clock_seconds() - t0;
     if (be) {
@@ -376,13 +396,18 @@ sc_status sc_shape_table_get(sc_device device, int threads, const sc_cost_profil
     return st;
 }
 
-void sc_shape_table_apply(const sc_shape_table *t, const sc_graph *g, double *node_time) {
-    if (!t->n) return;
+sc_status sc_shape_table_apply(const sc_shape_table *t, const sc_graph *g, double *node_time) {
+    if (!t->n) return SC_OK;
+    double *cold = malloc(sizeof(double) * ((size_t)g->n_nodes + 1));
+    if (!cold) return sc_errorf("out of memory applying the kernel shapes");
+    sc_status st = sc_reuse_cold_share(g, bench_llc_bytes(), cold);
     char key[SC_SHAPE_KEY_MAX];
-    for (int i = 0; i < g->n_nodes; i++) {
+    for (int i = 0; i < g->n_nodes && !st; i++) {
         if (!sc_shape_node(g, i)) continue;
         sc_shape_key(g, i, key, sizeof key);
         const sc_shape_row *r = sc_shape_table_find(t, key);
-        if (r) node_time[i] = r->seconds;
+        if (r) node_time[i] = r->warm + (r->cold - r->warm) * cold[i];
     }
+    free(cold);
+    return st;
 }

@@ -112,7 +112,9 @@ static sc_status profile_times(sc_trainer *t, sc_plan_options *o) {
     if (!st && !t->profile_time) st = sc_errorf("out of memory");
     if (!st) {
         cost_profile_node_times(&p, g, t->profile_time);
-        sc_shape_table_apply(&shape, g, t->profile_time);
+        st = sc_shape_table_apply(&shape, g, t->profile_time);
+    }
+    if (!st) {
         snprintf(t->cost_source, sizeof t->cost_source, "this machine's cost profile (%s%s%s)", from,
                  shapes[0] ? "; " : "", shapes);
         o->node_time = t->profile_time;
