@@ -9,6 +9,9 @@ Models (the CPU speed targets):
             softmax attention, tied LM head); batch 4, 128 tokens. Vocabulary 8192 rather than
             GPT-2's 50257 keeps the step dominated by the transformer blocks, not the LM head
             (both sides pay the same head either way).
+With --precision bf16, Scorch trains with `--precision bf16` and PyTorch runs its forward pass and
+loss in torch.autocast("cpu", dtype=torch.bfloat16), backward outside it (PyTorch's AMP recipe); both
+keep f32 master weights.
 Both sides: softmax cross-entropy loss (next-token for the GPT), SGD lr 0.01 momentum 0.9, one
 optimizer step per batch, synthetic seeded data. Weights are random on each side (generated model
 vs PyTorch's init); a step's time does not depend on their values.
@@ -91,15 +94,16 @@ def torch_setup(key):
     return model, x, loss_fn, opt
 
 
-def torch_step_ms(state, steps, warmup):
-    return statistics.median(torch_step_times(state, steps)[0][warmup:])
+def torch_step_ms(state, steps, warmup, precision="fp32"):
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else None
+    return statistics.median(torch_step_times(state, steps, autocast=autocast)[0][warmup:])
 
 
 def scorch_step_ms(args, model, spec, tmp, steps, warmup, threads=None):
     """threads: None for --threads T, "default" for none (the count adapts per step), else that count."""
     log = os.path.join(tmp, "log.csv")
     thr = [] if threads == "default" else ["--threads", str(threads or args.threads)]
-    cmd = [args.scorch_run, "train", model, *spec["train"], "--steps", str(steps), *thr,
+    cmd = [args.scorch_run, "train", model, *spec["train"], "--steps", str(steps), *thr, "--precision", args.precision,
            "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9", "--log", log, "-o",
            os.path.join(tmp, "trained.onnx")]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -125,7 +129,7 @@ def bench(args, key, tmp):
     ours, theirs, cmd = [], [], ""
     for r in range(args.rounds):
         s, cmd = scorch_step_ms(args, model, spec, tmp, args.steps, args.warmup)
-        t = torch_step_ms(state, args.steps, args.warmup)
+        t = torch_step_ms(state, args.steps, args.warmup, args.precision)
         ours.append(s)
         theirs.append(t)
         print(f"{key} round {r + 1}/{args.rounds}: scorch {s:.1f} ms/step, torch {t:.1f} ms/step, "
@@ -149,7 +153,7 @@ def bench_busy(args, key, model, spec, state, tmp):
             runs["busy_default"].append(scorch_step_ms(args, model, spec, tmp, steps, warm, "default")[0])
             runs["busy_1"].append(scorch_step_ms(args, model, spec, tmp, steps, warm, 1)[0])
             runs["busy_fixed"].append(scorch_step_ms(args, model, spec, tmp, steps, warm)[0])
-            runs["busy_torch"].append(torch_step_ms(state, steps, warm))
+            runs["busy_torch"].append(torch_step_ms(state, steps, warm, args.precision))
         print(f"{key} busy round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in runs.items()),
               file=sys.stderr, flush=True)
     out = {k + "_ms": round(statistics.median(v), 2) for k, v in runs.items()}
@@ -177,8 +181,10 @@ def busy_lines(rows):
 def write_results(args, rows, load_start):
     date = datetime.date.today().isoformat()
     os.makedirs(args.out_dir, exist_ok=True)
-    stem = os.path.join(args.out_dir, f"{date}-cpu-train" + ("-busy" if args.busy else ""))
+    stem = os.path.join(args.out_dir, f"{date}-cpu-train" + ("-bf16" if args.precision == "bf16" else "") +
+                        ("-busy" if args.busy else ""))
     meta = run_meta(date, args.threads, load_start, steps=args.steps, warmup=args.warmup, rounds=args.rounds,
+                    precision=args.precision,
                     torch=torch.__version__, OPENBLAS_CORETYPE=OPENBLAS_CORETYPE)
     write_json(stem, meta, rows)
     lines = [
@@ -187,7 +193,8 @@ def write_results(args, rows, load_start):
         f"Machine: {meta['machine']} ({meta['cores']} logical CPUs), {args.threads} thread(s); torch "
         f"{torch.__version__} (OpenBLAS kernels: {OPENBLAS_CORETYPE or 'its own choice'}). Load average (1/5/15 min) at start {load_start}, at end {meta['loadavg_end']}. "
         f"Per round: median step time of {args.steps} steps after {args.warmup} warm-up steps; the table "
-        f"gives the median over {args.rounds} alternating rounds. SGD lr 0.01 momentum 0.9.",
+        f"gives the median over {args.rounds} alternating rounds. SGD lr 0.01 momentum 0.9. Precision "
+        f"{args.precision}" + (" (PyTorch: torch.autocast on the CPU, bfloat16)." if args.precision == "bf16" else "."),
         "",
         f"Command: `{meta['command']}`",
         "",
@@ -211,6 +218,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--models", default="resnet18,gpt")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: Scorch --precision bf16 against torch.autocast(\"cpu\", dtype=torch.bfloat16)")
     ap.add_argument("--busy", action="store_true", help="also time each model beside a busy loop on core 0")
     ap.add_argument("--busy-steps", type=int, default=30, help="steps per run in the --busy rounds")
     args = ap.parse_args()

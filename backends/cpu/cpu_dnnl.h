@@ -106,6 +106,35 @@ typedef struct {
 
 dnnl_status_t cpu_sgemm_tiled(cpu_sgemm t, int64_t batch, const int64_t *ao, const int64_t *bo);
 
+/* The tiles of an (M, N) product over K: mt along M, nt along N, enough for 4 per core where the
+ * flops allow, splitting the longer side while its tiles stay 32 long. The machine's core count
+ * sets the cut, the thread count never does (cpu_nn_sgemm.c). */
+void cpu_gemm_cut(int64_t M, int64_t N, int64_t K, int64_t *mt, int64_t *nt);
+
+/* Y = alpha op(A) op(B) + beta C with bf16 A and B on the CPU's bf16 dot products
+ * (cpu_nn_bgemm.c): f32 sums, Y f32 or bf16 (rounded once), row-major (M, N); C optional, f32 or
+ * bf16, element (i, j) at C[i * c_rs + j * c_cs] (0 strides broadcast). Over `batch` problems as
+ * cpu_sgemm_tiled: problem k reads A + ao[k], B + bo[k] (NULL: 0) and writes Y + k * M * N; C only
+ * with batch 1. *native false (nothing written) where oneDNN has no bf16 kernel for a tile: the
+ * caller widens instead. The same bits for any thread count. */
+typedef struct {
+    char ta, tb;
+    int64_t M, N, K;
+    float alpha, beta;
+    const uint16_t *A, *B;
+    int64_t lda, ldb;
+    const void *C;
+    sc_dtype c_type;
+    int64_t c_rs, c_cs;
+    void *Y;
+    sc_dtype y_type;
+} cpu_bgemm;
+sc_status cpu_bgemm_tiled(const sc_kernel_call *call, const cpu_bgemm *t, int64_t batch, const int64_t *ao,
+                          const int64_t *bo, bool *native);
+/* Whether oneDNN has a bf16 matmul kernel on this CPU (AVX512_BF16, AMX, or AVX-512's emulation),
+ * not only its reference loops; false with SCORCH_CPU_BF16_GEMM=widen. Decided once per process. */
+bool cpu_bgemm_native(void);
+
 /* Y (M, N) = A (M, K) @ B (K, N), all row-major f32 (B stored (N, K) when trans_b), B constant
  * while the graph runs (cpu_nn_matmul_packed.c). */
 sc_status cpu_matmul_packed_f32(const sc_kernel_call *call, int64_t M, int64_t K, int64_t N, bool trans_b,

@@ -9,7 +9,8 @@
  * (cpu_sgemm_tiled, cpu_nn_sgemm.c), so the bits do not depend on the thread count. A constant B
  * goes to the prepacked matmul where oneDNN has a packing kernel for it (cpu_nn_matmul_packed.c).
  * A batched MatMul whose B carries no batch folds the batch into M
- * (one large GEMM); otherwise its batches are further items. f64 runs reference loops.
+ * (one large GEMM); otherwise its batches are further items. bf16 A and B run on the CPU's bf16 dot
+ * products, cut the same way (cpu_nn_bgemm.c), where it has them. f64 runs reference loops.
  */
 #include <dnnl.h>
 #include <omp.h>
@@ -63,6 +64,23 @@ static sc_status gemm_packed_f32(const sc_kernel_call *call, int64_t M, int64_t 
     return SC_OK;
 }
 
+/* bf16 A and B (cpu_bgemm_native; cpu_widen.c leaves them as they are): on the bf16 dot products, or widened to f32
+ * where oneDNN has no bf16 kernel for a tile's strides. */
+static sc_status gemm_bf16(const sc_kernel_call *call, int64_t M, int64_t N, int64_t K, const void *c, int64_t rs,
+                           int64_t cs) {
+    const sc_gemm_attrs *ga = &call->node->attrs->gemm;
+    if (M == 0 || N == 0) return SC_OK;
+    bool native = false;
+    if (K > 0) {
+        cpu_bgemm t = {ga->trans_a ? 'T' : 'N', ga->trans_b ? 'T' : 'N', M, N, K, ga->alpha, ga->beta,
+                       call->in[0].data, call->in[1].data, ga->trans_a ? M : K, ga->trans_b ? K : N,
+                       c && ga->beta != 0.0f ? c : NULL, c ? call->in[2].desc.dtype : SC_F32, rs, cs,
+                       call->out[0].data, call->out[0].desc.dtype};
+        SC_TRY(cpu_bgemm_tiled(call, &t, 1, NULL, NULL, &native));
+    }
+    return native ? SC_OK : cpu_run_widened(cpu_gemm, call);
+}
+
 sc_status cpu_gemm(const sc_kernel_call *call) {
     const sc_gemm_attrs *ga = &call->node->attrs->gemm;
     const sc_desc *a = &call->in[0].desc, *b = &call->in[1].desc, *y = &call->out[0].desc;
@@ -81,6 +99,7 @@ sc_status cpu_gemm(const sc_kernel_call *call) {
                         c, rs, cs, call->out[0].data);
         return SC_OK;
     }
+    if (a->dtype == SC_BF16 && b->dtype == SC_BF16) return gemm_bf16(call, M, N, K, c, rs, cs);
     if (a->dtype != SC_F32) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(a->dtype));
     float *Y = call->out[0].data;
     const float *C = c;
@@ -210,6 +229,29 @@ static sc_status matmul_f32(const sc_kernel_call *call, const matmul_geom *g, co
     return sgemm_status(call, s);
 }
 
+/* matmul_f32's cut on bf16 A and B (cpu_nn_bgemm.c), Y f32 or bf16; widened where oneDNN has no
+ * bf16 kernel for a tile. */
+static sc_status matmul_bf16(const sc_kernel_call *call, const matmul_geom *g) {
+    int64_t M = g->M, N = g->N, K = g->K;
+    if (g->n_batch == 0 || M == 0 || N == 0) return SC_OK;
+    bool a_full = true, native = false;
+    for (int i = 0; i < g->nb; i++)
+        if (g->batch[i] > 1 && g->a_str[i] == 0) a_full = false;
+    bool folded = g->b_unbatched && a_full;
+    cpu_bgemm t = {'N', 'N', folded ? g->n_batch * M : M, N, K, 1.0f, 0.0f, call->in[0].data, call->in[1].data, K, N,
+                   NULL, SC_F32, 0, 0, call->out[0].data, call->out[0].desc.dtype};
+    if (K > 0 && folded) SC_TRY(cpu_bgemm_tiled(call, &t, 1, NULL, NULL, &native));
+    else if (K > 0) {
+        int64_t *off = malloc(sizeof *off * (size_t)(2 * g->n_batch));
+        if (!off) return cpu_errorf(call, "out of memory");
+        for (int64_t bi = 0; bi < g->n_batch; bi++) matmul_offsets(g, bi, &off[bi], &off[g->n_batch + bi]);
+        sc_status st = cpu_bgemm_tiled(call, &t, g->n_batch, off, off + g->n_batch, &native);
+        free(off);
+        SC_TRY(st);
+    }
+    return native ? SC_OK : cpu_run_widened(cpu_matmul, call);
+}
+
 sc_status cpu_matmul(const sc_kernel_call *call) {
     matmul_geom g;
     SC_TRY(matmul_geom_make(call, &g));
@@ -218,6 +260,7 @@ sc_status cpu_matmul(const sc_kernel_call *call) {
         matmul_ref_f64(&g, call->in[0].data, call->in[1].data, call->out[0].data);
         return SC_OK;
     }
+    if (t == SC_BF16 && call->in[1].desc.dtype == SC_BF16) return matmul_bf16(call, &g);
     if (t != SC_F32) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(t));
     return matmul_f32(call, &g, call->in[0].data, call->in[1].data, call->out[0].data);
 }

@@ -31,17 +31,15 @@
 #define SGEMM_COPY_MIN_EDGE 16
 #define SGEMM_COPY_MAX_BYTES ((size_t)16 << 20)
 
-/* Tiles enough for 4 per core when the flops allow, splitting the longer side while its tiles stay
- * SGEMM_MIN_EDGE long. The machine's core count sets the cut, the thread count never does. */
-static void sgemm_cut(cpu_sgemm *t) {
-    double flops = 2.0 * (double)t->M * (double)t->N * (double)t->K;
+void cpu_gemm_cut(int64_t M, int64_t N, int64_t K, int64_t *mt, int64_t *nt) {
+    double flops = 2.0 * (double)M * (double)N * (double)K;
     int64_t want = 4 * (int64_t)omp_get_num_procs();
     if (flops / SGEMM_MIN_TILE_FLOPS < (double)want) want = (int64_t)(flops / SGEMM_MIN_TILE_FLOPS);
-    t->mt = t->nt = 1;
-    while (t->mt * t->nt < want) {
-        bool m_ok = t->M / (t->mt + 1) >= SGEMM_MIN_EDGE, n_ok = t->N / (t->nt + 1) >= SGEMM_MIN_EDGE;
-        if (m_ok && (!n_ok || t->M / t->mt >= t->N / t->nt)) t->mt++;
-        else if (n_ok) t->nt++;
+    *mt = *nt = 1;
+    while (*mt * *nt < want) {
+        bool m_ok = M / (*mt + 1) >= SGEMM_MIN_EDGE, n_ok = N / (*nt + 1) >= SGEMM_MIN_EDGE;
+        if (m_ok && (!n_ok || M / *mt >= N / *nt)) (*mt)++;
+        else if (n_ok) (*nt)++;
         else break;
     }
 }
@@ -79,7 +77,7 @@ static dnnl_status_t sgemm_tile(const cpu_sgemm *t, int64_t i) {
 }
 
 dnnl_status_t cpu_sgemm_tiled(cpu_sgemm t, int64_t batch, const int64_t *ao, const int64_t *bo) {
-    sgemm_cut(&t);
+    cpu_gemm_cut(t.M, t.N, t.K, &t.mt, &t.nt);
     int64_t per = t.mt * t.nt, items = batch * per;
     int nthr = omp_get_max_threads();
     if ((int64_t)nthr > items) nthr = (int)items;

@@ -4,10 +4,12 @@
  * output is rounded once to nearest even (core/half.h). That is PyTorch's CPU arithmetic for the ops
  * it runs in 16 bits (f32 accumulation, one rounding of the result), and the bits equal those of
  * the native 16-bit element-wise kernels (cpu_elementwise_binary.c), which widen and round the same
- * way. Ops whose kernels take both types run as they are (takes_16bit). */
+ * way. Ops whose kernels take both types run as they are (takes_16bit), and so do MatMul and Gemm on
+ * bf16 where the CPU has bf16 dot products (cpu_nn_bgemm.c). */
 #include <stdlib.h>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_dnnl.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "core/half.h"
 
@@ -55,8 +57,18 @@ static bool takes_16bit(sc_op op) {
     }
 }
 
+/* MatMul and Gemm on bf16 A and B, Y f32 or bf16 and Gemm's C f32 or bf16, where the CPU has bf16
+ * dot products (cpu_nn_bgemm.c). */
+static bool bf16_gemm_native(sc_op op, const sc_tensor *in, int n_in, const sc_tensor *out, int n_out) {
+    if ((op != SC_OP_MATMUL && op != SC_OP_GEMM) || n_in < 2 || n_out != 1) return false;
+    if (in[0].desc.dtype != SC_BF16 || in[1].desc.dtype != SC_BF16) return false;
+    if (out[0].desc.dtype != SC_BF16 && out[0].desc.dtype != SC_F32) return false;
+    if (n_in > 2 && in[2].data && in[2].desc.dtype != SC_BF16 && in[2].desc.dtype != SC_F32) return false;
+    return cpu_bgemm_native();
+}
+
 bool cpu_needs_widening(sc_op op, const sc_tensor *in, int n_in, const sc_tensor *out, int n_out) {
-    if (takes_16bit(op)) return false;
+    if (takes_16bit(op) || bf16_gemm_native(op, in, n_in, out, n_out)) return false;
     for (int i = 0; i < n_in; i++)
         if (in[i].data && sc_dtype_is_half(in[i].desc.dtype)) return true;
     for (int i = 0; i < n_out; i++)
