@@ -28,6 +28,12 @@ static const char *dnnl_status_name(dnnl_status_t s) {
     }
 }
 
+bool cpu_dnnl_optimised(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    return impl && strncmp(impl, "ref", 3) != 0;
+}
+
 sc_status cpu_dnnl_error(const sc_kernel_call *call, const char *what, dnnl_status_t s) {
     return cpu_errorf(call, "oneDNN %s failed: %s", what, dnnl_status_name(s));
 }

@@ -71,6 +71,10 @@ sc_status cpu_dnnl_conv_hint(const sc_kernel_call *call, dnnl_engine_t eng, cons
                              const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *dst, const cpu_dnnl_window *w,
                              dnnl_primitive_desc_t *hint);
 
+/* Whether pd runs one of oneDNN's optimised kernels, not its reference loops (an implementation
+ * named "ref..."): a bf16 primitive without them runs widened instead. */
+bool cpu_dnnl_optimised(const_dnnl_primitive_desc_t pd);
+
 /* "oneDNN <what> failed: <status name>" as a kernel status. */
 sc_status cpu_dnnl_error(const sc_kernel_call *call, const char *what, dnnl_status_t s);
 
@@ -131,20 +135,22 @@ typedef struct {
 } cpu_bgemm;
 sc_status cpu_bgemm_tiled(const sc_kernel_call *call, const cpu_bgemm *t, int64_t batch, const int64_t *ao,
                           const int64_t *bo, bool *native);
-/* Whether oneDNN has a bf16 matmul kernel on this CPU (AVX512_BF16, AMX, or AVX-512's emulation),
- * not only its reference loops; false with SCORCH_CPU_BF16_GEMM=widen. Decided once per process. */
-bool cpu_bgemm_native(void);
+/* Whether oneDNN has bf16 kernels on this CPU (AVX512_BF16, AMX, or AVX-512's emulation), not only
+ * its reference loops, by a probe of its matmul: bf16 MatMul, Gemm and Conv then run on them instead
+ * of widened to f32 (cpu_widen.c). False with SCORCH_CPU_BF16=widen. Decided once per process. */
+bool cpu_bf16_native(void);
 
 /* Y (M, N) = A (M, K) @ B (K, N), all row-major f32 (B stored (N, K) when trans_b), B constant
  * while the graph runs (cpu_nn_matmul_packed.c). */
 sc_status cpu_matmul_packed_f32(const sc_kernel_call *call, int64_t M, int64_t K, int64_t N, bool trans_b,
                                 const float *A, const float *B, float *Y);
 
-/* dW (M, C/G, k..) of a convolution from X and dY (NCHW-style plain f32), the same bits for any
- * thread count (cpu_nn_conv_grad_w.c); plain keeps activations in their layout for the primitive.
- * Call with the lock held. */
-sc_status cpu_conv_grad_weights_f32(const sc_kernel_call *call, const cpu_window *w, int64_t N, int64_t C, int64_t M,
-                                    int64_t G, bool plain, const float *dy, const float *x, float *dw);
+/* dW (M, C/G, k..) of a convolution from X and dY (NCHW-style plain), the same bits for any thread
+ * count (cpu_nn_conv_grad_w.c); plain keeps activations in their layout for the primitive. X and dY
+ * are f32, or bf16 with dW bf16 or f32 (summed in f32, rounded once): the types of call's inputs and
+ * of its output 1. Call with the lock held. */
+sc_status cpu_conv_grad_weights(const sc_kernel_call *call, const cpu_window *w, int64_t N, int64_t C, int64_t M,
+                                int64_t G, bool plain, const void *dy, const void *x, void *dw);
 
 /* A cache of primitive entries, each a heap struct of entry_size bytes whose first member is its key
  * of key_size bytes (compared bytewise, so keys are zero-initialised before filling). build fills a

@@ -16,8 +16,8 @@
  * Each tile's primitive is cached per (tile shape, K, strides, transposes), created for one thread
  * with a user scratchpad, so that the tiles of a product run it concurrently, each thread with its
  * own memory objects, accumulator and scratchpad (entry->thr). Where oneDNN has no kernel for bf16
- * but its reference loops (a CPU without AVX-512), cpu_bgemm_native is false and MatMul and Gemm
- * keep the widened path. SCORCH_CPU_BF16_GEMM=widen forces that path (for comparisons). */
+ * but its reference loops (a CPU without AVX-512), cpu_bf16_native is false and MatMul and Gemm
+ * keep the widened path. SCORCH_CPU_BF16=widen forces that path, for Conv too (for comparisons). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,9 +101,7 @@ static sc_status bgemm_entry_build(const sc_kernel_call *call, dnnl_engine_t eng
     dnnl_primitive_attr_destroy(attr);
     if (s == dnnl_unimplemented) return SC_OK; /* not native */
     if (s != dnnl_success) return cpu_dnnl_error(call, "bf16 matmul primitive descriptor", s);
-    const char *impl = NULL;
-    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    e->native = impl && strncmp(impl, "ref", 3) != 0;
+    e->native = cpu_dnnl_optimised(pd);
     e->pad_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     e->pad_bytes = dnnl_memory_desc_get_size(&e->pad_md);
     s = e->native ? dnnl_primitive_create(&e->prim, pd) : dnnl_success;
@@ -151,11 +149,11 @@ static sc_status entry_get(const sc_kernel_call *call, const bgemm_key *key, dnn
 }
 
 static bool forced_widen(void) {
-    const char *v = getenv("SCORCH_CPU_BF16_GEMM");
+    const char *v = getenv("SCORCH_CPU_BF16");
     return v && !strcmp(v, "widen");
 }
 
-bool cpu_bgemm_native(void) {
+bool cpu_bf16_native(void) {
     static int native = -1; /* decided once per process: the CPU does not change */
     if (native >= 0) return native;
     if (forced_widen()) return (native = 0);

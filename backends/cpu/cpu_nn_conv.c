@@ -13,7 +13,10 @@
  * n = 1, 2 or 3 spatial dims; group covers depthwise (group == C). auto_pad is resolved here from the
  * input, kernel, stride and dilation (cpu_window_resolve). f32 runs on oneDNN convolution primitives
  * (cached per shape, weights reordered once and cached per weight pointer, see cpu_dnnl.h); f64 runs
- * plain reference loops for the gradient checks.
+ * plain reference loops for the gradient checks. bf16 X and W run on oneDNN's bf16 kernels where
+ * the CPU has them (cpu_bf16_native: AVX512_BF16, AMX): f32 sums, Y rounded once when bf16, in
+ * oneDNN's blocked layouts (its NCHW 1x1 path is a GEMM whose sums may follow the thread count),
+ * W reordered on every call; elsewhere they run widened to f32 (cpu_widen.c).
  */
 #include <math.h>
 #include <omp.h>
@@ -138,6 +141,7 @@ typedef struct {
     float relu_max; /* sc_window_attrs.fused_relu_max: > 0 makes a relu a clip to [0, relu_max] */
     int threads;    /* omp_get_max_threads() at creation: oneDNN fixes a primitive's thread count
                        then, so a primitive made for 2 threads would run on 2 after a switch to 1 */
+    int dt, dst_dt, bias_dt; /* dnnl_data_type_t of X and W, of Y, of B: f32, or bf16 (conv_bf16) */
 } conv_key;
 
 typedef struct {
@@ -147,13 +151,16 @@ typedef struct {
     dnnl_primitive_t src_reorder, dst_reorder; /* NULL when the primitive takes the user layout */
     dnnl_primitive_t dst_in_reorder;           /* user dst -> primitive dst (S for the sum post-op) */
     dnnl_memory_t src_user, src_prim, dst_user, dst_prim, wei_user, bias;
+    bool native;                  /* a bf16 key has a oneDNN kernel, not only its reference loops */
+    dnnl_primitive_t wei_reorder; /* bf16: W reordered on every call (it is a cast, not a parameter) */
+    dnnl_memory_t wei_prim;
 } conv_entry;
 
 static void conv_entry_free(void *entry) {
     conv_entry *e = entry;
-    dnnl_primitive_t prims[] = {e->conv, e->src_reorder, e->dst_reorder, e->dst_in_reorder};
-    dnnl_memory_t mems[] = {e->src_user, e->src_prim, e->dst_user, e->dst_prim, e->wei_user, e->bias};
-    cpu_dnnl_destroy(prims, 4, mems, 6);
+    dnnl_primitive_t prims[] = {e->conv, e->src_reorder, e->dst_reorder, e->dst_in_reorder, e->wei_reorder};
+    dnnl_memory_t mems[] = {e->src_user, e->src_prim, e->dst_user, e->dst_prim, e->wei_user, e->bias, e->wei_prim};
+    cpu_dnnl_destroy(prims, 5, mems, 7);
     free(e);
 }
 
@@ -200,14 +207,15 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
     dnnl_memory_desc_t src_user, dst_user, src_any, dst_any, wei_any, bias_md;
     dnnl_format_tag_t src_tag = k->src_cl ? channels_last_tag(nd) : cpu_dnnl_plain_tag(nd);
     dnnl_format_tag_t dst_tag = k->dst_cl ? channels_last_tag(nd) : cpu_dnnl_plain_tag(nd);
-    dnnl_memory_desc_init_by_tag(&src_user, nd, k->src, dnnl_f32, src_tag);
-    dnnl_memory_desc_init_by_tag(&dst_user, nd, k->dst, dnnl_f32, dst_tag);
-    dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dnnl_f32, prim_tag(k, src_tag));
-    dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dnnl_f32, prim_tag(k, dst_tag));
-    dnnl_memory_desc_init_by_tag(&e->user_wei_md, wnd, k->wei, dnnl_f32, cpu_dnnl_plain_tag(wnd));
-    dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dnnl_f32, dnnl_format_tag_any);
+    dnnl_data_type_t dt = (dnnl_data_type_t)k->dt, dst_dt = (dnnl_data_type_t)k->dst_dt;
+    dnnl_memory_desc_init_by_tag(&src_user, nd, k->src, dt, src_tag);
+    dnnl_memory_desc_init_by_tag(&dst_user, nd, k->dst, dst_dt, dst_tag);
+    dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dt, prim_tag(k, src_tag));
+    dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dst_dt, prim_tag(k, dst_tag));
+    dnnl_memory_desc_init_by_tag(&e->user_wei_md, wnd, k->wei, dt, cpu_dnnl_plain_tag(wnd));
+    dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dt, dnnl_format_tag_any);
     dnnl_dims_t bias_dims = {k->dst[1]};
-    dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_a);
+    dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, (dnnl_data_type_t)k->bias_dt, dnnl_a);
 
     dnnl_convolution_desc_t cd;
     cpu_dnnl_window win = cpu_dnnl_window_of(nd - 2, k->stride, k->dil, k->pl, k->pr);
@@ -232,7 +240,13 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
     dnnl_primitive_desc_t pd;
     s = dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL);
     if (attr) dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success && dt == dnnl_bf16) return SC_OK; /* not native: the caller widens */
     if (s != dnnl_success) return cpu_dnnl_error(call, "convolution primitive descriptor", s);
+    e->native = dt != dnnl_bf16 || cpu_dnnl_optimised(pd);
+    if (!e->native) {
+        dnnl_primitive_desc_destroy(pd);
+        return SC_OK;
+    }
     const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     e->wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
@@ -242,6 +256,10 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
     if (!st) st = cpu_dnnl_memory_new(call, eng, &dst_user, NULL, &e->dst_user);
     if (!st) st = cpu_dnnl_memory_new(call, eng, &e->user_wei_md, NULL, &e->wei_user);
     if (!st && k->has_bias) st = cpu_dnnl_memory_new(call, eng, &bias_md, NULL, &e->bias);
+    if (!st && dt == dnnl_bf16 && !dnnl_memory_desc_equal(&e->wei_md, &e->user_wei_md)) {
+        st = cpu_dnnl_memory_new(call, eng, &e->wei_md, DNNL_MEMORY_ALLOCATE, &e->wei_prim);
+        if (!st) st = cpu_dnnl_reorder_create(call, eng, &e->user_wei_md, &e->wei_md, &e->wei_reorder);
+    }
     if (!st && !dnnl_memory_desc_equal(src_md, &src_user)) {
         st = cpu_dnnl_memory_new(call, eng, src_md, DNNL_MEMORY_ALLOCATE, &e->src_prim);
         if (!st) st = cpu_dnnl_reorder_create(call, eng, &src_user, src_md, &e->src_reorder);
@@ -256,14 +274,32 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
     return st;
 }
 
-static sc_status conv_run_dnnl(const sc_kernel_call *call, const conv_key *k, const float *x, const float *w,
-                               int64_t w_numel, const float *b, float *y) {
+/* W as the primitive reads it: f32 parameters through the reorder cache (cpu_dnnl_weight); a bf16 W,
+ * a Cast's output that the arena may place elsewhere or overwrite within a step, reordered now. */
+static sc_status conv_weight(const sc_kernel_call *call, const cpu_prim_ready *r, conv_entry *e, const void *w,
+                             int64_t w_numel, dnnl_memory_t *wmem) {
+    if (e->key.dt != dnnl_bf16)
+        return cpu_dnnl_weight(call, r->eng, r->strm, e->wei_user, &e->user_wei_md, &e->wei_md, w, w_numel, wmem);
+    dnnl_memory_set_data_handle(e->wei_user, (void *)w);
+    *wmem = e->wei_user;
+    if (!e->wei_reorder) return SC_OK;
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, e->wei_user}, {DNNL_ARG_TO, e->wei_prim}};
+    dnnl_status_t s = dnnl_primitive_execute(e->wei_reorder, r->strm, 2, a);
+    *wmem = e->wei_prim;
+    return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "weight reorder", s);
+}
+
+/* *native false (nothing run) when a bf16 key has no oneDNN kernel. */
+static sc_status conv_run_dnnl(const sc_kernel_call *call, const conv_key *k, const void *x, const void *w,
+                               int64_t w_numel, const void *b, void *y, bool *native) {
     cpu_prim_ready r;
     SC_TRY(cpu_prim_get(call, &conv_entries, k, &r));
     conv_entry *e = r.entry;
+    *native = e->native;
+    if (!e->native) return SC_OK;
     dnnl_stream_t strm = r.strm;
     dnnl_memory_t wmem = NULL;
-    SC_TRY(cpu_dnnl_weight(call, r.eng, strm, e->wei_user, &e->user_wei_md, &e->wei_md, w, w_numel, &wmem));
+    SC_TRY(conv_weight(call, &r, e, w, w_numel, &wmem));
     dnnl_memory_set_data_handle(e->src_user, (void *)x);
     dnnl_memory_set_data_handle(e->dst_user, y);
     if (e->bias) dnnl_memory_set_data_handle(e->bias, (void *)b);
@@ -352,6 +388,16 @@ static sc_status conv_f64(const sc_kernel_call *call, const cpu_window *w, int64
     return SC_OK;
 }
 
+/* Whether a bf16 Conv runs on oneDNN's bf16 kernels as it is (cpu_widen.c leaves such Convs
+ * unwidened where cpu_bf16_native): X and W bf16, Y bf16 or f32, B absent, f32 or bf16, and none of
+ * the inference fusions' channels-last values or summand (f32 only). */
+static bool conv_bf16(const sc_kernel_call *call, const sc_tensor *sum) {
+    const sc_window_attrs *wa = &call->node->attrs->window;
+    sc_dtype y = call->out[0].desc.dtype, b = call->n_in > 2 && call->in[2].data ? call->in[2].desc.dtype : SC_F32;
+    return call->in[1].desc.dtype == SC_BF16 && (y == SC_BF16 || y == SC_F32) && (b == SC_BF16 || b == SC_F32) &&
+           !sum && !wa->nhwc_in && !wa->nhwc_out;
+}
+
 sc_status cpu_conv(const sc_kernel_call *call) {
     const sc_window_attrs *wa = &call->node->attrs->window;
     const sc_desc *x = &call->in[0].desc, *wd = &call->in[1].desc, *y = &call->out[0].desc;
@@ -378,7 +424,9 @@ sc_status cpu_conv(const sc_kernel_call *call) {
     if (x->dtype == SC_F64 && (wa->nhwc_in || wa->nhwc_out))
         return cpu_errorf(call, "channels-last activations are f32 only");
     if (x->dtype == SC_F64) return conv_f64(call, &w, G, sum);
-    if (x->dtype != SC_F32) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
+    bool bf16 = x->dtype == SC_BF16;
+    if (bf16 && !conv_bf16(call, sum)) return cpu_run_widened(cpu_conv, call);
+    if (x->dtype != SC_F32 && !bf16) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
     if (sum && sum->data != call->out[0].data) memcpy(call->out[0].data, sum->data, (size_t)sc_desc_bytes(y));
 
     conv_key k;
@@ -406,16 +454,21 @@ sc_status cpu_conv(const sc_kernel_call *call) {
     k.src_cl = wa->nhwc_in;
     k.dst_cl = wa->nhwc_out;
     k.threads = omp_get_max_threads();
+    k.dt = bf16 ? dnnl_bf16 : dnnl_f32;
+    k.dst_dt = y->dtype == SC_BF16 ? dnnl_bf16 : dnnl_f32;
+    k.bias_dt = bias && call->in[2].desc.dtype == SC_BF16 ? dnnl_bf16 : dnnl_f32;
     bool pointwise = true;
     for (int i = 0; i < ns; i++) pointwise = pointwise && wd->dims[2 + i] == 1;
     k.layout = conv_layout == CPU_CONV_LAYOUT_PLAIN         ? CONV_PRIM_USER
                : conv_layout == CPU_CONV_LAYOUT_BLOCKED     ? CONV_PRIM_ANY
                : k.src_cl || k.dst_cl || k.sum              ? CONV_PRIM_CL
+               : bf16                                       ? CONV_PRIM_ANY
                : pointwise && cpu_conv_plain_ok(ns, w.stride) ? CONV_PRIM_USER
                                                             : CONV_PRIM_ANY;
+    bool native = true;
     cpu_dnnl_lock();
     sc_status st = conv_run_dnnl(call, &k, call->in[0].data, call->in[1].data, sc_desc_numel(wd), bias,
-                                 call->out[0].data);
+                                 call->out[0].data, &native);
     cpu_dnnl_unlock();
-    return st;
+    return st || native ? st : cpu_run_widened(cpu_conv, call);
 }

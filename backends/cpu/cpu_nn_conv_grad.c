@@ -11,6 +11,9 @@
  * Weights change every training step, so they are reordered on every call and never cached: an
  * entry holds no pointer to user data between calls and stays valid when parameters change.
  * f64 runs plain reference loops (gradient checks).
+ * bf16 dY, X and W (mixed precision) run oneDNN's bf16 kernels where the CPU has them
+ * (cpu_bf16_native): dX and dW summed in f32 and rounded once, in oneDNN's blocked layouts (see
+ * cpu_nn_conv.c); elsewhere, or with outputs of other types, the node runs widened (cpu_widen.c).
  */
 #include <stdlib.h>
 #include <omp.h>
@@ -18,6 +21,7 @@
 
 #include "backends/cpu/cpu_dnnl.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "core/half.h"
 
 /* ---- f64 reference ---- */
 
@@ -103,6 +107,7 @@ typedef struct {
     int64_t group;
     int plain;
     int threads; /* omp_get_max_threads() at creation (see conv_key in cpu_nn_conv.c) */
+    int dt, dx_dt; /* dnnl_data_type_t of dY and W, of dX */
 } bwd_key;
 
 /* A tensor in the user's plain layout and, when the primitive prefers another, its own copy in
@@ -116,6 +121,7 @@ typedef struct {
     bwd_key key;
     dnnl_primitive_t prim;
     bwd_mem a, b, c; /* diff_dst, weights, diff_src */
+    bool native;     /* a bf16 key has a oneDNN kernel, not only its reference loops */
 } bwd_entry;
 
 static void bwd_entry_free(void *entry) {
@@ -166,16 +172,18 @@ static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, 
     const bwd_key *k = &e->key;
     int nd = k->nd, wnd = k->group > 1 ? nd + 1 : nd;
     dnnl_format_tag_t act = k->plain ? cpu_dnnl_plain_tag(nd) : dnnl_format_tag_any;
-    dnnl_memory_desc_t src_user, dst_user, wei_user, src_any, dst_any, wei_any;
-    dnnl_memory_desc_init_by_tag(&src_user, nd, k->src, dnnl_f32, cpu_dnnl_plain_tag(nd));
-    dnnl_memory_desc_init_by_tag(&dst_user, nd, k->dst, dnnl_f32, cpu_dnnl_plain_tag(nd));
-    dnnl_memory_desc_init_by_tag(&wei_user, wnd, k->wei, dnnl_f32, cpu_dnnl_plain_tag(wnd));
-    dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dnnl_f32, act);
-    dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dnnl_f32, act);
-    dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dnnl_f32, dnnl_format_tag_any);
+    dnnl_data_type_t dt = (dnnl_data_type_t)k->dt, dx_dt = (dnnl_data_type_t)k->dx_dt;
+    dnnl_memory_desc_t src_user, dst_user, wei_user, src_any, dst_any, wei_any, src_hint;
+    dnnl_memory_desc_init_by_tag(&src_user, nd, k->src, dx_dt, cpu_dnnl_plain_tag(nd));
+    dnnl_memory_desc_init_by_tag(&dst_user, nd, k->dst, dt, cpu_dnnl_plain_tag(nd));
+    dnnl_memory_desc_init_by_tag(&wei_user, wnd, k->wei, dt, cpu_dnnl_plain_tag(wnd));
+    dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dx_dt, act);
+    dnnl_memory_desc_init_by_tag(&src_hint, nd, k->src, dt, act); /* the forward reads X in W's type */
+    dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dt, act);
+    dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dt, dnnl_format_tag_any);
     cpu_dnnl_window win = cpu_dnnl_window_of(nd - 2, k->stride, k->dil, k->pl, k->pr);
     dnnl_primitive_desc_t hint, pd;
-    SC_TRY(cpu_dnnl_conv_hint(call, eng, &src_any, &wei_any, &dst_any, &win, &hint));
+    SC_TRY(cpu_dnnl_conv_hint(call, eng, &src_hint, &wei_any, &dst_any, &win, &hint));
     dnnl_convolution_desc_t bd;
     dnnl_status_t s = dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src_any, &wei_any, &dst_any,
                                                          win.strides, win.dil, win.pl, win.pr);
@@ -185,7 +193,13 @@ static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, 
     }
     s = dnnl_primitive_desc_create(&pd, &bd, NULL, eng, hint);
     dnnl_primitive_desc_destroy(hint);
+    if (s != dnnl_success && dt == dnnl_bf16) return SC_OK; /* not native: the caller widens */
     if (s != dnnl_success) return cpu_dnnl_error(call, "backward convolution primitive descriptor", s);
+    e->native = dt != dnnl_bf16 || cpu_dnnl_optimised(pd);
+    if (!e->native) {
+        dnnl_primitive_desc_destroy(pd);
+        return SC_OK;
+    }
     sc_status st = bwd_mem_init(call, eng, &dst_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0), true, &e->a);
     if (!st) st = bwd_mem_init(call, eng, &wei_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), true, &e->b);
     if (!st) st = bwd_mem_init(call, eng, &src_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0), false, &e->c);
@@ -200,11 +214,15 @@ static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, 
 static cpu_prim_list bwd_entries = {.key_size = sizeof(bwd_key), .entry_size = sizeof(bwd_entry),
                                     .build = bwd_entry_build, .release = bwd_entry_free};
 
-/* Runs the cached backward-data primitive: dY, W -> dX. */
-static sc_status bwd_data_run(const sc_kernel_call *call, const bwd_key *k, const float *dy, const float *w, float *dx) {
+/* Runs the cached backward-data primitive: dY, W -> dX; *native false (nothing run) when a bf16 key
+ * has no oneDNN kernel. */
+static sc_status bwd_data_run(const sc_kernel_call *call, const bwd_key *k, const void *dy, const void *w, void *dx,
+                              bool *native) {
     cpu_prim_ready r;
     SC_TRY(cpu_prim_get(call, &bwd_entries, k, &r));
     bwd_entry *e = r.entry;
+    *native = e->native;
+    if (!e->native) return SC_OK;
     dnnl_stream_t strm = r.strm;
     dnnl_status_t s = dnnl_success;
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_DIFF_DST, bwd_mem_bind(&e->a, (void *)dy, true, strm, &s)},
@@ -217,28 +235,51 @@ static sc_status bwd_data_run(const sc_kernel_call *call, const bwd_key *k, cons
 }
 
 /* dB[m] = sum_{n, o} dY[n, m, o]: one thread per channel, samples in order, so the same bits for
- * any thread count. */
-static void conv_grad_bias_f32(const float *g, conv_dims d, int64_t sp, float *db) {
+ * any thread count. dY f32 or bf16 (widened as read), dB f32 or bf16 (rounded once). */
+static void conv_grad_bias(const void *g, sc_dtype g_type, conv_dims d, int64_t sp, void *db, sc_dtype db_type) {
 #pragma omp parallel for
     for (int64_t m = 0; m < d.M; m++) {
         double s = 0;
         for (int64_t n = 0; n < d.N; n++) {
-            const float *p = g + (n * d.M + m) * sp;
+            int64_t at = (n * d.M + m) * sp;
+            const float *p = (const float *)g + at;
+            const uint16_t *h = (const uint16_t *)g + at;
             float ps = 0;
+            if (g_type == SC_BF16) {
 #pragma omp simd reduction(+ : ps)
-            for (int64_t i = 0; i < sp; i++) ps += p[i];
+                for (int64_t i = 0; i < sp; i++) ps += sc_bf16_to_f32(h[i]);
+            } else {
+#pragma omp simd reduction(+ : ps)
+                for (int64_t i = 0; i < sp; i++) ps += p[i];
+            }
             s += ps;
         }
-        db[m] = (float)s;
+        if (db_type == SC_BF16) ((uint16_t *)db)[m] = sc_f32_to_bf16((float)s);
+        else ((float *)db)[m] = (float)s;
     }
 }
 
-static sc_status conv_grad_f32(const sc_kernel_call *call, const cpu_window *w, conv_dims d, float *dx, float *dw,
-                               float *db) {
+/* Whether a bf16 ConvGrad runs on oneDNN's bf16 kernels as it is: dX bf16, dW and dB bf16 or f32
+ * (the inputs share one dtype, checked by the caller). */
+static bool conv_grad_bf16(const sc_kernel_call *call) {
+    for (int i = 0; i < call->n_out && i < 3; i++) {
+        sc_dtype t = call->out[i].desc.dtype;
+        if (call->out[i].data && t != SC_BF16 && (i == 0 || t != SC_F32)) return false;
+    }
+    return true;
+}
+
+/* f32, or bf16 where conv_grad_bf16; *native false (nothing written) when oneDNN has no bf16
+ * backward-data kernel for it. */
+static sc_status conv_grad_dnnl(const sc_kernel_call *call, const cpu_window *w, conv_dims d, void *dx, void *dw,
+                                void *db, bool *native) {
     const sc_desc *dy = &call->in[0].desc, *x = &call->in[1].desc, *wd = &call->in[2].desc;
+    bool bf16 = x->dtype == SC_BF16;
     bwd_key k;
     memset(&k, 0, sizeof k);
     k.threads = omp_get_max_threads();
+    k.dt = bf16 ? dnnl_bf16 : dnnl_f32;
+    k.dx_dt = dx && call->out[0].desc.dtype == SC_BF16 ? dnnl_bf16 : k.dt;
     k.nd = x->rank;
     for (int i = 0; i < x->rank; i++) {
         k.src[i] = x->dims[i];
@@ -258,15 +299,17 @@ static sc_status conv_grad_f32(const sc_kernel_call *call, const cpu_window *w, 
     }
     k.group = d.G;
     cpu_conv_layout layout = cpu_conv_get_layout();
-    k.plain = layout == CPU_CONV_LAYOUT_PLAIN ||
-              (layout == CPU_CONV_LAYOUT_AUTO && pointwise && cpu_conv_plain_ok(w->n_spatial, w->stride));
+    k.plain = !bf16 && (layout == CPU_CONV_LAYOUT_PLAIN ||
+                        (layout == CPU_CONV_LAYOUT_AUTO && pointwise && cpu_conv_plain_ok(w->n_spatial, w->stride)));
     sc_status st = SC_OK;
+    *native = true;
     cpu_dnnl_lock();
-    if (dx) st = bwd_data_run(call, &k, call->in[0].data, call->in[2].data, dx);
-    if (!st && dw)
-        st = cpu_conv_grad_weights_f32(call, w, d.N, d.C, d.M, d.G, k.plain, call->in[0].data, call->in[1].data, dw);
+    if (dx) st = bwd_data_run(call, &k, call->in[0].data, call->in[2].data, dx, native);
+    if (!st && *native && dw)
+        st = cpu_conv_grad_weights(call, w, d.N, d.C, d.M, d.G, k.plain, call->in[0].data, call->in[1].data, dw);
     cpu_dnnl_unlock();
-    if (!st && db) conv_grad_bias_f32(call->in[0].data, d, w->out[0] * w->out[1] * w->out[2], db);
+    if (!st && *native && db)
+        conv_grad_bias(call->in[0].data, dy->dtype, d, w->out[0] * w->out[1] * w->out[2], db, call->out[2].desc.dtype);
     return st;
 }
 
@@ -305,6 +348,9 @@ sc_status cpu_conv_grad(const sc_kernel_call *call) {
         conv_grad_ref_f64(&w, d, call->in[0].data, call->in[1].data, call->in[2].data, dx, dw, db);
         return SC_OK;
     }
-    if (x->dtype != SC_F32) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
-    return conv_grad_f32(call, &w, d, dx, dw, db);
+    if (x->dtype == SC_BF16 && !conv_grad_bf16(call)) return cpu_run_widened(cpu_conv_grad, call);
+    if (x->dtype != SC_F32 && x->dtype != SC_BF16) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
+    bool native = true;
+    sc_status st = conv_grad_dnnl(call, &w, d, dx, dw, db, &native);
+    return st || native ? st : cpu_run_widened(cpu_conv_grad, call);
 }

@@ -16,6 +16,10 @@
  *
  * The cut depends on the machine's core count, so that there are items for every core, and never
  * on the thread count in use. dB is not computed here (cpu_nn_conv_grad.c sums it per channel).
+ *
+ * bf16 X and dY (mixed precision, where the CPU has bf16 dot products) run oneDNN's bf16 kernels with
+ * the items' dW and partial sums in f32, so the chunks are added in f32 and dW is rounded once, by
+ * the reorder into the user's bf16 rows.
  */
 #include <omp.h>
 #include <stdlib.h>
@@ -41,6 +45,7 @@ typedef struct {
     int64_t stride[3], dil[3], pl[3], pr[3];
     int grouped; /* wei leads with the item's groups */
     int plain;
+    int dt, dw_dt; /* dnnl_data_type_t of X and dY, of the user's dW */
 } dw_key;
 
 /* A primitive and the layout it reads or writes, with the reorder from or to the user's view
@@ -127,20 +132,22 @@ static sc_status dw_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, v
     const dw_key *k = &e->key;
     int nd = k->nd, wnd = k->grouped ? nd + 1 : nd;
     dnnl_format_tag_t act = k->plain ? cpu_dnnl_plain_tag(nd) : dnnl_format_tag_any;
-    dnnl_memory_desc_t src_user, dst_user, wei_user, src_any, dst_any, wei_any;
-    dnnl_memory_desc_init_by_strides(&src_user, nd, k->src, dnnl_f32, k->src_strides);
-    dnnl_memory_desc_init_by_strides(&dst_user, nd, k->dst, dnnl_f32, k->dst_strides);
-    dnnl_memory_desc_init_by_tag(&wei_user, wnd, k->wei, dnnl_f32, cpu_dnnl_plain_tag(wnd));
-    dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dnnl_f32, act);
-    dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dnnl_f32, act);
-    dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dnnl_f32, dnnl_format_tag_any);
+    dnnl_data_type_t dt = (dnnl_data_type_t)k->dt;
+    dnnl_memory_desc_t src_user, dst_user, wei_user, src_any, dst_any, wei_any, wei_hint;
+    dnnl_memory_desc_init_by_strides(&src_user, nd, k->src, dt, k->src_strides);
+    dnnl_memory_desc_init_by_strides(&dst_user, nd, k->dst, dt, k->dst_strides);
+    dnnl_memory_desc_init_by_tag(&wei_user, wnd, k->wei, (dnnl_data_type_t)k->dw_dt, cpu_dnnl_plain_tag(wnd));
+    dnnl_memory_desc_init_by_tag(&src_any, nd, k->src, dt, act);
+    dnnl_memory_desc_init_by_tag(&dst_any, nd, k->dst, dt, act);
+    dnnl_memory_desc_init_by_tag(&wei_any, wnd, k->wei, dnnl_f32, dnnl_format_tag_any); /* f32 sums */
+    dnnl_memory_desc_init_by_tag(&wei_hint, wnd, k->wei, dt, dnnl_format_tag_any);
     cpu_dnnl_window win = cpu_dnnl_window_of(nd - 2, k->stride, k->dil, k->pl, k->pr);
     dnnl_convolution_desc_t bd;
     dnnl_status_t s = dnnl_dilated_convolution_backward_weights_desc_init(
         &bd, dnnl_convolution_direct, &src_any, &wei_any, NULL, &dst_any, win.strides, win.dil, win.pl, win.pr);
     if (s != dnnl_success) return cpu_dnnl_error(call, "backward convolution descriptor", s);
     dnnl_primitive_desc_t hint, pd;
-    SC_TRY(cpu_dnnl_conv_hint(call, eng, &src_any, &wei_any, &dst_any, &win, &hint));
+    SC_TRY(cpu_dnnl_conv_hint(call, eng, &src_any, &wei_hint, &dst_any, &win, &hint));
     dnnl_primitive_attr_t attr;
     sc_status st = dw_user_scratch_attr(call, &attr);
     if (st) {
@@ -230,12 +237,15 @@ typedef struct {
     int64_t N, C, M, G;
     int nd;
     bool plain;
+    int dt, dw_dt; /* as in dw_key */
 } dw_conv;
 
 static dw_key dw_key_for(const dw_conv *cv, const dw_item *it) {
     dw_key k;
     memset(&k, 0, sizeof k);
     k.nd = cv->nd;
+    k.dt = cv->dt;
+    k.dw_dt = cv->dw_dt;
     int ns = cv->nd - 2;
     int64_t in_sp = 1, out_sp = 1;
     for (int i = 0; i < ns; i++) {
@@ -340,7 +350,7 @@ static dnnl_status_t dw_side_memory(const dw_side *side, void *data, bool input,
 
 /* One item: dW of its samples and channels into dw (the user's layout, rows of its slice) or, when
  * partial is set, into partial in the primitive's layout (a batch chunk's share, summed later). */
-static dnnl_status_t dw_run_item(const dw_entry *e, dw_thread *t, const float *x, const float *dy, float *dw,
+static dnnl_status_t dw_run_item(const dw_entry *e, dw_thread *t, const void *x, const void *dy, void *dw,
                                  float *partial) {
     dnnl_memory_t mem[6] = {0};
     dnnl_status_t s = dw_side_memory(&e->src, (void *)x, true, t, 0, &mem[0], &mem[1]);
@@ -367,9 +377,9 @@ static dnnl_status_t dw_run_item(const dw_entry *e, dw_thread *t, const float *x
 /* A slice's dW from its chunks' partial sums P_b (the primitive's layout, `stride` floats apart):
  * P_0 + P_1 + ... in chunk order, element by element, then reordered into the user's rows. */
 static dnnl_status_t dw_reduce_slice(const dw_entry *e, dw_thread *t, float *p, int64_t chunks, int64_t stride,
-                                     float *dw) {
+                                     void *dw) {
     int64_t n = (int64_t)(dnnl_memory_desc_get_size(&e->wei.prim) / sizeof(float));
-    float *sum = e->wei.reorder ? p : dw;
+    float *sum = e->wei.reorder ? p : dw; /* no reorder: the user's dW is f32 in this layout */
     for (int64_t j = 0; j < n; j++) {
         float v = p[j];
         for (int64_t b = 1; b < chunks; b++) v += p[b * stride + j];
@@ -429,9 +439,12 @@ static float *dw_partials(const dw_cut *c, dw_entry *const *entries, int64_t *of
     return c->chunks > 1 ? dw_partial : NULL;
 }
 
-sc_status cpu_conv_grad_weights_f32(const sc_kernel_call *call, const cpu_window *w, int64_t N, int64_t C, int64_t M,
-                                    int64_t G, bool plain, const float *dy, const float *x, float *dw) {
-    dw_conv cv = {w, N, C, M, G, call->in[1].desc.rank, plain};
+sc_status cpu_conv_grad_weights(const sc_kernel_call *call, const cpu_window *w, int64_t N, int64_t C, int64_t M,
+                                int64_t G, bool plain, const void *dy, const void *x, void *dw) {
+    sc_dtype in_type = call->in[1].desc.dtype, dw_type = call->out[1].desc.dtype;
+    dw_conv cv = {w, N, C, M, G, call->in[1].desc.rank, plain, in_type == SC_BF16 ? dnnl_bf16 : dnnl_f32,
+                  dw_type == SC_BF16 ? dnnl_bf16 : dnnl_f32};
+    size_t esz = sc_dtype_size(in_type), dw_esz = sc_dtype_size(dw_type);
     int64_t w_numel = M * (C / G) * w->k[0] * w->k[1] * w->k[2], row = w_numel / M;
     int64_t in_sp = w->in[0] * w->in[1] * w->in[2], out_sp = w->out[0] * w->out[1] * w->out[2];
     double flops = 2.0 * (double)N * (double)w_numel * (double)out_sp;
@@ -459,8 +472,10 @@ sc_status cpu_conv_grad_weights_f32(const sc_kernel_call *call, const cpu_window
             omp_set_num_threads(1); /* oneDNN reads it when called inside this region */
             dw_item it = dw_item_at(&c, N, M, C, G, i);
             int64_t b = i / c.slices, sl = i % c.slices;
-            dnnl_status_t s = dw_run_item(entries[i], &dw_threads[omp_get_thread_num()], x + (it.n0 * C + it.c0) * in_sp,
-                                          dy + (it.n0 * M + it.m0) * out_sp, dw + it.m0 * row,
+            dnnl_status_t s = dw_run_item(entries[i], &dw_threads[omp_get_thread_num()],
+                                          (const char *)x + (size_t)((it.n0 * C + it.c0) * in_sp) * esz,
+                                          (const char *)dy + (size_t)((it.n0 * M + it.m0) * out_sp) * esz,
+                                          (char *)dw + (size_t)(it.m0 * row) * dw_esz,
                                           partial ? partial + b * stride + off[sl] : NULL);
             if (s != dnnl_success) {
 #pragma omp critical(dw_failed)
@@ -475,7 +490,7 @@ sc_status cpu_conv_grad_weights_f32(const sc_kernel_call *call, const cpu_window
             omp_set_num_threads(1);
             dw_item it = dw_item_at(&c, N, M, C, G, sl);
             dnnl_status_t s = dw_reduce_slice(entries[sl], &dw_threads[omp_get_thread_num()], partial + off[sl], c.chunks,
-                                              stride, dw + it.m0 * row);
+                                              stride, (char *)dw + (size_t)(it.m0 * row) * dw_esz);
             if (s != dnnl_success) {
 #pragma omp critical(dw_failed)
                 failed = s;

@@ -64,7 +64,7 @@ static sc_status gemm_packed_f32(const sc_kernel_call *call, int64_t M, int64_t 
     return SC_OK;
 }
 
-/* bf16 A and B (cpu_bgemm_native; cpu_widen.c leaves them as they are): on the bf16 dot products, or widened to f32
+/* bf16 A and B (cpu_bf16_native; cpu_widen.c leaves them as they are): on the bf16 dot products, or widened to f32
  * where oneDNN has no bf16 kernel for a tile's strides. */
 static sc_status gemm_bf16(const sc_kernel_call *call, int64_t M, int64_t N, int64_t K, const void *c, int64_t rs,
                            int64_t cs) {
