@@ -322,7 +322,8 @@ int main(void) {
            native ? "on them (oneDNN)" : "widened to f32");
     if (has && !(forced && !strcmp(forced, "widen")))
         CHECK(native, "/proc/cpuinfo lists avx512_bf16 or amx_bf16, yet bf16 MatMul, Gemm and Conv would be widened to f32");
-    const int64_t mm[][3] = {{1, 1, 1}, {5, 7, 3}, {64, 64, 64}, {33, 100, 65}, {197, 768, 256}, {512, 64, 96}};
+    const int64_t mm[][3] = {{1, 1, 1}, {5, 7, 3}, {64, 64, 64}, {33, 100, 65}, {197, 768, 256}, {512, 64, 96},
+                             {1024, 32, 1200}}; /* the last: tiles over BGEMM_MAX_TILE outputs on 2 cores, split again */
     for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++) {
         check_matmul(1, 1, 1, 1, mm[i][0], mm[i][1], mm[i][2], SC_BF16);
         check_matmul(1, 1, 1, 1, mm[i][0], mm[i][1], mm[i][2], SC_F32);

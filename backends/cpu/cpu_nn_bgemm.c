@@ -15,7 +15,10 @@
  *
  * Each tile's primitive is cached per (tile shape, K, strides, transposes), created for one thread
  * with a user scratchpad, so that the tiles of a product run it concurrently, each thread with its
- * own memory objects, accumulator and scratchpad (entry->thr). Where oneDNN has no kernel for bf16
+ * own memory objects (entry->thr), accumulator and scratchpad (tile_threads, shared by every entry).
+ * Tiles hold at most BGEMM_MAX_TILE outputs, so a thread's accumulator stays within its L2 and the
+ * buffers stay small beside the product (a 50257-wide LM head would otherwise make tiles of
+ * hundreds of MB on a 2-core machine). Where oneDNN has no kernel for bf16
  * but its reference loops (a CPU without AVX-512), cpu_bf16_native is false and MatMul and Gemm
  * keep the widened path. SCORCH_CPU_BF16=widen forces that path, for Conv too (for comparisons). */
 #include <omp.h>
@@ -25,13 +28,16 @@
 #include "backends/cpu/cpu_dnnl.h"
 #include "core/half.h"
 
+/* Outputs per tile at most (f32: 512 KiB of accumulator). */
+#define BGEMM_MAX_TILE ((int64_t)1 << 17)
+
 typedef struct {
     int64_t m, n, K, lda, ldb;
     char ta, tb;
 } bgemm_key;
 
-/* One thread's objects for one primitive: A and B over the caller's data, the f32 accumulator tile
- * and the scratchpad (both owned). */
+/* One thread's memory objects for one primitive: A and B over the caller's data, the f32 accumulator
+ * tile and the scratchpad over the thread's buffers (tile_thread). */
 typedef struct {
     dnnl_memory_t a, b, acc, pad;
 } bgemm_thread;
@@ -61,16 +67,26 @@ static sc_status bgemm_entry_build(const sc_kernel_call *call, dnnl_engine_t eng
 static cpu_prim_list bgemm_entries = {.key_size = sizeof(bgemm_key), .entry_size = sizeof(bgemm_entry),
                                       .build = bgemm_entry_build, .release = bgemm_entry_free};
 
-/* One stream per tile thread: a stream is not shared between concurrent executions. */
-static dnnl_stream_t *tile_streams;
-static int n_tile_streams;
+/* Per tile thread: its stream (a stream is not shared between concurrent executions), its f32
+ * accumulator and its scratchpad, grown before the parallel region. */
+typedef struct {
+    dnnl_stream_t strm;
+    void *acc, *pad;
+    size_t acc_size, pad_size;
+} tile_thread;
+static tile_thread *tile_threads;
+static int n_tile_threads;
 
 static void bgemm_cache_clear(void) {
     cpu_prim_list_clear(&bgemm_entries);
-    for (int i = 0; i < n_tile_streams; i++) dnnl_stream_destroy(tile_streams[i]);
-    free(tile_streams);
-    tile_streams = NULL;
-    n_tile_streams = 0;
+    for (int i = 0; i < n_tile_threads; i++) {
+        dnnl_stream_destroy(tile_threads[i].strm);
+        free(tile_threads[i].acc);
+        free(tile_threads[i].pad);
+    }
+    free(tile_threads);
+    tile_threads = NULL;
+    n_tile_threads = 0;
 }
 
 /* A (m, K) and B (K, n) as stored: row-major with leading dimension lda / ldb, or transposed. */
@@ -109,17 +125,34 @@ static sc_status bgemm_entry_build(const sc_kernel_call *call, dnnl_engine_t eng
     return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "bf16 matmul creation", s);
 }
 
-/* e's per-thread objects and the tile streams for nthr threads. */
+static bool grow(void **p, size_t *size, size_t bytes) {
+    if (*size >= bytes) return true;
+    void *q = NULL;
+    if (posix_memalign(&q, 64, bytes ? bytes : 64)) return false;
+    free(*p);
+    *p = q;
+    *size = bytes;
+    return true;
+}
+
+/* e's per-thread objects, and the tile threads' streams and buffers big enough for e, for nthr
+ * threads. */
 static sc_status entry_threads(const sc_kernel_call *call, dnnl_engine_t eng, bgemm_entry *e, int nthr) {
-    if (n_tile_streams < nthr) {
-        dnnl_stream_t *p = realloc(tile_streams, sizeof *p * (size_t)nthr);
-        if (!p) return cpu_errorf(call, "out of memory for the bf16 GEMM streams");
-        tile_streams = p;
-        for (; n_tile_streams < nthr; n_tile_streams++) {
-            dnnl_status_t s = dnnl_stream_create(&tile_streams[n_tile_streams], eng, dnnl_stream_default_flags);
+    if (n_tile_threads < nthr) {
+        tile_thread *p = realloc(tile_threads, sizeof *p * (size_t)nthr);
+        if (!p) return cpu_errorf(call, "out of memory for the bf16 GEMM threads");
+        tile_threads = p;
+        for (; n_tile_threads < nthr; n_tile_threads++) {
+            tile_thread *t = &tile_threads[n_tile_threads];
+            memset(t, 0, sizeof *t);
+            dnnl_status_t s = dnnl_stream_create(&t->strm, eng, dnnl_stream_default_flags);
             if (s != dnnl_success) return cpu_dnnl_error(call, "stream creation", s);
         }
     }
+    for (int i = 0; i < nthr; i++)
+        if (!grow(&tile_threads[i].acc, &tile_threads[i].acc_size, dnnl_memory_desc_get_size(&e->acc_md)) ||
+            !grow(&tile_threads[i].pad, &tile_threads[i].pad_size, e->pad_bytes))
+            return cpu_errorf(call, "out of memory for the bf16 GEMM buffers");
     if (e->n_thr >= nthr) return SC_OK;
     bgemm_thread *t = realloc(e->thr, sizeof *t * (size_t)nthr);
     if (!t) return cpu_errorf(call, "out of memory for the bf16 GEMM cache");
@@ -129,8 +162,8 @@ static sc_status entry_threads(const sc_kernel_call *call, dnnl_engine_t eng, bg
         memset(x, 0, sizeof *x);
         SC_TRY(cpu_dnnl_memory_new(call, eng, &e->a_md, NULL, &x->a));
         SC_TRY(cpu_dnnl_memory_new(call, eng, &e->b_md, NULL, &x->b));
-        SC_TRY(cpu_dnnl_memory_new(call, eng, &e->acc_md, DNNL_MEMORY_ALLOCATE, &x->acc));
-        if (e->pad_bytes) SC_TRY(cpu_dnnl_memory_new(call, eng, &e->pad_md, DNNL_MEMORY_ALLOCATE, &x->pad));
+        SC_TRY(cpu_dnnl_memory_new(call, eng, &e->acc_md, NULL, &x->acc));
+        if (e->pad_bytes) SC_TRY(cpu_dnnl_memory_new(call, eng, &e->pad_md, NULL, &x->pad));
     }
     return SC_OK;
 }
@@ -244,22 +277,35 @@ static dnnl_status_t bgemm_tile(const bgemm_run *r, int64_t i, int thread) {
     const uint16_t *a = t->A + (r->ao ? r->ao[problem] : 0) + (t->ta == 'N' ? m0 * t->lda : m0);
     const uint16_t *b = t->B + (r->bo ? r->bo[problem] : 0) + (t->tb == 'N' ? n0 : n0 * t->ldb);
     bgemm_thread *x = &e->thr[thread];
+    tile_thread *tt = &tile_threads[thread];
     dnnl_memory_set_data_handle(x->a, (void *)a);
     dnnl_memory_set_data_handle(x->b, (void *)b);
+    dnnl_memory_set_data_handle(x->acc, tt->acc);
+    if (x->pad) dnnl_memory_set_data_handle(x->pad, tt->pad);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, x->a}, {DNNL_ARG_WEIGHTS, x->b}, {DNNL_ARG_DST, x->acc},
                                {DNNL_ARG_SCRATCHPAD, x->pad}};
-    dnnl_status_t s = dnnl_primitive_execute(e->prim, tile_streams[thread], x->pad ? 4 : 3, args);
-    if (s == dnnl_success) s = dnnl_stream_wait(tile_streams[thread]);
-    void *acc = NULL;
-    if (s == dnnl_success) s = dnnl_memory_get_data_handle(x->acc, &acc);
-    if (s == dnnl_success) tile_store(t, problem, m0, n0, m, n, acc);
+    dnnl_status_t s = dnnl_primitive_execute(e->prim, tt->strm, x->pad ? 4 : 3, args);
+    if (s == dnnl_success) s = dnnl_stream_wait(tt->strm);
+    if (s == dnnl_success) tile_store(t, problem, m0, n0, m, n, tt->acc);
     return s;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* cpu_gemm_cut, then the longer tile edge split further until a tile holds at most BGEMM_MAX_TILE
+ * outputs: still the shapes and the core count alone. */
+static void bgemm_cut(const cpu_bgemm *t, int64_t *mt, int64_t *nt) {
+    cpu_gemm_cut(t->M, t->N, t->K, mt, nt);
+    while (ceil_div(t->M, *mt) * ceil_div(t->N, *nt) > BGEMM_MAX_TILE) {
+        if (ceil_div(t->M, *mt) >= ceil_div(t->N, *nt)) (*mt)++;
+        else (*nt)++;
+    }
 }
 
 sc_status cpu_bgemm_tiled(const sc_kernel_call *call, const cpu_bgemm *t, int64_t batch, const int64_t *ao,
                           const int64_t *bo, bool *native) {
     bgemm_run r = {.t = t, .ao = ao, .bo = bo};
-    cpu_gemm_cut(t->M, t->N, t->K, &r.mt, &r.nt);
+    bgemm_cut(t, &r.mt, &r.nt);
     r.per = r.mt * r.nt;
     int64_t items = batch * r.per;
     int nthr = omp_get_max_threads();
