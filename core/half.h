@@ -90,10 +90,14 @@ SC_HALF_FN uint16_t sc_f64_to_f16(double d) {
 
 SC_HALF_FN float sc_bf16_to_f32(uint16_t h) { return sc_f32_from_bits((uint32_t)h << 16); }
 
+/* Nearest even in 32-bit arithmetic without branches, so that array loops vectorise: adding 0x7fff
+ * plus the kept part's low bit carries into it exactly when the dropped half is above 0x8000, or
+ * equal to it with the kept part odd (sc_round_shift_rne(u, 16); the two agree on all 2^32 inputs).
+ * No finite or infinite u overflows; NaN takes the other side of the select. */
 SC_HALF_FN uint16_t sc_f32_to_bf16(float f) {
     uint32_t u = sc_f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-    return (uint16_t)sc_round_shift_rne(u, 16);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : (uint16_t)rounded; /* quiet NaN */
 }
 
 /* Array conversions (n elements; dst and src do not overlap). */

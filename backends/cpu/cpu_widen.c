@@ -6,6 +6,7 @@
  * the native 16-bit element-wise kernels (cpu_elementwise_binary.c), which widen and round the same
  * way. Ops whose kernels take both types run as they are (takes_16bit), and so do MatMul, Gemm, Conv
  * and ConvGrad on bf16 where the CPU has bf16 dot products (cpu_nn_bgemm.c, cpu_nn_conv*.c). */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "backends/cpu/cpu.h"
@@ -109,13 +110,68 @@ static void convert(void *dst, const void *src, int64_t n, sc_dtype from, sc_dty
     }
 }
 
+/* The widened copies' buffers, kept between calls. A buffer of many MB from malloc is a fresh
+ * mapping each time, and the kernel zeroes its (huge) pages on first touch: in a bf16 GPT step on
+ * the CPU that was 8.6% of the time (`perf`, clear_page_erms under the conversions). Up to
+ * POOL_SLOTS buffers of POOL_MAX_BYTES in all are kept; a copy that does not fit is malloc'd and
+ * freed as before. One lock: a node takes a few slots, once. */
+#define POOL_SLOTS 8
+#define POOL_MAX_BYTES ((size_t)128 << 20)
+
+typedef struct {
+    void *p;
+    size_t size;
+    bool used;
+} pool_slot;
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pool_slot pool[POOL_SLOTS];
+static size_t pool_bytes;
+
+/* The smallest free slot that holds `bytes`, else a free slot grown to it (within the cap). */
+static pool_slot *pool_pick(size_t bytes) {
+    pool_slot *fit = NULL, *grow = NULL;
+    for (int i = 0; i < POOL_SLOTS; i++) {
+        pool_slot *s = &pool[i];
+        if (s->used) continue;
+        if (s->size >= bytes && (!fit || s->size < fit->size)) fit = s;
+        if (s->size < bytes && (!grow || s->size < grow->size)) grow = s;
+    }
+    if (fit) return fit;
+    if (!grow || pool_bytes - grow->size + bytes > POOL_MAX_BYTES) return NULL;
+    void *p = malloc(bytes);
+    if (!p) return NULL;
+    pool_bytes += bytes - grow->size;
+    free(grow->p);
+    grow->p = p;
+    grow->size = bytes;
+    return grow;
+}
+
+static void *widen_alloc(size_t bytes) {
+    pthread_mutex_lock(&pool_mu);
+    pool_slot *s = pool_pick(bytes);
+    if (s) s->used = true;
+    pthread_mutex_unlock(&pool_mu);
+    return s ? s->p : malloc(bytes);
+}
+
+static void widen_free(void *p) {
+    pthread_mutex_lock(&pool_mu);
+    bool pooled = false;
+    for (int i = 0; i < POOL_SLOTS && !pooled; i++)
+        if (pool[i].used && pool[i].p == p) pool[i].used = false, pooled = true;
+    pthread_mutex_unlock(&pool_mu);
+    if (!pooled) free(p);
+}
+
 /* t's f32 copy (data converted when `fill`), or t itself when it is not a 16-bit float. */
 static sc_status widen(const sc_tensor *t, bool fill, sc_tensor *w) {
     *w = *t;
     if (!t->data || !sc_dtype_is_half(t->desc.dtype)) return SC_OK;
     int64_t n = sc_desc_numel(&t->desc);
     w->desc.dtype = SC_F32;
-    w->data = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    w->data = widen_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (!w->data) return sc_errorf("out of memory widening a %s tensor of %lld elements", sc_dtype_name(t->desc.dtype),
                                    (long long)n);
     if (fill) convert(w->data, t->data, n, t->desc.dtype, SC_F32);
@@ -137,9 +193,9 @@ sc_status cpu_run_widened(sc_cpu_kernel k, const sc_kernel_call *call) {
         if (wout[i].data != call->out[i].data)
             convert(call->out[i].data, wout[i].data, sc_desc_numel(&call->out[i].desc), SC_F32, call->out[i].desc.dtype);
     for (int i = 0; i < done_in; i++)
-        if (win[i].data != call->in[i].data) free(win[i].data);
+        if (win[i].data != call->in[i].data) widen_free(win[i].data);
     for (int i = 0; i < done_out; i++)
-        if (wout[i].data != call->out[i].data) free(wout[i].data);
+        if (wout[i].data != call->out[i].data) widen_free(wout[i].data);
     free(win);
     free(wout);
     return st;
