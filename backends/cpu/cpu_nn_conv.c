@@ -390,8 +390,9 @@ static sc_status conv_f64(const sc_kernel_call *call, const cpu_window *w, int64
 
 /* Whether a bf16 Conv runs on oneDNN's bf16 kernels as it is (cpu_widen.c leaves such Convs
  * unwidened where cpu_bf16_native): X and W bf16, Y bf16 or f32, B absent, f32 or bf16, and none of
- * the inference fusions' channels-last values or summand (f32 only). */
-static bool conv_bf16(const sc_kernel_call *call, const sc_tensor *sum) {
+ * the inference fusions' channels-last values or summand (f32 only). The others run widened. */
+static bool conv_bf16(const sc_kernel_call *call) {
+    bool sum = call->n_in > 3 && call->in[3].data;
     const sc_window_attrs *wa = &call->node->attrs->window;
     sc_dtype y = call->out[0].desc.dtype, b = call->n_in > 2 && call->in[2].data ? call->in[2].desc.dtype : SC_F32;
     return call->in[1].desc.dtype == SC_BF16 && (y == SC_BF16 || y == SC_F32) && (b == SC_BF16 || b == SC_F32) &&
@@ -403,6 +404,8 @@ sc_status cpu_conv(const sc_kernel_call *call) {
     const sc_desc *x = &call->in[0].desc, *wd = &call->in[1].desc, *y = &call->out[0].desc;
     const void *bias = call->n_in > 2 ? call->in[2].data : NULL;
     int64_t G = wa->group > 0 ? wa->group : 1;
+    bool bf16 = x->dtype == SC_BF16;
+    if (bf16 && !conv_bf16(call)) return cpu_run_widened(cpu_conv, call);
     SC_TRY(conv_check(call, x, wd, y, G));
     int ns = x->rank - 2;
     if (wa->has_kernel_shape)
@@ -424,8 +427,6 @@ sc_status cpu_conv(const sc_kernel_call *call) {
     if (x->dtype == SC_F64 && (wa->nhwc_in || wa->nhwc_out))
         return cpu_errorf(call, "channels-last activations are f32 only");
     if (x->dtype == SC_F64) return conv_f64(call, &w, G, sum);
-    bool bf16 = x->dtype == SC_BF16;
-    if (bf16 && !conv_bf16(call, sum)) return cpu_run_widened(cpu_conv, call);
     if (x->dtype != SC_F32 && !bf16) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
     if (sum && sum->data != call->out[0].data) memcpy(call->out[0].data, sum->data, (size_t)sc_desc_bytes(y));
 

@@ -259,9 +259,11 @@ static void conv_grad_bias(const void *g, sc_dtype g_type, conv_dims d, int64_t 
     }
 }
 
-/* Whether a bf16 ConvGrad runs on oneDNN's bf16 kernels as it is: dX bf16, dW and dB bf16 or f32
- * (the inputs share one dtype, checked by the caller). */
+/* Whether a bf16 ConvGrad runs on oneDNN's bf16 kernels as it is: dY, X and W bf16, dX bf16, dW and
+ * dB bf16 or f32. */
 static bool conv_grad_bf16(const sc_kernel_call *call) {
+    for (int i = 0; i < 3; i++)
+        if (call->in[i].desc.dtype != SC_BF16) return false;
     for (int i = 0; i < call->n_out && i < 3; i++) {
         sc_dtype t = call->out[i].desc.dtype;
         if (call->out[i].data && t != SC_BF16 && (i == 0 || t != SC_F32)) return false;
@@ -324,6 +326,7 @@ sc_status cpu_conv_grad(const sc_kernel_call *call) {
         wd->dims[0] % G || dy->dims[0] != x->dims[0] || dy->dims[1] != wd->dims[0])
         return cpu_errorf(call, "inconsistent shapes dY %s, X %s, W %s for group %lld", sc_desc_str(dy, a, sizeof a),
                           sc_desc_str(x, b, sizeof b), sc_desc_str(wd, c, sizeof c), (long long)G);
+    if (dy->dtype == SC_BF16 && !conv_grad_bf16(call)) return cpu_run_widened(cpu_conv_grad, call);
     if (dy->dtype != x->dtype || wd->dtype != x->dtype) return cpu_errorf(call, "dY, X and W must share one dtype");
     cpu_window w;
     SC_TRY(cpu_window_resolve(call, wa, x, &wd->dims[2], dy, &w));
@@ -348,7 +351,6 @@ sc_status cpu_conv_grad(const sc_kernel_call *call) {
         conv_grad_ref_f64(&w, d, call->in[0].data, call->in[1].data, call->in[2].data, dx, dw, db);
         return SC_OK;
     }
-    if (x->dtype == SC_BF16 && !conv_grad_bf16(call)) return cpu_run_widened(cpu_conv_grad, call);
     if (x->dtype != SC_F32 && x->dtype != SC_BF16) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(x->dtype));
     bool native = true;
     sc_status st = conv_grad_dnnl(call, &w, d, dx, dw, db, &native);

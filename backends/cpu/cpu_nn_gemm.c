@@ -64,11 +64,15 @@ static sc_status gemm_packed_f32(const sc_kernel_call *call, int64_t M, int64_t 
     return SC_OK;
 }
 
-/* bf16 A and B (cpu_bf16_native; cpu_widen.c leaves them as they are): on the bf16 dot products, or widened to f32
- * where oneDNN has no bf16 kernel for a tile's strides. */
+/* bf16 A (cpu_widen.c leaves it as it is where cpu_bf16_native): on the bf16 dot products with B
+ * bf16, Y and C f32 or bf16; widened to f32 for other types or where oneDNN has no bf16 kernel for a
+ * tile's strides. */
 static sc_status gemm_bf16(const sc_kernel_call *call, int64_t M, int64_t N, int64_t K, const void *c, int64_t rs,
                            int64_t cs) {
     const sc_gemm_attrs *ga = &call->node->attrs->gemm;
+    sc_dtype b = call->in[1].desc.dtype, y = call->out[0].desc.dtype, ct = c ? call->in[2].desc.dtype : SC_F32;
+    if (b != SC_BF16 || (y != SC_BF16 && y != SC_F32) || (ct != SC_BF16 && ct != SC_F32))
+        return cpu_run_widened(cpu_gemm, call);
     if (M == 0 || N == 0) return SC_OK;
     bool native = false;
     if (K > 0) {
@@ -99,7 +103,7 @@ sc_status cpu_gemm(const sc_kernel_call *call) {
                         c, rs, cs, call->out[0].data);
         return SC_OK;
     }
-    if (a->dtype == SC_BF16 && b->dtype == SC_BF16) return gemm_bf16(call, M, N, K, c, rs, cs);
+    if (a->dtype == SC_BF16) return gemm_bf16(call, M, N, K, c, rs, cs);
     if (a->dtype != SC_F32) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(a->dtype));
     float *Y = call->out[0].data;
     const float *C = c;
@@ -204,6 +208,21 @@ static void matmul_ref_f64(const matmul_geom *g, const double *A, const double *
     }
 }
 
+/* A's batch is contiguous when it is not broadcast, and B has none: (batch * M, K) @ (K, N) is then
+ * one GEMM. */
+static bool matmul_folds(const matmul_geom *g) {
+    for (int i = 0; i < g->nb; i++)
+        if (g->batch[i] > 1 && g->a_str[i] == 0) return false;
+    return g->b_unbatched;
+}
+
+/* Each batch item's offset into A, then into B (2 * n_batch entries, malloc'd; NULL: out of memory). */
+static int64_t *matmul_offsets_all(const matmul_geom *g) {
+    int64_t *off = malloc(sizeof *off * (size_t)(2 * g->n_batch));
+    for (int64_t bi = 0; off && bi < g->n_batch; bi++) matmul_offsets(g, bi, &off[bi], &off[g->n_batch + bi]);
+    return off;
+}
+
 static sc_status matmul_f32(const sc_kernel_call *call, const matmul_geom *g, const float *A, const float *B, float *Y) {
     int64_t M = g->M, N = g->N, K = g->K;
     if (g->n_batch == 0 || M == 0 || N == 0) return SC_OK;
@@ -211,40 +230,33 @@ static sc_status matmul_f32(const sc_kernel_call *call, const matmul_geom *g, co
         memset(Y, 0, (size_t)(g->n_batch * M * N) * sizeof(float));
         return SC_OK;
     }
-    /* A's batch is contiguous when it is not broadcast, so (batch * M, K) @ (K, N) is one GEMM. */
-    bool a_full = true;
-    for (int i = 0; i < g->nb; i++)
-        if (g->batch[i] > 1 && g->a_str[i] == 0) a_full = false;
-    if (g->b_unbatched && a_full) {
+    if (matmul_folds(g)) {
         if (call->node->attrs->matmul.b_const) return cpu_matmul_packed_f32(call, g->n_batch * M, K, N, false, A, B, Y);
         cpu_sgemm t = {'N', 'N', g->n_batch * M, N, K, 1.0f, 0.0f, A, B, Y, K, N, N, 0, 0};
         return sgemm_status(call, cpu_sgemm_tiled(t, 1, NULL, NULL));
     }
-    int64_t *off = malloc(sizeof *off * (size_t)(2 * g->n_batch));
+    int64_t *off = matmul_offsets_all(g);
     if (!off) return cpu_errorf(call, "out of memory");
-    for (int64_t bi = 0; bi < g->n_batch; bi++) matmul_offsets(g, bi, &off[bi], &off[g->n_batch + bi]);
     cpu_sgemm t = {'N', 'N', M, N, K, 1.0f, 0.0f, A, B, Y, K, N, N, 0, 0};
     dnnl_status_t s = cpu_sgemm_tiled(t, g->n_batch, off, off + g->n_batch);
     free(off);
     return sgemm_status(call, s);
 }
 
-/* matmul_f32's cut on bf16 A and B (cpu_nn_bgemm.c), Y f32 or bf16; widened where oneDNN has no
- * bf16 kernel for a tile. */
+/* matmul_f32's cut on bf16 A and B (cpu_nn_bgemm.c), Y f32 or bf16; widened where the types differ
+ * or oneDNN has no bf16 kernel for a tile. */
 static sc_status matmul_bf16(const sc_kernel_call *call, const matmul_geom *g) {
     int64_t M = g->M, N = g->N, K = g->K;
+    sc_dtype y = call->out[0].desc.dtype;
+    if (call->in[1].desc.dtype != SC_BF16 || (y != SC_BF16 && y != SC_F32)) return cpu_run_widened(cpu_matmul, call);
     if (g->n_batch == 0 || M == 0 || N == 0) return SC_OK;
-    bool a_full = true, native = false;
-    for (int i = 0; i < g->nb; i++)
-        if (g->batch[i] > 1 && g->a_str[i] == 0) a_full = false;
-    bool folded = g->b_unbatched && a_full;
+    bool folded = matmul_folds(g), native = false;
     cpu_bgemm t = {'N', 'N', folded ? g->n_batch * M : M, N, K, 1.0f, 0.0f, call->in[0].data, call->in[1].data, K, N,
                    NULL, SC_F32, 0, 0, call->out[0].data, call->out[0].desc.dtype};
     if (K > 0 && folded) SC_TRY(cpu_bgemm_tiled(call, &t, 1, NULL, NULL, &native));
     else if (K > 0) {
-        int64_t *off = malloc(sizeof *off * (size_t)(2 * g->n_batch));
+        int64_t *off = matmul_offsets_all(g);
         if (!off) return cpu_errorf(call, "out of memory");
-        for (int64_t bi = 0; bi < g->n_batch; bi++) matmul_offsets(g, bi, &off[bi], &off[g->n_batch + bi]);
         sc_status st = cpu_bgemm_tiled(call, &t, g->n_batch, off, off + g->n_batch, &native);
         free(off);
         SC_TRY(st);
@@ -260,7 +272,7 @@ sc_status cpu_matmul(const sc_kernel_call *call) {
         matmul_ref_f64(&g, call->in[0].data, call->in[1].data, call->out[0].data);
         return SC_OK;
     }
-    if (t == SC_BF16 && call->in[1].desc.dtype == SC_BF16) return matmul_bf16(call, &g);
+    if (t == SC_BF16) return matmul_bf16(call, &g);
     if (t != SC_F32) return cpu_errorf(call, "dtype %s not supported", sc_dtype_name(t));
     return matmul_f32(call, &g, call->in[0].data, call->in[1].data, call->out[0].data);
 }

@@ -58,33 +58,16 @@ static bool takes_16bit(sc_op op) {
     }
 }
 
-/* ConvGrad on bf16 dY, X and W, dX bf16, dW and dB bf16 or f32 (cpu_nn_conv_grad.c). */
-static bool bf16_conv_grad_native(const sc_tensor *in, int n_in, const sc_tensor *out, int n_out) {
-    if (n_in != 3) return false;
-    for (int i = 0; i < 3; i++)
-        if (in[i].desc.dtype != SC_BF16) return false;
-    for (int i = 0; i < n_out; i++) {
-        sc_dtype t = out[i].desc.dtype;
-        if (out[i].data && t != SC_BF16 && (i == 0 || t != SC_F32)) return false;
-    }
-    return cpu_bf16_native();
-}
-
-/* MatMul, Gemm and Conv on bf16 A and B (X and W), Y f32 or bf16 and Gemm's C or Conv's B f32 or
- * bf16, where the CPU has bf16 dot products (cpu_nn_bgemm.c, cpu_nn_conv.c; a Conv that its kernel
- * cannot run so widens itself). */
-static bool bf16_native(sc_op op, const sc_tensor *in, int n_in, const sc_tensor *out, int n_out) {
-    if (op == SC_OP_CONV_GRAD) return bf16_conv_grad_native(in, n_in, out, n_out);
-    if ((op != SC_OP_MATMUL && op != SC_OP_GEMM && op != SC_OP_CONV) || n_in < 2 || n_out != 1) return false;
-    if (op == SC_OP_CONV && n_in > 3 && in[3].data) return false; /* an inference fusion's summand */
-    if (in[0].desc.dtype != SC_BF16 || in[1].desc.dtype != SC_BF16) return false;
-    if (out[0].desc.dtype != SC_BF16 && out[0].desc.dtype != SC_F32) return false;
-    if (n_in > 2 && in[2].data && in[2].desc.dtype != SC_BF16 && in[2].desc.dtype != SC_F32) return false;
-    return cpu_bf16_native();
+/* MatMul, Gemm, Conv and ConvGrad whose first input is bf16, where the CPU has bf16 dot products:
+ * each kernel checks the rest of its types and widens itself when it cannot take them
+ * (cpu_nn_bgemm.c, cpu_nn_gemm.c, cpu_nn_conv*.c). */
+static bool bf16_native(sc_op op, const sc_tensor *in, int n_in) {
+    bool op_ok = op == SC_OP_MATMUL || op == SC_OP_GEMM || op == SC_OP_CONV || op == SC_OP_CONV_GRAD;
+    return op_ok && n_in > 0 && in[0].desc.dtype == SC_BF16 && cpu_bf16_native();
 }
 
 bool cpu_needs_widening(sc_op op, const sc_tensor *in, int n_in, const sc_tensor *out, int n_out) {
-    if (takes_16bit(op) || bf16_native(op, in, n_in, out, n_out)) return false;
+    if (takes_16bit(op) || bf16_native(op, in, n_in)) return false;
     for (int i = 0; i < n_in; i++)
         if (in[i].data && sc_dtype_is_half(in[i].desc.dtype)) return true;
     for (int i = 0; i < n_out; i++)
