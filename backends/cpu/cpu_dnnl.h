@@ -93,6 +93,19 @@ sc_status cpu_dnnl_weight(const sc_kernel_call *call, dnnl_engine_t eng, dnnl_st
                           const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *prim_md, const float *w,
                           int64_t numel, dnnl_memory_t *out);
 
+/* Convolution weights from their plain rows (row-major, dense) into a blocked layout of oneDNN's,
+ * by our own loops (cpu_weight_reorder.c), with the same bits as oneDNN's reorder. NULL where the
+ * pair of layouts is not one the loops cover (inner blocks on more than two adjacent leading dims,
+ * types other than f32 and bf16, ...) or, with only_faster, where oneDNN's reorder is the faster
+ * (all but bf16 into brgconv's VNNI-pair layouts), or with SCORCH_CPU_WEIGHT_REORDER=dnnl: the
+ * caller runs oneDNN's reorder then. */
+typedef struct cpu_weight_reorder cpu_weight_reorder;
+cpu_weight_reorder *cpu_weight_reorder_new(const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *blocked,
+                                           bool only_faster);
+void cpu_weight_reorder_free(cpu_weight_reorder *r);
+/* plain -> blocked (padding zeroed), on the OpenMP threads when parallel. */
+void cpu_weight_reorder_to_blocked(const cpu_weight_reorder *r, const void *plain, void *blocked, bool parallel);
+
 /* C = alpha op(A) op(B) + beta C, row-major f32 with dnnl_sgemm's arguments, over `batch` problems:
  * problem k reads A + ao[k] and B + bo[k] (NULL: offset 0) and writes C + k * M * N. Every tile of
  * every problem is an item; threads take them as they come free, each sgemm on one thread, and the

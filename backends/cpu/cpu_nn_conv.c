@@ -153,6 +153,7 @@ typedef struct {
     dnnl_memory_t src_user, src_prim, dst_user, dst_prim, wei_user, bias;
     bool native;                  /* a bf16 key has a oneDNN kernel, not only its reference loops */
     dnnl_primitive_t wei_reorder; /* bf16: W reordered on every call (it is a cast, not a parameter) */
+    cpu_weight_reorder *wei_fast; /* the same by our loops, where they cover the layout */
     dnnl_memory_t wei_prim;
 } conv_entry;
 
@@ -161,6 +162,7 @@ static void conv_entry_free(void *entry) {
     dnnl_primitive_t prims[] = {e->conv, e->src_reorder, e->dst_reorder, e->dst_in_reorder, e->wei_reorder};
     dnnl_memory_t mems[] = {e->src_user, e->src_prim, e->dst_user, e->dst_prim, e->wei_user, e->bias, e->wei_prim};
     cpu_dnnl_destroy(prims, 5, mems, 7);
+    cpu_weight_reorder_free(e->wei_fast);
     free(e);
 }
 
@@ -259,6 +261,7 @@ static sc_status conv_entry_build(const sc_kernel_call *call, dnnl_engine_t eng,
     if (!st && dt == dnnl_bf16 && !dnnl_memory_desc_equal(&e->wei_md, &e->user_wei_md)) {
         st = cpu_dnnl_memory_new(call, eng, &e->wei_md, DNNL_MEMORY_ALLOCATE, &e->wei_prim);
         if (!st) st = cpu_dnnl_reorder_create(call, eng, &e->user_wei_md, &e->wei_md, &e->wei_reorder);
+        if (!st) e->wei_fast = cpu_weight_reorder_new(&e->user_wei_md, &e->wei_md, true);
     }
     if (!st && !dnnl_memory_desc_equal(src_md, &src_user)) {
         st = cpu_dnnl_memory_new(call, eng, src_md, DNNL_MEMORY_ALLOCATE, &e->src_prim);
@@ -283,9 +286,14 @@ static sc_status conv_weight(const sc_kernel_call *call, const cpu_prim_ready *r
     dnnl_memory_set_data_handle(e->wei_user, (void *)w);
     *wmem = e->wei_user;
     if (!e->wei_reorder) return SC_OK;
+    *wmem = e->wei_prim;
+    void *to = NULL;
+    if (e->wei_fast && dnnl_memory_get_data_handle(e->wei_prim, &to) == dnnl_success) {
+        cpu_weight_reorder_to_blocked(e->wei_fast, w, to, true);
+        return SC_OK;
+    }
     dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, e->wei_user}, {DNNL_ARG_TO, e->wei_prim}};
     dnnl_status_t s = dnnl_primitive_execute(e->wei_reorder, r->strm, 2, a);
-    *wmem = e->wei_prim;
     return s == dnnl_success ? SC_OK : cpu_dnnl_error(call, "weight reorder", s);
 }
 

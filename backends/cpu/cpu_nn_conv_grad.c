@@ -8,7 +8,8 @@
  * of the process (activations stay NCHW for 1x1 kernels and take the primitive's preferred layout
  * otherwise, as the forward does, cpu_dnnl.h), and computes dW in items of one thread each so that
  * its bits do not depend on the thread count (cpu_nn_conv_grad_w.c); dB is a per-channel sum.
- * Weights change every training step, so they are reordered on every call and never cached: an
+ * Weights change every training step, so they are reordered on every call (by cpu_weight_reorder.c
+ * where it covers the layout) and never cached: an
  * entry holds no pointer to user data between calls and stays valid when parameters change.
  * f64 runs plain reference loops (gradient checks).
  * bf16 dY, X and W (mixed precision) run oneDNN's bf16 kernels where the CPU has them
@@ -115,6 +116,7 @@ typedef struct {
 typedef struct {
     dnnl_memory_t user, prim;
     dnnl_primitive_t reorder;
+    cpu_weight_reorder *fast; /* W's reorder by our loops, where they cover the layout */
 } bwd_mem;
 
 typedef struct {
@@ -129,6 +131,7 @@ static void bwd_entry_free(void *entry) {
     dnnl_primitive_t prims[] = {e->prim, e->a.reorder, e->b.reorder, e->c.reorder};
     dnnl_memory_t mems[] = {e->a.user, e->a.prim, e->b.user, e->b.prim, e->c.user, e->c.prim};
     cpu_dnnl_destroy(prims, 4, mems, 6);
+    cpu_weight_reorder_free(e->b.fast);
     free(e);
 }
 
@@ -153,7 +156,10 @@ static sc_status bwd_mem_init(const sc_kernel_call *call, dnnl_engine_t eng, con
 static dnnl_memory_t bwd_mem_bind(bwd_mem *m, void *data, bool input, dnnl_stream_t strm, dnnl_status_t *s) {
     dnnl_memory_set_data_handle(m->user, data);
     if (!m->prim) return m->user;
-    if (input && *s == dnnl_success) {
+    void *to = NULL;
+    if (input && *s == dnnl_success && m->fast && dnnl_memory_get_data_handle(m->prim, &to) == dnnl_success) {
+        cpu_weight_reorder_to_blocked(m->fast, data, to, true);
+    } else if (input && *s == dnnl_success) {
         dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, m->user}, {DNNL_ARG_TO, m->prim}};
         *s = dnnl_primitive_execute(m->reorder, strm, 2, a);
     }
@@ -202,6 +208,7 @@ static sc_status bwd_entry_build(const sc_kernel_call *call, dnnl_engine_t eng, 
     }
     sc_status st = bwd_mem_init(call, eng, &dst_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0), true, &e->a);
     if (!st) st = bwd_mem_init(call, eng, &wei_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), true, &e->b);
+    if (!st && e->b.prim) e->b.fast = cpu_weight_reorder_new(&wei_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), true);
     if (!st) st = bwd_mem_init(call, eng, &src_user, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0), false, &e->c);
     if (!st) {
         s = dnnl_primitive_create(&e->prim, pd);
