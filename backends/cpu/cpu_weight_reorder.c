@@ -4,7 +4,7 @@
  * the layouts of oneDNN's AVX-512 bf16 brgconv kernels (AcdB32a2b and kin: pairs of input channels
  * innermost, the spatial dims outside them), oneDNN 2.6's "jit:uni" reorder moves it at about
  * 3.5 GB/s on this Zen 4 VM: ResNet-18's 512x512x3x3 W takes 1.3 ms on 2 threads, and PyTorch,
- * on the same oneDNN, pays the same. The loops here take 0.42-0.6x of that (bench/weight_reorder.c);
+ * on the same oneDNN, pays the same. The loops here take 0.24-0.6x of that (bench/weight_reorder.c);
  * elsewhere oneDNN's reorder is faster, and callers keep it (beats_onednn).
  *
  * The loops cover any blocked layout that splits at most two adjacent dims, p and q = p + 1 (O and
@@ -111,13 +111,15 @@ static void fill_rest(cpu_weight_reorder *r, const dnnl_memory_desc_t *b, int fi
     }
 }
 
-/* Where the loops beat oneDNN's reorder (bench/weight_reorder.c on Zen 4, 2 threads): bf16 into
- * VNNI pairs of input channels (ib 2) with the spatial dims outside the pairs, as brgconv's
- * AcdB32a2b: 0.42-0.6x oneDNN's time on 3x3 kernels, 0.68x on the 7x7 stem. Elsewhere oneDNN's
- * reorder is faster: 1.2-2.8x less time on the f32 layouts, 1.7-2.7x on bf16 ABcd8a16b2a
- * (backward data), and mixed on 1x1 kernels (0.8-1.7x). */
+/* Where the loops beat oneDNN's reorder (bench/weight_reorder.c on Zen 4, 2 threads, two runs):
+ * bf16 into VNNI pairs of input channels (ib 2) with the spatial dims outside the pairs, as
+ * brgconv's AcdB32a2b, on 3x3 kernels: 0.24-0.6x oneDNN's time. Not taken: 1x1 kernels (0.8-1.7x),
+ * a padded layout (the 7x7 stem's 3 input channels: 0.7-1.4x, a few microseconds), bf16
+ * ABcd8a16b2a for backward data (1.4-2.7x) and every f32 layout (1.1-3.3x), where oneDNN's
+ * reorder runs at 5-20 GB/s against 3.5 GB/s into AcdB32a2b. */
 static bool beats_onednn(const cpu_weight_reorder *r) {
-    return r->plain_dt == dnnl_bf16 && r->blocked_dt == dnnl_bf16 && r->ib == 2 && r->R > 1 && r->rest[1] > r->bq;
+    return r->plain_dt == dnnl_bf16 && r->blocked_dt == dnnl_bf16 && r->ib == 2 && r->R > 1 && r->rest[1] > r->bq &&
+           !r->padded;
 }
 
 cpu_weight_reorder *cpu_weight_reorder_new(const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *blocked,
