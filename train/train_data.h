@@ -9,13 +9,15 @@
  *       classifier logits [N,C], labels [N]:      label c (K = C); float inputs noise + proto[c]
  *       per-pixel logits [N,C,H,W], labels [N,H,W]: a 4x4 grid of blocks, each block a class; pixel
  *                                                 labels are their block's class, and the input's
- *                                                 pixels carry noise + proto[class][channel]
+ *                                                 elements carry noise + proto[class]
  *       language model logits [B,T,V], ids [B,T]: a sequence of T+1 tokens from a fixed random
  *                                                 Markov chain (the next token is succ[current] with
  *                                                 probability 3/4, else uniform in [0,V)); input =
  *                                                 seq[:-1], labels = seq[1:]
  *       MSE (float labels):                       K = 8, labels = target[c], input noise + proto[c]
- *     noise, proto and target are normal(0,1). Integer inputs other than language-model ids are
+ *     noise, proto and target are drawn element by element from counter-based hashes (no tables):
+ *     each the centred sum of four uniforms, mean 0 and variance 1 (approximately normal, within
+ *     +-2 sqrt 3). Integer inputs other than language-model ids are
  *     uniform in [0, V) (V the embedding's rows, else 10). The data is learnable, so a demo run
  *     shows the loss going down.
  *   .npy: data [N, <input dims 1..>] feeds the model's one data input ("x.npy"), or the input it names
@@ -58,10 +60,7 @@ typedef struct {
     int64_t seq;           /* language model: T */
     bool per_pixel;
     int64_t k;             /* latent classes of synthetic samples */
-    /* synthetic tables */
-    float *proto[8];       /* per float input: k x (input sample numel) */
-    float *target;         /* MSE: k x (label sample numel) */
-    int64_t *succ;         /* language model: V successors */
+    int64_t *succ;         /* synthetic language model: V successors */
     /* .npy arrays converted to the graph dtypes (xs[j] for data input j, data NULL when the input
      * gets its role's default), or the token file */
     sc_tensor xs[8], y;
