@@ -313,6 +313,8 @@ scorch_error *scorch_options_set(scorch_options *o, const char *key, const char 
         if (!(st = choice(key, value, devices, 3, &k))) c->device = (sc_device)k;
     } else if (!strcmp(key, "rollback")) {
         if (!(st = choice(key, value, rollbacks, 3, &k))) c->rollback = (sc_rollback)k;
+    } else if (!strcmp(key, "prefetch")) {
+        if (!(st = choice(key, value, rollbacks, 3, &k))) c->prefetch = (sc_prefetch)k;
     } else if (!strcmp(key, "data")) {
         st = string_value(o, 0, value, &c->data_path);
     } else if (!strcmp(key, "labels")) {

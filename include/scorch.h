@@ -102,6 +102,7 @@ void scorch_options_free(scorch_options *o);
  * model's weights), memory (a size: 512MiB, 2GiB, bytes), strategy (none|sqrt|dc|optimal|auto),
  * offload (none|weights|activations|both|auto), optimizer-on (host|device|auto), link-bandwidth
  * (a rate in bytes/s: 25GB; the CPU backend then models such a link), rollback (auto|on|off),
+ * prefetch (auto|on|off: the next batch drawn while a step runs; auto: on for a GPU),
  * param-block (a size, or off: large tables read by whole rows train as row blocks of that size),
  * resume (a state folder). An unknown key or a bad value is an error naming both. Defaults: those
  * of `scorch-run train`, except device (cpu). */

@@ -8,7 +8,9 @@
  *     block's class, not the sample's;
  *   - MSE labels are the class's target: equal for one class, at most K = 8 distinct rows;
  *   - a batch is a pure function of (seed, sample): the same bytes on refill, for 1 and 4 threads,
- *     and with batch 1 row by row; another seed gives other bytes.
+ *     and with batch 1 row by row; another seed gives other bytes;
+ *   - the prefetch worker (train_prefetch.h) hands over the batch it drew only for its own sample,
+ *     with the bytes of a direct fill, and never after a drop.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 
 #include "graph/graph.h"
 #include "train/train_data.h"
+#include "train/train_prefetch.h"
 #include "tests/check.h"
 
 typedef struct {
@@ -266,10 +269,46 @@ static void test_mse(void) {
     model_free(&m);
 }
 
+static void test_prefetch(void) {
+    enum { B = 8 };
+    model m;
+    model_make(&m, 4, (int64_t[]){B, 3, 8, 8}, SC_I64, 1, (int64_t[]){B}, 2, (int64_t[]){B, 3});
+    train_data d = open_data(&m, 5);
+    size_t nx = bytes_of(&m.feeds[0]), ny = bytes_of(&m.feeds[1]);
+    fill(&d, &m, 200);
+    void *x200 = malloc(nx), *y200 = malloc(ny);
+    memcpy(x200, m.feeds[0].data, nx);
+    memcpy(y200, m.feeds[1].data, ny);
+    train_prefetch p;
+    sc_status st = train_prefetch_open(&p, true, &d, &m.g, m.feeds, 2);
+    CHECK(!st, "train_prefetch_open: %s", st ? sc_status_message(st) : "");
+    memset(m.feeds[0].data, 0, nx);
+    train_prefetch_start(&p, 200);
+    CHECK(!train_prefetch_take(&p, 192, m.feeds), "prefetch: the batch at 200 taken for sample 192");
+    CHECK(train_prefetch_take(&p, 200, m.feeds), "prefetch: the batch at 200 not taken for sample 200");
+    CHECK(!memcmp(x200, m.feeds[0].data, nx) && !memcmp(y200, m.feeds[1].data, ny),
+          "prefetch: the batch drawn ahead differs from a direct fill");
+    CHECK(!train_prefetch_take(&p, 200, m.feeds), "prefetch: a batch taken twice");
+    train_prefetch_start(&p, 200);
+    train_prefetch_drop(&p);
+    CHECK(!train_prefetch_take(&p, 200, m.feeds), "prefetch: a dropped batch taken");
+    train_prefetch_close(&p);
+    train_prefetch off;
+    st = train_prefetch_open(&off, false, &d, &m.g, m.feeds, 2);
+    train_prefetch_start(&off, 200);
+    CHECK(!st && !train_prefetch_take(&off, 200, m.feeds), "prefetch off took a batch");
+    train_prefetch_close(&off);
+    free(x200);
+    free(y200);
+    train_data_close(&d);
+    model_free(&m);
+}
+
 int main(void) {
     test_classifier();
     test_per_pixel();
     test_mse();
+    test_prefetch();
     if (failures) printf("%d check(s) failed\n", failures);
     else printf("train_data: all checks passed\n");
     return failures != 0;

@@ -415,6 +415,49 @@ static void test_nan(void) {
     sc_trainer_free(t);
 }
 
+/* The next batch drawn on a worker during the step (train_prefetch.h) is the batch the step would
+ * draw: 10 steps with prefetch on give the weights of 10 without, through the store-everything
+ * executor and a plan, and so do 5 + save + resume + 5 with it on (the resumed session has no
+ * batch drawn ahead; one drawn with another seed would be wrong). */
+static void test_prefetch(bool plan) {
+    sc_trainer_config c = base_config();
+    c.use_plan = plan;
+    c.prefetch = SC_PREFETCH_OFF;
+    sc_trainer *a = create(&c);
+    run_steps(a, 10);
+    blob ba = state_blob(a);
+    c.prefetch = SC_PREFETCH_ON;
+    sc_trainer *b = create(&c);
+    run_steps(b, 10);
+    blob bb = state_blob(b);
+    CHECK(blob_eq(ba, bb), "plan %d: 10 steps with the next batch prefetched differ from 10 without", (int)plan);
+    CHECK(sc_trainer_prefetch_hits(b) == 9 && sc_trainer_prefetch_hits(a) == 0,
+          "plan %d: %lld of 10 steps took a prefetched batch (expected 9), %lld without prefetch", (int)plan,
+          (long long)sc_trainer_prefetch_hits(b), (long long)sc_trainer_prefetch_hits(a));
+    sc_trainer *h = create(&c);
+    run_steps(h, 5);
+    char sdir[300];
+    snprintf(sdir, sizeof sdir, "%s/state_prefetch_%d", dir, (int)plan);
+    sc_status st = sc_trainer_save_state(h, sdir);
+    CHECK(!st, "save: %s", st ? sc_status_message(st) : "");
+    sc_status_free(st);
+    sc_trainer_free(h);
+    sc_trainer_config cr = c;
+    cr.resume_dir = sdir;
+    sc_trainer *r = create(&cr);
+    run_steps(r, 5);
+    blob br = state_blob(r);
+    CHECK(blob_eq(ba, br), "plan %d: 5 + resume + 5 with prefetch differ from 10 without", (int)plan);
+    CHECK(sc_trainer_prefetch_hits(r) == 4, "plan %d: %lld of 5 resumed steps took a prefetched batch, expected 4",
+          (int)plan, (long long)sc_trainer_prefetch_hits(r));
+    free(ba.bytes);
+    free(bb.bytes);
+    free(br.bytes);
+    sc_trainer_free(a);
+    sc_trainer_free(b);
+    sc_trainer_free(r);
+}
+
 /* Without the rollback copy a non-finite step cannot be undone: the status says so and names the
  * value, and the session refuses to step or save afterwards (its weights are the failed step's). */
 static void test_nan_no_rollback(bool plan) {
@@ -540,6 +583,8 @@ int main(void) {
     test_nan_no_rollback(false);
     test_nan_no_rollback(true);
     test_host_lags_device();
+    test_prefetch(false);
+    test_prefetch(true);
     test_freeze();
     test_bad_labels();
     char cmd[400];

@@ -329,6 +329,9 @@ static sc_status train_run(const sc_trainer_config *cfg, const run_opts *o, int6
             printf("threads: %d, or fewer for %lld of %lld steps (whichever ran faster; the weights are the same)\n",
                    threads, (long long)runs[1], (long long)(runs[0] + runs[1]));
         if (p.done) plan_report_line(t, &p);
+        if (sc_trainer_prefetch_hits(t))
+            printf("prefetch: %lld of %lld steps took a batch drawn during the step before\n",
+                   (long long)sc_trainer_prefetch_hits(t), (long long)p.done);
         if (o->profile) profile_report(t, p.done - 1);
     }
     free(p.exec_times);
@@ -427,10 +430,14 @@ static const char *config_from_args(arg_spec *s, sc_trainer_config *c) {
         if (!(a->f > 0 && isfinite(a->f))) return "--comm-timeout must be a number of seconds > 0";
         sc_comm_set_timeout(a->f);
     }
-    static const char *const rollbacks[] = {"auto", "on", "off"};
+    static const char *const rollbacks[] = {"auto", "on", "off"}; /* sc_rollback's order, and sc_prefetch's */
     if ((a = args_get(s, "rollback"))->set) {
         if ((k = pick(a->s, rollbacks, 3)) < 0) return "--rollback must be auto, on or off";
         c->rollback = (sc_rollback)k;
+    }
+    if ((a = args_get(s, "prefetch"))->set) {
+        if ((k = pick(a->s, rollbacks, 3)) < 0) return "--prefetch must be auto, on or off";
+        c->prefetch = (sc_prefetch)k;
     }
     return NULL;
 }
@@ -503,6 +510,9 @@ int cmd_train(int argc, char **argv) {
         {.name = "rollback", .kind = ARG_STR, .metavar = "auto|on|off",
          .help = "keep a copy of the state to undo a NaN/Inf step and find its origin (default auto: when it fits "
                  "in half the free host memory)"},
+        {.name = "prefetch", .kind = ARG_STR, .metavar = "auto|on|off",
+         .help = "draw the next batch on a worker thread while a step runs (default auto: on for a GPU, off on "
+                 "the CPU, whose step uses every core); the weights are the same"},
         PLAN_CLI_OPTS,
         PLAN_CALIBRATE_OPT,
     };

@@ -113,6 +113,7 @@ static void run_free(calib_run *r, int n_outputs) {
 
 static sc_status feeds_prepare(sc_trainer *t) {
     sc_graph *g = &t->model->graph;
+    train_prefetch_wait(&t->prefetch); /* the worker shares the data */
     SC_TRY(train_data_fill(&t->data, g, train_shard_sample(t), t->feeds));
     train_scalars_fill(t, t->feeds, t->cfg.lr, t->skipped + 1);
     return SC_OK;

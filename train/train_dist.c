@@ -20,7 +20,10 @@
 #include "core/stats.h"
 #include "train/trainer_internal.h"
 
-uint64_t train_shard_sample(const sc_trainer *t) { return t->sample + (uint64_t)(sc_comm_rank() * t->data.batch); }
+uint64_t train_shard_sample_at(const sc_trainer *t, uint64_t global) {
+    return global + (uint64_t)(sc_comm_rank() * t->data.batch);
+}
+uint64_t train_shard_sample(const sc_trainer *t) { return train_shard_sample_at(t, t->sample); }
 
 /* Median seconds of `reps` mean all-reduces of n floats (after one unmeasured). */
 static sc_status allreduce_time(float *buf, int64_t n, int reps, double *median) {

@@ -428,10 +428,11 @@ sc_status train_state_read(sc_trainer *t, const char *dir) {
     t->sample = hdr[1];
     scaler_resume(t, path, hdr);
     if (hdr[2] != t->cfg.seed) {
-        /* the synthetic tables and every shuffle derive from the seed: reopen the data with the saved one */
+        /* the synthetic data and every shuffle derive from the seed: reopen the data with the saved one */
         sc_log(SC_LOG_WARN, "%s: the state was trained with seed %llu; continuing with it (not %llu)", path,
                (unsigned long long)hdr[2], (unsigned long long)t->cfg.seed);
         t->cfg.seed = hdr[2];
+        train_prefetch_drop(&t->prefetch);
         train_data_close(&t->data);
         st = train_data_open(&t->data, &t->model->graph, &t->tg, &t->cfg);
     }

@@ -241,6 +241,8 @@ static sc_status trainer_build(sc_trainer *t) {
     SC_TRY(state_collect(t));
     if (t->cfg.resume_dir) SC_TRY(train_state_read(t, t->cfg.resume_dir));
     SC_TRY(sc_status_prefix(train_plan_open(t), "%s: ", t->cfg.model_path)); /* without use_plan: the none plan */
+    bool prefetch = t->cfg.prefetch == SC_PREFETCH_AUTO ? t->cfg.device != SC_DEVICE_CPU : t->cfg.prefetch == SC_PREFETCH_ON;
+    SC_TRY(train_prefetch_open(&t->prefetch, prefetch, &t->data, g, t->feeds, g->n_inputs));
     return SC_OK;
 }
 
@@ -273,6 +275,7 @@ static void outs_release(sc_trainer *t) {
 
 void sc_trainer_free(sc_trainer *t) {
     if (!t) return;
+    train_prefetch_close(&t->prefetch); /* its worker reads the data and the graph */
     train_plan_close(t);
     outs_release(t);
     if (t->feeds && t->model)
@@ -290,9 +293,14 @@ void sc_trainer_free(sc_trainer *t) {
 
 /* ---- one step ---- */
 
+/* This step's batch (drawn ahead during the last step when prefetch is on), then the next step's
+ * started on the worker while this one runs. */
 static sc_status feeds_fill(sc_trainer *t, int64_t step, float lr) {
-    SC_TRY(train_data_fill(&t->data, &t->model->graph, train_shard_sample(t), t->feeds));
+    uint64_t sample = train_shard_sample(t);
+    if (!train_prefetch_take(&t->prefetch, sample, t->feeds))
+        SC_TRY(train_data_fill(&t->data, &t->model->graph, sample, t->feeds));
     train_scalars_fill(t, t->feeds, lr, step);
+    train_prefetch_start(&t->prefetch, train_shard_sample_at(t, t->sample + (uint64_t)(t->data.batch * sc_comm_size())));
     return SC_OK;
 }
 
@@ -431,6 +439,7 @@ sc_status sc_trainer_step(sc_trainer *t, sc_step_result *r) {
 }
 
 bool sc_trainer_done(const sc_trainer *t) { return t->step >= t->total; }
+int64_t sc_trainer_prefetch_hits(const sc_trainer *t) { return t->prefetch.hits; }
 int64_t sc_trainer_step_count(const sc_trainer *t) { return t->step; }
 int64_t sc_trainer_total_steps(const sc_trainer *t) { return t->total; }
 int64_t sc_trainer_dataset_size(const sc_trainer *t) { return t->data.n; }

@@ -45,6 +45,10 @@ typedef enum { SC_LR_CONSTANT, SC_LR_COSINE } sc_lr_schedule;
  * the machine train at all. A failed step then cannot be undone: resume from the last checkpoint. */
 typedef enum { SC_ROLLBACK_AUTO, SC_ROLLBACK_ON, SC_ROLLBACK_OFF } sc_rollback;
 const char *sc_rollback_name(sc_rollback r); /* "auto", "on", "off" */
+/* Whether the next batch is drawn on a worker thread while a step runs (train/train_prefetch.h):
+ * AUTO is on for a device and off on the CPU, whose step uses every core itself. The weights are
+ * the same either way. */
+typedef enum { SC_PREFETCH_AUTO, SC_PREFETCH_ON, SC_PREFETCH_OFF } sc_prefetch;
 
 
 typedef struct {
@@ -91,6 +95,7 @@ typedef struct {
                              * given), its budget capped at the GPU's free memory. */
     bool tf32;              /* CUDA: let cuBLAS/cuDNN use TF32 for f32 products (no effect on the CPU) */
     sc_rollback rollback;   /* default AUTO */
+    sc_prefetch prefetch;   /* default AUTO */
     /* CPU backend with a plan: a modelled host<->device link of this many bytes/s each way
      * (backend_cpu_set_link_bandwidth); 0 = memcpy speed. The plan's cost model should use the
      * same figure (plan.link_bandwidth). */
@@ -132,6 +137,8 @@ bool sc_trainer_rollback(const sc_trainer *t);
  * (backends/thread_governor.h); false when the count is fixed. */
 bool sc_trainer_thread_runs(const sc_trainer *t, int *threads, int64_t runs[2]);
 bool sc_trainer_done(const sc_trainer *t);
+/* Steps so far whose batch was drawn ahead during the step before (cfg.prefetch); 0 when off. */
+int64_t sc_trainer_prefetch_hits(const sc_trainer *t);
 int64_t sc_trainer_step_count(const sc_trainer *t);  /* steps done so far (including resumed ones) */
 int64_t sc_trainer_total_steps(const sc_trainer *t);
 int64_t sc_trainer_dataset_size(const sc_trainer *t); /* samples per epoch */

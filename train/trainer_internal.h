@@ -8,6 +8,7 @@
 #include "train/calibrate.h"
 #include "train/cost_profile.h"
 #include "train/train_data.h"
+#include "train/train_prefetch.h"
 #include "train/trainer.h"
 
 struct sc_trainer {
@@ -16,6 +17,7 @@ struct sc_trainer {
     sc_model *model;
     sc_training_graph tg;
     train_data data;
+    train_prefetch prefetch; /* the next batch, drawn while a step runs */
     int64_t step;    /* steps done */
     int64_t total;   /* steps of the run */
     uint64_t sample; /* global sample number of the next global batch (every rank's shard of it: the
@@ -87,6 +89,8 @@ void train_loss_scale_good_step(sc_trainer *t);
 /* Global sample number of this rank's next batch: rank r takes [sample + r B, sample + r B + B) of
  * the global batch of N B samples that one process with batch N B would take (trainer.c). */
 uint64_t train_shard_sample(const sc_trainer *t);
+/* The same for the global batch starting at `global` (the next step's: t->sample + N B). */
+uint64_t train_shard_sample_at(const sc_trainer *t, uint64_t global);
 
 /* train_dist.c (data parallel, backends/comm.h; all no-ops with one rank): rank 0's node times and
  * link for every rank's planner; the check that every rank's plan runs the all-reduces in the same
