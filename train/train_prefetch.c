@@ -7,9 +7,11 @@
 
 #include "train/train_prefetch.h"
 
+/* A quarter of the step's own thread count (the caller's OpenMP count: the cores, or cores / ranks
+ * on a host shared by data-parallel ranks), so the worker never takes more than its share. */
 static int worker_threads(void) {
 #ifdef _OPENMP
-    int n = omp_get_num_procs() / 4;
+    int n = omp_get_max_threads() / 4;
     return n < 1 ? 1 : n > 8 ? 8 : n;
 #else
     return 1;

@@ -9,7 +9,7 @@
  *
  * Off on the CPU backend by default (the step's own threads use every core) and on for a device;
  * cfg.prefetch (--prefetch on|off) overrides. The worker draws with a team of
- * about a quarter of the cores (at least 1, at most 8), leaving the rest to the step's host work
+ * a quarter of the step's threads (at least 1, at most 8), leaving the rest to the step's host work
  * (host-side optimizer updates, streaming copies). */
 #ifndef SC_TRAIN_PREFETCH_H
 #define SC_TRAIN_PREFETCH_H
