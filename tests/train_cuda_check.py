@@ -11,6 +11,8 @@ to 1e-2 in one step, a max-pool tie or a BatchNorm over 4 values flipping); with
 checkpointing and streaming plans (sqrt + offload weights, dc + offload both under a --memory cap)
 must write an ONNX file byte-identical to the none plan's: the CUDA kernels are deterministic
 (no atomics in any gradient), so a recomputed node repeats its bits and a transfer copies them.
+The CUDA runs also show the image batch going over the link from pinned buffers (at least its bytes
+unstaged) and 9 of 10 steps taking a batch prefetched during the step before.
 The same in mixed precision (--precision bf16 / fp16: cuBLAS's and cuDNN's 16-bit paths for the
 products and convolutions, f32 kernels on widened copies for the rest, cu_widen.cu), with one change: an f32 result
 a few ulp apart can round to another 16-bit value, and that difference then grows like any
@@ -26,6 +28,7 @@ without a GPU it runs on the CPU emulator of CUDA (tests/cuda_emu) when the buil
 """
 import csv
 import os
+import re
 import subprocess
 import sys
 
@@ -87,6 +90,26 @@ def peak_of(out):
     return None
 
 
+# The image batch of each image model (f32 [8, 3, S, S]): bytes that must cross the link unstaged.
+IMAGE_BATCH = {"resnet": 8 * 3 * 64 * 64 * 4, "dranet": 8 * 3 * 16 * 16 * 4}
+
+
+def link_checks(name, out):
+    """The batch crosses the link from pinned feed buffers (train_feed_buffer): of a step's bytes
+    moved, at least the image batch went unstaged (before the feeds were pinned every byte was
+    staged; what still is: outputs, running statistics, fp16's rollback copy). And each step after
+    the first takes the batch the prefetch worker drew during the one before (on for a GPU)."""
+    moved = re.search(r"measured h2d (\d+) d2h (\d+) \(feeds and outputs included; (\d+) staged\)", out)
+    hits = re.search(r"prefetch: (\d+) of (\d+) steps", out)
+    if name in IMAGE_BATCH:
+        h2d, d2h, staged = (int(g) for g in moved.groups()) if moved else (0, 0, 0)
+        check(moved is not None and h2d + d2h - staged >= IMAGE_BATCH[name],
+              "%s: --device cuda stages %d of %d + %d bytes a step (the %d-byte image batch goes unstaged)" %
+              (name, staged, h2d, d2h, IMAGE_BATCH[name]))
+    check(hits is not None and hits.group(1) == str(int(STEPS) - 1),
+          "%s: --device cuda: %s" % (name, hits.group(0) if hits else "no prefetch line"))
+
+
 def small_gpu():
     """The GPT on an emulated GPU too small for its none plan: re-planned, same bytes."""
     env = dict(os.environ, SCORCH_CUDA_EMU_MEMORY=EMU_MEMORY)
@@ -126,6 +149,7 @@ def main():
               "%s: %s steps cuda vs cpu, losses %.6f -> %.6f / %.6f -> %.6f, worst relative difference %.2e%s, <= %.2e" %
               (name, STEPS, a[0], a[-1], b[0], b[-1], worst, why, tol))
         peak = peak_of(out.stderr + out.stdout)
+        link_checks(name, out.stdout)
         with open(name + "-cuda.onnx", "rb") as f:
             ref = f.read()
         for plan, args in PLANS.items():

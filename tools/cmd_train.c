@@ -74,6 +74,7 @@ typedef struct {
     int64_t skipped;       /* fp16 steps whose update overflowed and was skipped */
     int64_t peak_bytes;     /* max measured arena high-water mark (plans) */
     int64_t bytes_h2d, bytes_d2h; /* moved by the last step (plans) */
+    int64_t bytes_staged;         /* of those, copied through the backend's staging buffers */
     int64_t host_bytes;           /* host copies of the session after the last step (plans) */
     bool show;              /* prints progress (data parallel: rank 0 only) */
     double *exec_times;     /* per step of this run, for the median */
@@ -110,9 +111,9 @@ static void plan_report_line(const sc_trainer *t, progress *p) {
     int64_t n_params = plan_param_count(&sc_trainer_model((sc_trainer *)t)->graph); /* reads only */
     double per = n_params > 0 ? (double)n_params : 1;
     printf("moved per step: planned h2d %lld d2h %lld bytes (%.2f + %.2f B/param), measured h2d %lld d2h %lld "
-           "(feeds and outputs included); updates %s%s",
+           "(feeds and outputs included; %lld staged); updates %s%s",
            (long long)pl->bytes_h2d, (long long)pl->bytes_d2h, (double)pl->bytes_h2d / per, (double)pl->bytes_d2h / per,
-           (long long)p->bytes_h2d, (long long)p->bytes_d2h, plan_update_name(pl->update_on),
+           (long long)p->bytes_h2d, (long long)p->bytes_d2h, (long long)p->bytes_staged, plan_update_name(pl->update_on),
            pl->update_on == SC_UPDATE_HOST ? " (streamed parameters)" : "");
     if (pl->n_resident) printf(", %d small parameters resident on the device", pl->n_resident);
     putchar('\n');
@@ -203,7 +204,7 @@ static sc_status train_loop(sc_trainer *t, const run_opts *o, progress *p) {
                     p->tty ? "\r\033[K" : "", (long long)r.step, r.loss_scale, r.loss_scale / 2);
         }
         if (r.peak_bytes > p->peak_bytes) p->peak_bytes = r.peak_bytes;
-        p->bytes_h2d = r.bytes_h2d, p->bytes_d2h = r.bytes_d2h;
+        p->bytes_h2d = r.bytes_h2d, p->bytes_d2h = r.bytes_d2h, p->bytes_staged = r.bytes_staged;
         p->host_bytes = r.host_bytes;
         exec_time_add(p, r.exec_time);
         p->units += strcmp(p->unit_name, "tokens") ? r.samples : r.tokens;

@@ -43,9 +43,40 @@ static sc_status device_open(const sc_trainer *t, const sc_plan *p, int64_t budg
     return SC_OK;
 }
 
+/* Pins every feed buffer (train_feed_buffer: whole pages each) with the device backend, so the
+ * batch goes over the link from where it was drawn; a buffer the backend cannot pin is staged, as
+ * before. On the CPU (no host_pin) nothing changes. */
+static void feeds_pin(sc_trainer *t) {
+    sc_backend *be = t->backend;
+    int n = t->model->graph.n_inputs;
+    if (!be || !be->iface->host_pin || t->pinned) return;
+    t->pinned = calloc((size_t)(2 * n) + 1, sizeof *t->pinned);
+    if (!t->pinned) return;
+    for (int k = 0; k < 2; k++) {
+        const sc_tensor *f = k == 0 ? t->feeds : t->prefetch.feeds;
+        for (int i = 0; f && i < n; i++)
+            if (be->iface->host_pin(be, f[i].data, sc_desc_bytes(&f[i].desc))) t->pinned[t->n_pinned++] = f[i].data;
+    }
+}
+
+static void feeds_unpin(sc_trainer *t) {
+    for (int i = 0; i < t->n_pinned; i++) t->backend->iface->host_unpin(t->backend, t->pinned[i]);
+    free(t->pinned);
+    t->pinned = NULL;
+    t->n_pinned = 0;
+}
+
+/* The backend's staging bytes so far (sc_backend_memory.staged); 0 without a backend. */
+static int64_t backend_staged(sc_backend *be) {
+    sc_backend_memory m = {0};
+    if (be && be->iface->memory) be->iface->memory(be, &m);
+    return m.staged;
+}
+
 void train_plan_close(sc_trainer *t) {
     plan_session_free(t->session);
     t->session = NULL;
+    if (t->backend) feeds_unpin(t);
     backend_destroy(t->backend);
     t->backend = NULL;
     plan_free(&t->plan);
@@ -206,11 +237,13 @@ sc_status train_plan_open(sc_trainer *t) {
     if (!st) st = train_dist_check_plan(t);
     if (!st) st = session_open(t, &t->plan, t->cfg.plan.budget, &t->backend, &t->session);
     if (st) plan_free(&t->plan);
+    else feeds_pin(t);
     return st;
 }
 
 sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h,
-                         int64_t *host_bytes) {
+                         int64_t *staged, int64_t *host_bytes) {
+    int64_t staged0 = backend_staged(t->backend);
     SC_TRY(plan_session_step(t->session, t->feeds, t->outs));
     for (int i = 0; i < t->tg.n_writebacks; i++)
         SC_TRY(plan_session_copy_value(t->session, t->tg.wb_src[i], t->tg.wb_dst[i]));
@@ -220,6 +253,7 @@ sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, in
     plan_session_stats(t->session, &ps);
     *peak_bytes = ps.peak_bytes;
     *h2d = ps.bytes_h2d, *d2h = ps.bytes_d2h;
+    *staged = backend_staged(t->backend) - staged0;
     *host_bytes = ps.host_bytes;
     *seconds = ps.step_seconds; /* the plan alone: writebacks and the copy to the host excluded */
     return SC_OK;
@@ -267,10 +301,12 @@ sc_status sc_trainer_replan(sc_trainer *t, const sc_plan_options *o) {
     }
     plan_session_free(t->session);
     t->session = NULL;
+    feeds_unpin(t);
     backend_destroy(t->backend);
     t->backend = NULL;
     plan_adopt(t, o, &p);
     sc_status st = session_open(t, &t->plan, t->cfg.plan.budget, &t->backend, &t->session);
     if (st) plan_free(&t->plan);
+    else feeds_pin(t);
     return st;
 }

@@ -18,6 +18,11 @@ static int worker_threads(void) {
 #endif
 }
 
+void *train_feed_buffer(int64_t bytes) {
+    size_t page = 4096, n = ((size_t)(bytes > 0 ? bytes : 1) + page - 1) / page * page;
+    return aligned_alloc(page, n);
+}
+
 sc_status train_prefetch_open(train_prefetch *p, bool on, train_data *d, const sc_graph *g, const sc_tensor *feeds,
                               int n) {
     memset(p, 0, sizeof *p);
@@ -28,7 +33,7 @@ sc_status train_prefetch_open(train_prefetch *p, bool on, train_data *d, const s
     for (int i = 0; i < n; i++) {
         int64_t bytes = sc_desc_bytes(&feeds[i].desc);
         p->feeds[i].desc = feeds[i].desc;
-        p->feeds[i].data = aligned_alloc(64, (size_t)(bytes + 63) / 64 * 64 + 64);
+        p->feeds[i].data = train_feed_buffer(bytes);
         if (!p->feeds[i].data) {
             train_prefetch_close(p);
             return sc_errorf("out of memory for the prefetched batch (input %d, %lld bytes)", i, (long long)bytes);

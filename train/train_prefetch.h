@@ -33,6 +33,11 @@ typedef struct {
     int64_t hits;      /* batches handed over (steps that did not draw their own) */
 } train_prefetch;
 
+/* A feed buffer of whole pages at a page boundary (free() frees it): a device backend pins each
+ * feed alone (host_pin registers whole pages, and two pins may not share one), so the batch goes
+ * over the link directly instead of through a staging copy on the step's thread. */
+void *train_feed_buffer(int64_t bytes);
+
 /* Sets p up for the session's feeds (their descs and sizes); on false p stays off and costs
  * nothing. */
 sc_status train_prefetch_open(train_prefetch *p, bool on, train_data *d, const sc_graph *g, const sc_tensor *feeds,

@@ -78,7 +78,7 @@ static sc_status feeds_alloc(sc_trainer *t) {
         int64_t bytes = sc_desc_bytes(&v->desc);
         if (bytes < 0) return sc_errorf("input '%s' has no static shape after binding", v->name);
         t->feeds[i].desc = v->desc;
-        t->feeds[i].data = aligned_alloc(64, (size_t)(bytes + 63) / 64 * 64 + 64);
+        t->feeds[i].data = train_feed_buffer(bytes);
         if (!t->feeds[i].data) return sc_errorf("out of memory for input '%s'", v->name);
     }
     t->loss_out = output_index(g, t->tg.loss);
@@ -240,9 +240,9 @@ static sc_status trainer_build(sc_trainer *t) {
     SC_TRY(sc_status_prefix(host_memory_check(t), "%s: ", t->cfg.model_path));
     SC_TRY(state_collect(t));
     if (t->cfg.resume_dir) SC_TRY(train_state_read(t, t->cfg.resume_dir));
-    SC_TRY(sc_status_prefix(train_plan_open(t), "%s: ", t->cfg.model_path)); /* without use_plan: the none plan */
     bool prefetch = t->cfg.prefetch == SC_PREFETCH_AUTO ? t->cfg.device != SC_DEVICE_CPU : t->cfg.prefetch == SC_PREFETCH_ON;
     SC_TRY(train_prefetch_open(&t->prefetch, prefetch, &t->data, g, t->feeds, g->n_inputs));
+    SC_TRY(sc_status_prefix(train_plan_open(t), "%s: ", t->cfg.model_path)); /* without use_plan: the none plan */
     return SC_OK;
 }
 
@@ -275,8 +275,9 @@ static void outs_release(sc_trainer *t) {
 
 void sc_trainer_free(sc_trainer *t) {
     if (!t) return;
-    train_prefetch_close(&t->prefetch); /* its worker reads the data and the graph */
-    train_plan_close(t);
+    train_prefetch_wait(&t->prefetch); /* its worker reads the data and the graph */
+    train_plan_close(t);                /* unpins the feeds before they are freed */
+    train_prefetch_close(&t->prefetch);
     outs_release(t);
     if (t->feeds && t->model)
         for (int i = 0; i < t->model->graph.n_inputs; i++) free(t->feeds[i].data);
@@ -316,13 +317,13 @@ static void writebacks_apply(sc_trainer *t) {
  * store-everything plan with parameters and state in place (train_plan.c); *seconds is the time of
  * the execution itself. */
 static sc_status step_execute(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h,
-                              int64_t *host_bytes) {
+                              int64_t *staged, int64_t *host_bytes) {
     *peak_bytes = -1;
     *seconds = 0;
-    *h2d = *d2h = *host_bytes = 0;
+    *h2d = *d2h = *staged = *host_bytes = 0;
     if (!t->session) return sc_errorf("no plan to run (the last re-plan failed)");
-    SC_TRY(train_plan_run(t, peak_bytes, seconds, h2d, d2h, host_bytes));
-    if (!t->cfg.use_plan) *peak_bytes = -1, *h2d = *d2h = *host_bytes = 0; /* figures of a plan nobody asked for */
+    SC_TRY(train_plan_run(t, peak_bytes, seconds, h2d, d2h, staged, host_bytes));
+    if (!t->cfg.use_plan) *peak_bytes = -1, *h2d = *d2h = *staged = *host_bytes = 0; /* figures of a plan nobody asked for */
     return SC_OK;
 }
 
@@ -344,7 +345,7 @@ bool sc_trainer_thread_runs(const sc_trainer *t, int *threads, int64_t runs[2]) 
 /* The step on this rank: on failure its state is restored (with rollback) or the session spent. */
 typedef struct {
     double loss, exec_time, scale;
-    int64_t peak_bytes, h2d, d2h, host_bytes;
+    int64_t peak_bytes, h2d, d2h, staged, host_bytes;
     bool skipped;
 } step_outcome;
 
@@ -353,7 +354,7 @@ static sc_status step_local(sc_trainer *t, int64_t step, float lr, step_outcome 
     SC_TRY(feeds_fill(t, step, lr));
     outs_release(t);
     train_backends_step_begin(t, (uint64_t)step);
-    sc_status st = step_execute(t, &o->peak_bytes, &o->exec_time, &o->h2d, &o->d2h, &o->host_bytes);
+    sc_status st = step_execute(t, &o->peak_bytes, &o->exec_time, &o->h2d, &o->d2h, &o->staged, &o->host_bytes);
     if (st) {
         st = sc_status_prefix(st, "step %lld: ", (long long)step);
         if (!t->snapshot) return train_spent(t, st); /* updates before the failing node ran in place */
@@ -416,6 +417,7 @@ static sc_status trainer_step(sc_trainer *t, sc_step_result *r) {
         r->exec_time = o.exec_time;
         r->peak_bytes = o.peak_bytes;
         r->bytes_h2d = o.h2d, r->bytes_d2h = o.d2h;
+        r->bytes_staged = o.staged;
         r->host_bytes = o.host_bytes;
         r->loss_scale = o.scale;
         r->skipped = o.skipped;

@@ -116,6 +116,9 @@ typedef struct {
     double exec_time;       /* seconds spent executing the graph or the plan (data and checks excluded) */
     int64_t peak_bytes;     /* with a plan: the arena high-water mark measured during the step; else -1 */
     int64_t bytes_h2d, bytes_d2h; /* with a plan: bytes the step moved each way (feeds and outputs included) */
+    int64_t bytes_staged;   /* of those, bytes the device backend copied through its staging buffers
+                               (host memory it could not pin: the feeds and the outputs are pinned or
+                               small); 0 on the CPU */
     int64_t host_bytes;     /* with a plan: host memory of the session's copies of moved values (plan->host_bytes
                                with inline host updates); else 0 */
     double loss_scale;      /* fp16: the scale this step's backward ran with; 0 without loss scaling */

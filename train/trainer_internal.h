@@ -48,6 +48,10 @@ struct sc_trainer {
     sc_backend *backend;
     sc_plan_session *session;
     bool host_stale;
+    /* The feed buffers (the session's and the prefetch worker's) the device backend pinned, unpinned
+     * before it goes (train_plan.c). */
+    void **pinned;
+    int n_pinned;
     /* The host's own backend (CPU): folding while binding, the store-everything executor's
      * kernels, the NaN locator's replay. train/ sets threads, seeds and parameter changes through
      * its vtable and the device backend's, never by calling a backend directly. */
@@ -135,7 +139,7 @@ sc_status train_spent(sc_trainer *t, sc_status st);
  * (after a restore or a loaded state). */
 sc_status train_plan_open(sc_trainer *t);
 void train_plan_close(sc_trainer *t);
-sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h,
+sc_status train_plan_run(sc_trainer *t, int64_t *peak_bytes, double *seconds, int64_t *h2d, int64_t *d2h, int64_t *staged,
                          int64_t *host_bytes);
 sc_status train_plan_reload(sc_trainer *t);
 /* Brings the graph's host data up to the device copy when it lags (host_stale); a no-op otherwise. */
