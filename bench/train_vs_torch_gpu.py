@@ -32,7 +32,9 @@ Timing: ours from `train --log FILE.csv` (elapsed_s per step; every step reads i
 steps are synchronous); PyTorch with torch.cuda.synchronize() after each step. The first --warmup
 steps are dropped, the median of the rest is reported; the ratio is ours / PyTorch (lower is
 better). Peak memory: torch.cuda.max_memory_allocated; ours from the "plan ..." line of train.
-Bytes moved: the "moved per step: ... measured h2d H d2h D" line of train.
+Bytes moved: the "moved per step: ... measured h2d H d2h D (...; N staged)" line of train, N the
+bytes copied through the backend's staging buffers rather than straight from pinned memory; the
+JSON also keeps train's "prefetch: N of M steps" (batches drawn during the step before).
 
 Without a CUDA GPU (or without torch) it prints "SKIP: ..." and exits 0. --smoke-cpu runs every
 model at a tiny size on the CPU on both sides (no GPU needed; checks this script, measures nothing
@@ -213,11 +215,15 @@ def scorch_step_ms(args, model, train_args, extra, tmp, timeout):
     plan = re.search(r"peak planned (\d+) measured (\d+) bytes", text)
     times = re.search(r"step time predicted ([0-9.e+-]+) s measured ([0-9.e+-]+) s", text)
     moved = re.search(r"measured h2d (\d+) d2h (\d+)", text)
+    staged = re.search(r"\((?:feeds and outputs included; )?(\d+) staged\)", text)
+    hits = re.search(r"prefetch: (\d+) of (\d+) steps", text)
     return {"ms": statistics.median(per_step[args.warmup:]), "command": " ".join(cmd),
             "peak_bytes": int(plan.group(2)) if plan else None, "last_loss": float(rows[-1]["loss"]),
             "predicted_s": float(times.group(1)) if times else None,
             "exec_measured_s": float(times.group(2)) if times else None,
             "h2d_bytes": int(moved.group(1)) if moved else None, "d2h_bytes": int(moved.group(2)) if moved else None,
+            "staged_bytes": int(staged.group(1)) if staged else None,
+            "prefetch_hits": f"{hits.group(1)}/{hits.group(2)}" if hits else None,
             "plan_line": next((ln for ln in text.splitlines() if ln.startswith("plan ")), "")}
 
 
@@ -236,7 +242,8 @@ def link_fields(capped, rates):
     direction is close to its pinned rate; far under it, the schedule leaves the link idle."""
     if capped.get("h2d_bytes") is None:
         return {}
-    moved = {"stream_h2d_bytes": capped["h2d_bytes"], "stream_d2h_bytes": capped["d2h_bytes"]}
+    moved = {"stream_h2d_bytes": capped["h2d_bytes"], "stream_d2h_bytes": capped["d2h_bytes"],
+             "stream_staged_bytes": capped["staged_bytes"]}
     if not rates:
         return moved
     sec = capped["ms"] * 1e-3
@@ -277,6 +284,7 @@ def bench_model(args, torch, key, tf32, precision, tmp, deadline, rates):
         ours = scorch_step_ms(args, path, spec["train"], ours_extra, tmp, left())
         row.update(scorch_ms=round(ours["ms"], 2), scorch_peak_bytes=ours["peak_bytes"], scorch_command=ours["command"])
     row.update(prediction_fields(ours))
+    row.update(scorch_staged_bytes=ours["staged_bytes"], scorch_prefetch_hits=ours["prefetch_hits"])
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
@@ -327,6 +335,9 @@ def write_results(args, torch, rows, meta):
                 f"{r['stream_d2h_GBps']:.1f} GB/s (pinned {r['pinned_d2h_GBps']:.1f}): {100 * r['link_use']:.0f}% of the "
                 f"pinned rate (target >= 80%: {'met' if r['link_target_met'] else 'NOT met'})."
                 if "link_use" in r else " Link: not measured (no pinned rate or no bytes line).")
+        if r.get("stream_staged_bytes") is not None:
+            link += (f" Of the {r['stream_h2d_bytes'] + r['stream_d2h_bytes']} bytes a step, {r['stream_staged_bytes']} "
+                     f"went through staging buffers (a memcpy on the step's thread).")
         lines += ["", f"Streaming ({r['precision']}, TF32 {'on' if r['tf32'] else 'off'}): capped at "
                   f"{r['memory_cap_bytes'] / 1048576:.1f} MiB {r['scorch_ms']:.1f} ms/step vs uncapped "
                   f"{r['scorch_uncapped_ms']:.1f} ms/step: {r['capped_throughput_vs_uncapped']:.2f}x the throughput "

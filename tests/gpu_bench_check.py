@@ -7,7 +7,8 @@ Runs the GPU bench at its smoke sizes on the CPU (both engines; no GPU needed) f
 streaming case in fp32 and bf16, then checks its JSON: every row measured (no error), both engines'
 step times positive, bf16 rows run with `--precision bf16`, and the streaming rows carry what the
 device session reports for the open issues: the capped run's predicted against measured step time
-(train's "plan ..." line) and its bytes moved each way ("moved per step: ... measured h2d H d2h D").
+(train's "plan ..." line), its bytes moved each way and how many of them were staged ("moved per
+step: ... measured h2d H d2h D (...; N staged)").
 Skips (exit 0, saying so) when PyTorch is not importable.
 """
 import glob
@@ -61,6 +62,9 @@ def main():
                 fail("%s: no predicted step time parsed from the capped run's plan line: %s" % (what, r))
             if not (r.get("stream_h2d_bytes", 0) > 0 and r.get("stream_d2h_bytes", 0) > 0):
                 fail("%s: no bytes moved parsed from the capped run's output: %s" % (what, r))
+            staged = r.get("stream_staged_bytes")
+            if not (isinstance(staged, int) and 0 <= staged <= r["stream_h2d_bytes"] + r["stream_d2h_bytes"]):
+                fail("%s: staged bytes %r not parsed, or more than the bytes moved: %s" % (what, staged, r))
     print("PASS: %d rows" % len(rows))
 
 
