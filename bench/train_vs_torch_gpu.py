@@ -214,15 +214,14 @@ def scorch_step_ms(args, model, train_args, extra, tmp, timeout):
     text = r.stdout + r.stderr
     plan = re.search(r"peak planned (\d+) measured (\d+) bytes", text)
     times = re.search(r"step time predicted ([0-9.e+-]+) s measured ([0-9.e+-]+) s", text)
-    moved = re.search(r"measured h2d (\d+) d2h (\d+)", text)
-    staged = re.search(r"\((?:feeds and outputs included; )?(\d+) staged\)", text)
+    moved = re.search(r"measured h2d (\d+) d2h (\d+)(?: \(feeds and outputs included; (\d+) staged\))?", text)
     hits = re.search(r"prefetch: (\d+) of (\d+) steps", text)
     return {"ms": statistics.median(per_step[args.warmup:]), "command": " ".join(cmd),
             "peak_bytes": int(plan.group(2)) if plan else None, "last_loss": float(rows[-1]["loss"]),
             "predicted_s": float(times.group(1)) if times else None,
             "exec_measured_s": float(times.group(2)) if times else None,
             "h2d_bytes": int(moved.group(1)) if moved else None, "d2h_bytes": int(moved.group(2)) if moved else None,
-            "staged_bytes": int(staged.group(1)) if staged else None,
+            "staged_bytes": int(moved.group(3)) if moved and moved.group(3) else None,
             "prefetch_hits": f"{hits.group(1)}/{hits.group(2)}" if hits else None,
             "plan_line": next((ln for ln in text.splitlines() if ln.startswith("plan ")), "")}
 
